@@ -1,0 +1,82 @@
+"""BlackBox AP (Rolinek et al., CVPR 2020): exact ranks forward, blackbox differentiation backward."""
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+from torch import Tensor
+
+from .base import RankLoss, check_reduction, check_scores, reduce
+
+
+def descending_ranks(scores: Tensor) -> Tensor:
+    """1-based rank of every item when each row is sorted by decreasing score (ties by index)."""
+    order = torch.sort(scores, dim=1, descending=True, stable=True).indices
+    positions = torch.arange(1, scores.shape[1] + 1, device=scores.device, dtype=scores.dtype)
+    return torch.empty_like(scores).scatter_(1, order, positions.expand_as(scores).contiguous())
+
+
+class BlackBoxRank(torch.autograd.Function):
+    """Ranking as a combinatorial solver, r(s) = argmin over permutations pi of <s, pi>.
+
+    Backward (Vlastelica et al., ICLR 2020): with g = dL/dr, re-rank the perturbed scores
+    s' = s + lambda * g and return (r(s') - r(s)) / lambda = -(r(s) - r(s')) / lambda, the
+    gradient of a piecewise-linear interpolation of L(r(s)). It uses g, so a loss weight or
+    an AMP scale reaches the scores; loss * c with lambda / c gives exactly gradient * c.
+    """
+
+    @staticmethod
+    def forward(ctx, scores: Tensor, lambda_val: float) -> Tensor:
+        ranks = descending_ranks(scores)
+        ctx.save_for_backward(scores, ranks)
+        ctx.lambda_val = lambda_val
+        return ranks
+
+    @staticmethod
+    def backward(ctx, grad_ranks: Tensor) -> tuple[Tensor, None]:
+        scores, ranks = ctx.saved_tensors
+        perturbed = descending_ranks(scores + ctx.lambda_val * grad_ranks)
+        return (perturbed - ranks) / ctx.lambda_val, None
+
+
+def blackbox_ap(
+    scores: Tensor,
+    targets: Tensor,
+    *,
+    mask: Optional[Tensor] = None,
+    reduction: str = "mean",
+    lambda_val: float = 4.0,
+    margin: float = 0.02,
+) -> Tensor:
+    """1 - AP computed from blackbox ranks. scores, targets, mask: (Q, N).
+
+    The positives' scores are lowered by ``margin`` before ranking (robustness margin of
+    Rolinek et al.); rank(k) among all items and rank^+(k) among positives both go through
+    ``BlackBoxRank``. Memory O(Q * N).
+    """
+    scores, targets, mask = check_scores(scores, targets, mask)
+    check_reduction(reduction)
+    if not (isinstance(lambda_val, (int, float)) and 0 < lambda_val < float("inf")):
+        raise ValueError(f"lambda_val must be a finite number > 0, got {lambda_val!r}")
+    if not (isinstance(margin, (int, float)) and 0 <= margin < float("inf")):
+        raise ValueError(f"margin must be a finite number >= 0, got {margin!r}")
+    pos = targets & mask
+    shifted = scores - margin * pos.to(scores.dtype)
+    # Ignored items (and, for rank^+, negatives) sink to the bottom and get no gradient.
+    rank_all = BlackBoxRank.apply(shifted.masked_fill(~mask, float("-inf")), lambda_val)
+    rank_pos = BlackBoxRank.apply(shifted.masked_fill(~pos, float("-inf")), lambda_val)
+    precision = torch.where(pos, rank_pos / rank_all, torch.zeros_like(rank_all))
+    ap = precision.sum(1) / pos.sum(1).clamp_min(1).to(scores.dtype)
+    return reduce(1.0 - ap, pos.any(1), reduction)
+
+
+class BlackBoxAP(RankLoss):
+    """Embedding-level BlackBox AP, the blackbox baseline of ROADMAP Table 1."""
+
+    functional = staticmethod(blackbox_ap)
+    hparam_ranges = {"lambda_val": (0.1, 100.0), "margin": (0.0, 0.5)}
+
+    def __init__(self, lambda_val: float = 4.0, margin: float = 0.02, *, include_self: bool = False,
+                 reduction: str = "mean") -> None:
+        super().__init__()
+        self.save_hparams(locals())

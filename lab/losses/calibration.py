@@ -1,0 +1,55 @@
+"""The calibration (decomposability) loss L_calibr. of ROADMAP Eq. 7 (L_DG, SupRank Eq. 7)."""
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+from torch import Tensor
+
+from .base import RankLoss, check_reduction, check_scores, reduce
+
+
+def check_thresholds(alpha: float, beta: float) -> None:
+    for name, value in (("alpha", alpha), ("beta", beta)):
+        if not (isinstance(value, (int, float)) and -1 <= value <= 1):
+            raise ValueError(f"{name} must be a cosine similarity in [-1, 1], got {value!r}")
+    if not alpha > beta:
+        raise ValueError(f"alpha must be larger than beta (positives above alpha, negatives below beta), "
+                         f"got alpha={alpha!r}, beta={beta!r}")
+
+
+def calibration(
+    scores: Tensor,
+    targets: Tensor,
+    *,
+    mask: Optional[Tensor] = None,
+    reduction: str = "mean",
+    alpha: float = 0.9,
+    beta: float = 0.6,
+) -> Tensor:
+    """Per query: mean over positives of [alpha - s]_+ plus mean over negatives of [s - beta]_+.
+
+    scores, targets, mask: (Q, N). Pushes positive scores above alpha and negative scores
+    below beta in every batch, which bounds the decomposability gap (ROADMAP Eq. 9).
+    A query without negatives gets only the positive term.
+    """
+    scores, targets, mask = check_scores(scores, targets, mask)
+    check_reduction(reduction)
+    check_thresholds(alpha, beta)
+    pos = (targets & mask).to(scores.dtype)
+    neg = (~targets & mask).to(scores.dtype)
+    pos_term = ((alpha - scores).clamp_min(0) * pos).sum(1) / pos.sum(1).clamp_min(1)
+    neg_term = ((scores - beta).clamp_min(0) * neg).sum(1) / neg.sum(1).clamp_min(1)
+    return reduce(pos_term + neg_term, pos.sum(1) > 0, reduction)
+
+
+class CalibrationLoss(RankLoss):
+    """Embedding-level calibration loss L_calibr. (ROADMAP Eq. 7)."""
+
+    functional = staticmethod(calibration)
+    hparam_ranges = {"alpha": (-1.0, 1.0), "beta": (-1.0, 1.0)}
+
+    def __init__(self, alpha: float = 0.9, beta: float = 0.6, *, include_self: bool = False,
+                 reduction: str = "mean") -> None:
+        super().__init__()
+        self.save_hparams(locals())

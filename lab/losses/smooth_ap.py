@@ -1,0 +1,54 @@
+"""SmoothAP (Brown et al., ECCV 2020): every Heaviside of the AP replaced by a sigmoid."""
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+from torch import Tensor
+
+from ..ranking import check_positive, sigmoid
+from .base import (Block, RankLoss, check_reduction, check_scores, mean_over_positives,
+                   per_query, reduce, sum_items)
+
+
+def smooth_ap(
+    scores: Tensor,
+    targets: Tensor,
+    *,
+    mask: Optional[Tensor] = None,
+    reduction: str = "mean",
+    tau: float = 0.01,
+    chunk_size: Optional[int] = None,
+) -> Tensor:
+    """1 - SmoothAP. scores, targets, mask: (Q, N). Returns a scalar, or (Q,) with reduction="none".
+
+    rank(k) = 1 + sum_{j != k} sigma((s_j - s_k) / tau) and the same sum over positives for
+    rank^+(k); AP = mean over positives of rank^+(k) / rank(k) (ROADMAP Eq. 1 with H = sigma).
+    Only (query, positive, item) triples are formed: memory O(Q * P * N), in chunks.
+    """
+    scores, targets, mask = check_scores(scores, targets, mask)
+    check_reduction(reduction)
+    check_positive("tau", tau)
+
+    def block_loss(b: Block) -> Tensor:
+        step = sigmoid(b.diff, tau)
+        # The item k itself contributes sigma(0) = 0.5 to both sums; "1 + sum_{j != k}" = 0.5 + sum_j.
+        rank_all = 0.5 + sum_items(step, b.valid)
+        rank_pos = 0.5 + sum_items(step, b.pos)
+        return 1.0 - mean_over_positives(rank_pos / rank_all, b)
+
+    losses = per_query(block_loss, scores, targets, mask, chunk_size)
+    return reduce(losses, (targets & mask).any(1), reduction)
+
+
+class SmoothAP(RankLoss):
+    """Embedding-level SmoothAP. ``include_self=True`` counts the query as its own positive,
+    as the reference implementation does (it optimises a different, inflated AP)."""
+
+    functional = staticmethod(smooth_ap)
+    hparam_ranges = {"tau": (1e-3, 1.0)}
+
+    def __init__(self, tau: float = 0.01, *, include_self: bool = False, reduction: str = "mean",
+                 chunk_size: Optional[int] = None) -> None:
+        super().__init__()
+        self.save_hparams(locals())

@@ -1,0 +1,65 @@
+"""Sup-AP (ROADMAP Eq. 5, SupRank Eq. 11): exact rank^+, SupRank's H^- on negatives."""
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+from torch import Tensor
+
+from ..ranking import check_h_minus, h_minus, heaviside
+from .base import (Block, RankLoss, check_reduction, check_scores, mean_over_positives,
+                   per_query, reduce, sum_items)
+
+
+def sup_ranks(b: Block, tau: float, rho: float, delta: float) -> tuple[Tensor, Tensor]:
+    """(rank^+, rank^-_s) of each positive, both (c, P) (ROADMAP Eq. 3 and 5).
+
+    rank^+ counts positives with s_j >= s_k (k itself included) with the exact step and no
+    gradient: its gradient would push positives down (ROADMAP Sec. 3.1). rank^-_s sums H^-
+    over negatives and carries all the gradient.
+    """
+    with torch.no_grad():
+        rank_pos = sum_items(heaviside(b.diff), b.pos)
+    rank_neg = sum_items(h_minus(b.diff, tau, rho, delta), b.valid & ~b.pos)
+    return rank_pos, rank_neg
+
+
+def sup_ap(
+    scores: Tensor,
+    targets: Tensor,
+    *,
+    mask: Optional[Tensor] = None,
+    reduction: str = "mean",
+    tau: float = 0.01,
+    rho: float = 100.0,
+    delta: float = 0.05,
+    chunk_size: Optional[int] = None,
+) -> Tensor:
+    """1 - Sup-AP. scores, targets, mask: (Q, N). Scalar, or (Q,) with reduction="none".
+
+    Sup-AP = mean over positives k of rank^+(k) / (rank^+(k) + rank^-_s(k)). Because
+    H^- >= H, the loss is an upper bound of the exact AP loss 1 - AP (ROADMAP Sec. 3.1).
+    """
+    scores, targets, mask = check_scores(scores, targets, mask)
+    check_reduction(reduction)
+    check_h_minus(tau, rho, delta)
+
+    def block_loss(b: Block) -> Tensor:
+        rank_pos, rank_neg = sup_ranks(b, tau, rho, delta)
+        # clamp only matters on padding rows (0 / 0); real positives have rank^+ >= 1.
+        return 1.0 - mean_over_positives(rank_pos / (rank_pos + rank_neg).clamp_min(1.0), b)
+
+    losses = per_query(block_loss, scores, targets, mask, chunk_size)
+    return reduce(losses, (targets & mask).any(1), reduction)
+
+
+class SupAP(RankLoss):
+    """Embedding-level Sup-AP (ROADMAP without the calibration term)."""
+
+    functional = staticmethod(sup_ap)
+    hparam_ranges = {"tau": (1e-3, 1.0), "rho": (0.0, 1e4), "delta": (0.0, 0.5)}
+
+    def __init__(self, tau: float = 0.01, rho: float = 100.0, delta: float = 0.05, *,
+                 include_self: bool = False, reduction: str = "mean", chunk_size: Optional[int] = None) -> None:
+        super().__init__()
+        self.save_hparams(locals())

@@ -1,0 +1,116 @@
+"""Embedding-level evaluation: R@k, mAP@R and mAP of a query set against a gallery."""
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+from tqdm.auto import tqdm
+
+from ..losses.base import check_embeddings, check_labels, fine
+from .exact import average_precision, map_at_r, recall_at_k
+
+BACKENDS = ("faiss", "torch")
+# Score entries held at once: chunk of queries x gallery size (2**24 float32 = 64 MB).
+MAX_CHUNK_ELEMENTS = 2**24
+
+
+def _faiss_index(refs: Tensor):
+    import faiss  # imported lazily: faiss is slow to import and only this backend needs it
+
+    index = faiss.IndexFlatIP(refs.shape[1])
+    if hasattr(faiss, "get_num_gpus") and faiss.get_num_gpus() > 0:
+        index = faiss.index_cpu_to_all_gpus(index)
+    index.add(refs.detach().cpu().float().numpy())
+    return index
+
+
+def _ranked_lists(queries: Tensor, refs: Tensor, query_index: Optional[Tensor], backend: str, index):
+    """Scores (c, N') of every gallery item for a chunk of queries and the items' indices.
+
+    With ``query_index`` (self-retrieval) each query's own entry is removed by index, so a
+    duplicate image elsewhere in the gallery still counts as a positive.
+    """
+    n = refs.shape[0]
+    if backend == "torch":
+        scores = queries @ refs.T
+        items = torch.arange(n, device=scores.device).expand_as(scores)
+    else:
+        dist, idx = index.search(queries.detach().cpu().float().numpy(), n)
+        scores = torch.from_numpy(dist).to(queries.device)
+        items = torch.from_numpy(idx).to(queries.device)
+    if query_index is None:
+        return scores, items
+    keep = items != query_index[:, None]
+    return scores[keep].view(len(scores), n - 1), items[keep].view(len(scores), n - 1)
+
+
+def retrieval_metrics(
+    query_emb: Tensor,
+    query_labels: Tensor,
+    ref_emb: Optional[Tensor] = None,
+    ref_labels: Optional[Tensor] = None,
+    ks: Sequence[int] = (1, 2, 4, 8),
+    backend: str = "faiss",
+    chunk_size: Optional[int] = None,
+    progress: bool = False,
+) -> dict[str, float]:
+    """R@k (hit rate), mAP@R and mAP, averaged over queries, as fractions in [0, 1].
+
+    query_emb (Q, D), query_labels (Q,) or (Q, L) (finest level used); ref_emb (N, D),
+    ref_labels (N,) or (N, L). Without references each query retrieves from the other
+    queries. Cosine similarity. Queries with no other item of their class are left out and
+    counted in ``"excluded_queries"``. ``backend="torch"`` gives the same numbers as faiss.
+    """
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    if not ks or any(not isinstance(k, int) or k < 1 for k in ks):
+        raise ValueError(f"ks must be a non-empty list of positive integers, got {ks!r}")
+    check_embeddings("query_emb", query_emb)
+    query_labels = check_labels("query_labels", query_labels, query_emb.shape[0], query_emb.device)
+    if (ref_emb is None) != (ref_labels is None):
+        raise ValueError("ref_emb and ref_labels must be given together (or neither)")
+    self_retrieval = ref_emb is None
+    if self_retrieval:
+        ref_emb, ref_labels = query_emb, query_labels
+    else:
+        check_embeddings("ref_emb", ref_emb)
+        ref_labels = check_labels("ref_labels", ref_labels, ref_emb.shape[0], ref_emb.device)
+        if ref_emb.shape[1] != query_emb.shape[1]:
+            raise ValueError(f"ref_emb has dim {ref_emb.shape[1]}, query_emb has dim {query_emb.shape[1]}")
+    if chunk_size is not None and not (isinstance(chunk_size, int) and chunk_size >= 1):
+        raise ValueError(f"chunk_size must be None or an integer >= 1, got {chunk_size!r}")
+
+    device = query_emb.device
+    queries = F.normalize(query_emb.detach().float(), dim=1)
+    refs = F.normalize(ref_emb.detach().float().to(device), dim=1)
+    q_lab, r_lab = fine(query_labels), fine(ref_labels).to(device)
+
+    # Positives per query, by label counts; the query's own copy does not count.
+    uniq, r_counts = torch.unique(r_lab, return_counts=True)
+    pos_in_refs = torch.zeros_like(q_lab)
+    where = torch.searchsorted(uniq, q_lab).clamp_max(len(uniq) - 1)
+    found = uniq[where] == q_lab
+    pos_in_refs[found] = r_counts[where[found]]
+    num_pos = pos_in_refs - int(self_retrieval)
+    kept = torch.nonzero(num_pos > 0).squeeze(1)
+    if len(kept) == 0:
+        raise ValueError("no query has another item of its class among the references: nothing to evaluate")
+
+    index = _faiss_index(refs) if backend == "faiss" else None
+    size = chunk_size or max(1, MAX_CHUNK_ELEMENTS // refs.shape[0])
+    sums = {f"R@{k}": 0.0 for k in ks} | {"mAP@R": 0.0, "mAP": 0.0}
+    chunks = range(0, len(kept), size)
+    for start in tqdm(chunks, desc="retrieval metrics", disable=not progress, leave=False):
+        rows = kept[start : start + size]
+        scores, items = _ranked_lists(queries[rows], refs, rows if self_retrieval else None, backend, index)
+        targets = r_lab[items] == q_lab[rows, None]
+        for k, value in zip(ks, recall_at_k(scores, targets, k=list(ks)).sum(0).tolist()):
+            sums[f"R@{k}"] += value
+        sums["mAP@R"] += float(map_at_r(scores, targets).sum())
+        sums["mAP"] += float(average_precision(scores, targets).sum())
+    out = {name: total / len(kept) for name, total in sums.items()}
+    out["num_queries"] = len(kept)
+    out["excluded_queries"] = len(q_lab) - len(kept)
+    return out
