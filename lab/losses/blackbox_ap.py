@@ -17,17 +17,18 @@ def descending_ranks(scores: Tensor) -> Tensor:
 
 
 class BlackBoxRank(torch.autograd.Function):
-    """Ranking as a combinatorial solver, r(s) = argmin over permutations pi of <s, pi>.
+    """Normalised ranks r(s) / N as a combinatorial solver: r(s) = argmin_pi <s, pi> over permutations.
 
     Backward (Vlastelica et al., ICLR 2020): with g = dL/dr, re-rank the perturbed scores
-    s' = s + lambda * g and return (r(s') - r(s)) / lambda = -(r(s) - r(s')) / lambda, the
-    gradient of a piecewise-linear interpolation of L(r(s)). It uses g, so a loss weight or
-    an AMP scale reaches the scores; loss * c with lambda / c gives exactly gradient * c.
+    s' = s + lambda * g and return -(r(s) - r(s')) / lambda, the gradient of a piecewise-
+    linear interpolation of L(r(s)). It uses g, so a loss weight or an AMP scale reaches the
+    scores; loss * c with lambda / c gives exactly gradient * c. Ranks are divided by N as in
+    the authors' code, so ``lambda_val`` keeps their meaning whatever the batch size.
     """
 
     @staticmethod
     def forward(ctx, scores: Tensor, lambda_val: float) -> Tensor:
-        ranks = descending_ranks(scores)
+        ranks = descending_ranks(scores) / scores.shape[1]
         ctx.save_for_backward(scores, ranks)
         ctx.lambda_val = lambda_val
         return ranks
@@ -35,8 +36,8 @@ class BlackBoxRank(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_ranks: Tensor) -> tuple[Tensor, None]:
         scores, ranks = ctx.saved_tensors
-        perturbed = descending_ranks(scores + ctx.lambda_val * grad_ranks)
-        return (perturbed - ranks) / ctx.lambda_val, None
+        perturbed = descending_ranks(scores + ctx.lambda_val * grad_ranks) / scores.shape[1]
+        return -(ranks - perturbed) / ctx.lambda_val, None
 
 
 def blackbox_ap(
@@ -50,9 +51,11 @@ def blackbox_ap(
 ) -> Tensor:
     """1 - AP computed from blackbox ranks. scores, targets, mask: (Q, N).
 
-    The positives' scores are lowered by ``margin`` before ranking (robustness margin of
-    Rolinek et al.); rank(k) among all items and rank^+(k) among positives both go through
-    ``BlackBoxRank``. Memory O(Q * N).
+    The positives' scores are lowered by ``margin`` before ranking (the robustness margin of
+    Rolinek et al.; their code draws a random half-normal shift of positives and negatives,
+    we use a fixed one so the loss is reproducible). rank(k) among all items goes through
+    ``BlackBoxRank``; rank^+(k) among positives is exact and carries no gradient, as in the
+    authors' code. Memory O(Q * N).
     """
     scores, targets, mask = check_scores(scores, targets, mask)
     check_reduction(reduction)
@@ -64,7 +67,8 @@ def blackbox_ap(
     shifted = scores - margin * pos.to(scores.dtype)
     # Ignored items (and, for rank^+, negatives) sink to the bottom and get no gradient.
     rank_all = BlackBoxRank.apply(shifted.masked_fill(~mask, float("-inf")), lambda_val)
-    rank_pos = BlackBoxRank.apply(shifted.masked_fill(~pos, float("-inf")), lambda_val)
+    with torch.no_grad():
+        rank_pos = descending_ranks(shifted.masked_fill(~pos, float("-inf"))) / scores.shape[1]
     precision = torch.where(pos, rank_pos / rank_all, torch.zeros_like(rank_all))
     ap = precision.sum(1) / pos.sum(1).clamp_min(1).to(scores.dtype)
     return reduce(1.0 - ap, pos.any(1), reduction)

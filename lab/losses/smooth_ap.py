@@ -6,7 +6,7 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from ..ranking import check_positive, sigmoid
+from ..ranking import check_positive, heaviside, sigmoid
 from .base import (Block, RankLoss, check_reduction, check_scores, mean_over_positives,
                    per_query, reduce, sum_items)
 
@@ -18,13 +18,17 @@ def smooth_ap(
     mask: Optional[Tensor] = None,
     reduction: str = "mean",
     tau: float = 0.01,
+    exact_rank_pos: bool = False,
     chunk_size: Optional[int] = None,
 ) -> Tensor:
     """1 - SmoothAP. scores, targets, mask: (Q, N). Returns a scalar, or (Q,) with reduction="none".
 
     rank(k) = 1 + sum_{j != k} sigma((s_j - s_k) / tau) and the same sum over positives for
     rank^+(k); AP = mean over positives of rank^+(k) / rank(k) (ROADMAP Eq. 1 with H = sigma).
-    Only (query, positive, item) triples are formed: memory O(Q * P * N), in chunks.
+    ``exact_rank_pos=True`` keeps the exact step for positive-positive comparisons: the
+    intermediate loss of ROADMAP supp. Fig. 8a (no more opposite gradients on positives, but
+    still vanishing ones). Only (query, positive, item) triples are formed: memory
+    O(Q * P * N), in chunks.
     """
     scores, targets, mask = check_scores(scores, targets, mask)
     check_reduction(reduction)
@@ -32,9 +36,14 @@ def smooth_ap(
 
     def block_loss(b: Block) -> Tensor:
         step = sigmoid(b.diff, tau)
-        # The item k itself contributes sigma(0) = 0.5 to both sums; "1 + sum_{j != k}" = 0.5 + sum_j.
-        rank_all = 0.5 + sum_items(step, b.valid)
-        rank_pos = 0.5 + sum_items(step, b.pos)
+        if exact_rank_pos:
+            with torch.no_grad():
+                rank_pos = sum_items(heaviside(b.diff), b.pos)  # k itself: H(0) = 1
+            rank_all = rank_pos + sum_items(step, b.valid & ~b.pos)
+        else:
+            # The item k itself contributes sigma(0) = 0.5 to both sums; "1 + sum_{j != k}" = 0.5 + sum_j.
+            rank_all = 0.5 + sum_items(step, b.valid)
+            rank_pos = 0.5 + sum_items(step, b.pos)
         return 1.0 - mean_over_positives(rank_pos / rank_all, b)
 
     losses = per_query(block_loss, scores, targets, mask, chunk_size)
@@ -48,7 +57,7 @@ class SmoothAP(RankLoss):
     functional = staticmethod(smooth_ap)
     hparam_ranges = {"tau": (1e-3, 1.0)}
 
-    def __init__(self, tau: float = 0.01, *, include_self: bool = False, reduction: str = "mean",
-                 chunk_size: Optional[int] = None) -> None:
+    def __init__(self, tau: float = 0.01, exact_rank_pos: bool = False, *, include_self: bool = False,
+                 reduction: str = "mean", chunk_size: Optional[int] = None) -> None:
         super().__init__()
         self.save_hparams(locals())
