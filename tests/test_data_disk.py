@@ -1,0 +1,238 @@
+"""Disk datasets on tiny fixtures in the published layouts; the registry; the paper transforms."""
+import warnings
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+from torch.utils.data import DataLoader
+
+from lab.data import DATASETS, DatasetNotFoundError, build_dataset, build_transforms, describe_datasets
+
+
+def write_image(path, colour=(200, 30, 30), size=(40, 30)):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    Image.new("RGB", size, colour).save(path)
+
+
+def close(pixel, colour, tol=4):  # JPEG moves flat colours by a level or two
+    return all(abs(a - b) <= tol for a, b in zip(pixel, colour))
+
+
+@pytest.fixture
+def cub_root(tmp_path):
+    """CUB_200_2011 with classes 1, 2 (train) and 101, 102 (test), 3 images each."""
+    root = tmp_path / "CUB_200_2011"
+    images, labels, classes = [], [], []
+    n = 0
+    for c in (1, 2, 101, 102):
+        folder = f"{c:03d}.Bird_number_{c}"
+        classes.append(f"{c} {folder}")
+        for k in range(3):
+            n += 1
+            rel = f"{folder}/Bird_Number_{c}_{k:04d}_{n}.jpg"
+            write_image(root / "images" / rel, colour=(c, k * 60, 0))
+            images.append(f"{n} {rel}")
+            labels.append(f"{n} {c}")
+    (root / "images.txt").write_text("\n".join(images) + "\n")
+    (root / "image_class_labels.txt").write_text("\n".join(labels) + "\n")
+    (root / "classes.txt").write_text("\n".join(classes) + "\n")
+    return root
+
+
+@pytest.fixture
+def sop_root(tmp_path):
+    """Stanford_Online_Products: products 1-3 train, 4-5 test, in categories bicycle (1) and chair (4)."""
+    root = tmp_path / "Stanford_Online_Products"
+    rows = {"train": [], "test": []}
+    n = 0
+    for cls, sup, name in [(1, 1, "bicycle"), (2, 1, "bicycle"), (3, 4, "chair"), (4, 1, "bicycle"), (5, 4, "chair")]:
+        for k in range(2):
+            n += 1
+            rel = f"{name}_final/{1000 + cls}_{k}.JPG"
+            write_image(root / rel)
+            rows["train" if cls <= 3 else "test"].append(f"{n} {cls} {sup} {rel}")
+    for split, lines in rows.items():
+        (root / f"Ebay_{split}.txt").write_text("image_id class_id super_class_id path\n" + "\n".join(lines) + "\n")
+    return root
+
+
+@pytest.fixture
+def inat_root(tmp_path):
+    root = tmp_path / "Inaturalist"
+    split = {"train": [("Aves", 2761), ("Aves", 2762), ("Plantae", 6000)], "test": [("Insecta", 1200), ("Aves", 2900)]}
+    (root / "Inat_dataset_splits").mkdir(parents=True)
+    for name, classes in split.items():
+        lines = []
+        for sup, cat in classes:
+            for k in range(2):
+                rel = f"train_val2018/{sup}/{cat}/{cat:05d}{k}abc.jpg"
+                write_image(root / rel)
+                lines.append(rel)
+        (root / "Inat_dataset_splits" / f"Inaturalist_{name}_set1.txt").write_text("\n".join(lines) + "\n")
+    return root
+
+
+def test_cub_parses_the_published_layout(cub_root):
+    train, test = build_dataset("cub", "train", root=str(cub_root)), build_dataset("cub", "test", root=str(cub_root))
+    assert len(train) == len(test) == 6
+    assert train.labels.shape == (6, 1) and train.labels[:, 0].tolist() == [0, 0, 0, 1, 1, 1]
+    assert sorted(set(test.labels[:, 0].tolist())) == [100, 101]  # held-out classes keep their ids
+    assert train.class_names == {0: "Bird number 1", 1: "Bird number 2"}
+    x, y, i = train[4]
+    assert x.shape == (3, 30, 40) and y.tolist() == [1] and i == 4
+    assert train.image(4).mode == "RGB" and close(train.image(4).getpixel((0, 0)), (2, 60, 0))
+    # The parent folder works too.
+    assert len(build_dataset("cub", root=str(cub_root.parent))) == 6
+
+
+def test_sop_has_two_levels(sop_root):
+    train, test = build_dataset("sop", "train", root=str(sop_root)), build_dataset("sop", "test", root=str(sop_root))
+    assert len(train) == 6 and len(test) == 4
+    assert train.level_names == ["product", "category"]
+    assert train.labels.tolist() == [[0, 0], [0, 0], [1, 0], [1, 0], [2, 3], [2, 3]]
+    assert sorted(set(test.labels[:, 0].tolist())) == [3, 4]
+    assert train.coarse_names == {0: "bicycle", 3: "chair"}
+
+
+def test_inaturalist_split_files(inat_root):
+    train = build_dataset("inaturalist", "train", root=str(inat_root))
+    test = build_dataset("inaturalist", "test", root=str(inat_root))
+    assert len(train) == 6 and len(test) == 4
+    assert train.labels[:, 0].tolist() == [2761, 2761, 2762, 2762, 6000, 6000]
+    assert train.coarse_names[int(train.labels[0, 1])] == "Aves"
+    assert train.coarse_names[int(train.labels[4, 1])] == "Plantae"
+    assert test.coarse_names[int(test.labels[0, 1])] == "Insecta" and test.coarse_names == train.coarse_names
+    assert set(train.labels[:, 0].tolist()).isdisjoint(test.labels[:, 0].tolist())
+    assert train.class_names[2762] == "Aves/2762"
+
+
+def test_inaturalist_rejects_a_malformed_split_line(inat_root):
+    (inat_root / "Inat_dataset_splits" / "Inaturalist_train_set1.txt").write_text("just_a_file.jpg\n")
+    with pytest.raises(ValueError, match="line 1"):
+        build_dataset("inaturalist", root=str(inat_root))
+
+
+def test_folder_layouts(tmp_path):
+    flat = tmp_path / "flat"
+    for c in "abcd":
+        for k in range(2):
+            write_image(flat / c / f"{k}.png")
+    (flat / "a" / "notes.txt").write_text("not an image")
+    train, test = build_dataset("folder", "train", root=str(flat)), build_dataset("folder", "test", root=str(flat))
+    assert train.labels[:, 0].tolist() == [0, 0, 1, 1] and test.labels[:, 0].tolist() == [2, 2, 3, 3]
+    assert train.class_names == {0: "a", 1: "b"}
+
+    nested = tmp_path / "nested"
+    for coarse, cls in [("birds", "gull"), ("birds", "tern"), ("cars", "audi"), ("cars", "fiat")]:
+        write_image(nested / "train" / coarse / cls / "0.jpg")
+    write_image(nested / "test" / "birds" / "heron" / "0.jpg")
+    train, test = build_dataset("folder", "train", root=str(nested)), build_dataset("folder", "test", root=str(nested))
+    assert train.level_names == ["class", "coarse"] and len(train) == 4 and len(test) == 1
+    assert train.coarse_names == {0: "birds", 1: "cars"}
+    assert train.labels[:, 0].tolist() == [0, 1, 2, 3]
+    assert test.labels.tolist() == [[4, 0]] and test.class_names == {4: "birds/heron"}
+
+
+def test_corrupt_image_is_skipped_counted_and_replaced(cub_root):
+    bad = cub_root / "images" / "001.Bird_number_1" / "Bird_Number_1_0001_2.jpg"
+    bad.write_bytes(b"this is not a jpeg")
+    ds = build_dataset("cub", root=str(cub_root))
+    with pytest.warns(RuntimeWarning, match="unreadable"):
+        x, y, i = ds[1]
+    assert ds.num_skipped == 1 and i == 1 and y.tolist() == [0] and x.shape == (3, 30, 40)
+    assert close(ds.image(1).getpixel((0, 0)), (1, 120, 0))  # the next image of the same class
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # warned once: later reads are quiet
+        for j in range(len(ds)):
+            ds[j]
+    assert ds.num_skipped == 1  # a known-bad file is not read (nor counted) again
+
+
+def test_a_class_without_any_readable_image_gives_a_black_stand_in(cub_root):
+    for path in (cub_root / "images" / "001.Bird_number_1").iterdir():
+        path.write_bytes(b"")
+    ds = build_dataset("cub", root=str(cub_root))
+    with pytest.warns(RuntimeWarning) as record:
+        x, y, _ = ds[0]
+    assert any("every image of class 'Bird number 1'" in str(w.message) for w in record)
+    assert x.shape == (3, 256, 256) and x.max() == 0 and y.tolist() == [0] and ds.num_skipped == 3
+    assert ds[3][0].shape == (3, 30, 40)  # the other class is unaffected
+
+
+def test_skips_in_dataloader_workers_reach_the_main_process(cub_root):
+    (cub_root / "images" / "002.Bird_number_2" / "Bird_Number_2_0000_4.jpg").write_bytes(b"")
+    ds = build_dataset("cub", root=str(cub_root))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        batches = list(DataLoader(ds, batch_size=3, num_workers=1))
+    assert sum(len(b[0]) for b in batches) == 6 and ds.num_skipped == 1
+
+
+def test_missing_root_says_where_to_get_the_data(tmp_path, monkeypatch):
+    monkeypatch.delenv("RANKLAB_DATA", raising=False)
+    with pytest.raises(DatasetNotFoundError, match="CUB_200_2011.tgz") as err:
+        build_dataset("cub", root=str(tmp_path / "nowhere"))
+    assert isinstance(err.value, ValueError) and isinstance(err.value, FileNotFoundError)
+    assert "images.txt" in str(err.value) and "https://" in str(err.value)
+    with pytest.raises(DatasetNotFoundError, match="RANKLAB_DATA unset"):
+        build_dataset("sop")
+    with pytest.raises(DatasetNotFoundError, match="Inat_dataset_splits"):
+        build_dataset("inaturalist", root=str(tmp_path))
+    with pytest.raises(DatasetNotFoundError, match="root must be an existing directory"):
+        build_dataset("folder")
+
+
+def test_lists_without_images_are_reported(cub_root):
+    import shutil
+
+    shutil.rmtree(cub_root / "images")
+    with pytest.raises(DatasetNotFoundError, match="is missing"):
+        build_dataset("cub", root=str(cub_root))
+
+
+def test_env_var_and_describe(cub_root, monkeypatch):
+    monkeypatch.setenv("RANKLAB_DATA", str(cub_root.parent))
+    assert len(build_dataset("cub", "test")) == 6
+    text = describe_datasets()
+    lines = {line.split()[0]: line for line in text.splitlines() if line.startswith("  ")}
+    assert set(lines) == set(DATASETS)
+    assert "available" in lines["glyphs"] and "available" in lines["digits"]
+    assert f"available at {cub_root}" in lines["cub"]
+    assert "not found" in lines["sop"] and "cvgl.stanford.edu" in lines["sop"]
+    assert "not found" in lines["inaturalist"] and "inat_comp" in lines["inaturalist"]
+
+
+def test_registry_errors():
+    with pytest.raises(ValueError, match="glyphs, digits, cub, sop, inaturalist, folder"):
+        build_dataset("imagenet")
+    with pytest.raises(ValueError, match="split must be one of"):
+        build_dataset("digits", split="validation")
+    with pytest.raises(ValueError, match="num_clases.*options are: .*num_classes"):
+        build_dataset("glyphs", num_clases=10)
+
+
+def test_paper_transforms(cub_root):
+    ds = build_dataset("cub", root=str(cub_root), transform=build_transforms("paper", train=True))
+    x, _, _ = ds[0]
+    assert x.shape == (3, 224, 224)
+    train = build_transforms("paper", True)
+    crop = next(t for t in train.transforms if type(t).__name__ == "RandomResizedCrop")
+    assert crop.scale == (0.16, 1.0) and crop.ratio == pytest.approx((3 / 4, 4 / 3))
+    assert [type(t).__name__ for t in train.transforms][1:4] == ["Resize", "RandomResizedCrop", "RandomHorizontalFlip"]
+    literal = build_transforms("paper", True, crop_scale=((40 / 256) ** 2, 1.0))
+    literal_crop = next(t for t in literal.transforms if type(t).__name__ == "RandomResizedCrop")
+    assert literal_crop.scale[0] == pytest.approx(0.0244, abs=1e-4)
+    ev = build_transforms("paper", False)
+    img = Image.fromarray(np.random.default_rng(0).integers(0, 255, (300, 400, 3), dtype=np.uint8))
+    a, b = ev(img), ev(img)
+    assert a.shape == (3, 224, 224) and torch.equal(a, b)
+    assert ev(img.convert("L")).shape == (3, 224, 224)  # grayscale files still give 3 channels
+    # ImageNet normalisation: a mid-grey image maps to (0.5 - mean) / std.
+    grey = ev(Image.new("RGB", (256, 256), (128, 128, 128)))
+    expected = [(128 / 255 - m) / s for m, s in zip((0.485, 0.456, 0.406), (0.229, 0.224, 0.225))]
+    assert grey[:, 0, 0] == pytest.approx(expected, abs=1e-4)
+    with pytest.raises(ValueError, match="kind must be one of"):
+        build_transforms("imagenet", True)
+    with pytest.raises(ValueError, match="crop_scale"):
+        build_transforms("paper", True, crop_scale=(0.0, 1.0))
