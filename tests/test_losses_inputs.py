@@ -33,6 +33,7 @@ T = torch.rand(4, 6) < 0.5
     (lambda: L.SupAP(tau=0), "tau"),
     (lambda: L.CalibrationLoss(alpha=0.1, beta=0.6), "alpha"),
     (lambda: L.build_loss("smoothap"), "choose one of"),
+    (lambda: L.build_loss("happier"), "num_classes and embed_dim"),
     (lambda: L.SupAP()(torch.randn(4, 3), torch.tensor([0.0, 0, 1, 1])), "labels must be an integer"),
     (lambda: L.SupAP()(torch.randn(4, 3), torch.tensor([0, 0, 1])), "labels must have shape"),
     (lambda: L.SupAP()(torch.randn(0, 3), torch.zeros(0, dtype=torch.long)), "embeddings must be a non-empty"),
@@ -71,7 +72,7 @@ def test_no_cubic_tensor_in_forward_and_backward(name):
     emb = torch.randn(batch, 32, requires_grad=True)
     labels = torch.arange(batch // per_class).repeat_interleave(per_class)
     with LargestTensor() as probe:
-        L.build_loss(name)(emb, labels).backward()
+        L.build_loss(name, num_classes=batch // per_class, embed_dim=32)(emb, labels).backward()
     triples = batch * (per_class - 1) * batch  # Q * P * N
     bins = batch * batch * 21  # histogram losses: Q * N * bins (20 bins at most by default)
     assert probe.largest <= max(triples, bins)

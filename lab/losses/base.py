@@ -123,9 +123,10 @@ class Block(NamedTuple):
     pos_valid: Tensor  # (c, P) bool, False on padding
     num_pos: Tensor  # (c,)
     diff: Tensor  # (c, P, N)
+    relevance: Optional[Tensor] = None  # (c, N) graded relevance, when per_query was given one
 
 
-def positive_block(scores: Tensor, pos: Tensor, valid: Tensor) -> Block:
+def positive_block(scores: Tensor, pos: Tensor, valid: Tensor, relevance: Optional[Tensor] = None) -> Block:
     num_pos = pos.sum(1)
     width = max(int(num_pos.max()), 1)
     # A stable descending sort of the 0/1 flags puts each query's positives first.
@@ -133,7 +134,7 @@ def positive_block(scores: Tensor, pos: Tensor, valid: Tensor) -> Block:
     pos_valid = torch.arange(width, device=scores.device) < num_pos[:, None]
     pos_scores = scores.gather(1, pos_index)
     diff = scores[:, None, :] - pos_scores[:, :, None]
-    return Block(scores, pos, valid, pos_index, pos_valid, num_pos, diff)
+    return Block(scores, pos, valid, pos_index, pos_valid, num_pos, diff, relevance)
 
 
 def auto_chunk_size(pos: Tensor, num_items: int, chunk_size: Optional[int]) -> int:
@@ -151,15 +152,21 @@ def per_query(
     targets: Tensor,
     mask: Tensor,
     chunk_size: Optional[int] = None,
+    relevance: Optional[Tensor] = None,
 ) -> Tensor:
-    """(Q,) per-query values of ``block_fn`` computed over chunked positive blocks."""
+    """(Q,) per-query values of ``block_fn`` computed over chunked positive blocks.
+
+    ``relevance`` (Q, N), optional, is chunked with the rows and reaches ``block_fn`` as
+    ``block.relevance`` (graded losses: SupRank Eq. 21, 24).
+    """
     pos = targets & mask
 
-    def run(s: Tensor, p: Tensor, v: Tensor) -> Tensor:
-        return block_fn(positive_block(s, p, v))
+    def run(s: Tensor, p: Tensor, v: Tensor, *rel: Tensor) -> Tensor:
+        return block_fn(positive_block(s, p, v, *rel))
 
     size = auto_chunk_size(pos, scores.shape[1], chunk_size)
-    return map_query_chunks(run, (scores, pos, mask), size)
+    extra = () if relevance is None else (relevance,)
+    return map_query_chunks(run, (scores, pos, mask, *extra), size)
 
 
 def sum_items(values: Tensor, weights: Tensor) -> Tensor:
@@ -260,9 +267,14 @@ class RankLoss(nn.Module):
     """
 
     functional: Callable[..., Tensor]
+    # True when the constructor needs ``num_classes`` and ``embed_dim`` (learnable proxies).
+    needs_num_classes: bool = False
+    # Constructor arguments that configure forward() (e.g. how relevance is built), not ``functional``.
+    forward_hparams: tuple[str, ...] = ()
 
     def save_hparams(self, local_vars: dict) -> None:
-        names = [n for n in inspect.signature(type(self).__init__).parameters if n not in ("self", "include_self")]
+        skip = ("self", "include_self", *self.forward_hparams)
+        names = [n for n in inspect.signature(type(self).__init__).parameters if n not in skip]
         self.hparams = {n: local_vars[n] for n in names}
         self.include_self = bool(local_vars.get("include_self", False))
         # Fail at construction, not at step 1: run the checks on a tiny dummy problem.
@@ -271,6 +283,11 @@ class RankLoss(nn.Module):
     def targets(self, labels: Tensor, ref_labels: Tensor) -> Tensor:
         """Binary relevance: same finest-level class."""
         return fine(labels)[:, None] == fine(ref_labels)[None, :]
+
+    def targets_for(self, labels: Tensor, ref_labels: Tensor, mask: Tensor) -> Tensor:
+        """What forward() gives ``functional``: ``targets`` by default. Graded losses override it,
+        since their relevance is normalised over the items the mask keeps (SupRank Eq. 20)."""
+        return self.targets(labels, ref_labels)
 
     def forward(
         self,
@@ -285,7 +302,7 @@ class RankLoss(nn.Module):
         scores, labels, ref_labels, mask = pairwise_inputs(
             embeddings, labels, ref_embeddings, ref_labels, mask, self.include_self
         )
-        return self.functional(scores, self.targets(labels, ref_labels), mask=mask, **self.hparams)
+        return self.functional(scores, self.targets_for(labels, ref_labels, mask), mask=mask, **self.hparams)
 
     def extra_repr(self) -> str:
         return ", ".join(f"{k}={v!r}" for k, v in self.hparams.items())

@@ -1,7 +1,9 @@
-"""Exact retrieval metrics: score level (``scores, targets, mask -> (Q,)``) and embedding level."""
+"""Exact retrieval metrics: score level (``scores, targets, mask -> (Q,)``; the graded ``h_ap``,
+``ndcg``, ``asi`` take ``relevance`` in place of ``targets``) and embedding level."""
 from .exact import average_precision, map_at_r, precision_at_1, recall_at_k, sorted_ranks, true_recall_at_k
 from .decomposability import decomposability_gap
+from .hierarchical import asi, graded_ranks, h_ap, ndcg
 from .retrieval import retrieval_metrics
 
 __all__ = ["average_precision", "map_at_r", "recall_at_k", "true_recall_at_k", "precision_at_1",
-           "sorted_ranks", "retrieval_metrics", "decomposability_gap"]
+           "sorted_ranks", "retrieval_metrics", "decomposability_gap", "h_ap", "ndcg", "asi", "graded_ranks"]

@@ -9,7 +9,9 @@ from torch import Tensor
 from tqdm.auto import tqdm
 
 from ..losses.base import check_embeddings, check_labels, fine
+from ..losses.relevance import check_alpha, hap_relevance, ndcg_relevance, num_levels, shared_levels
 from .exact import average_precision, map_at_r, recall_at_k
+from .hierarchical import asi, h_ap, ndcg
 
 BACKENDS = ("faiss", "torch")
 # Score entries held at once: chunk of queries x gallery size (2**24 float32 = 64 MB).
@@ -46,6 +48,26 @@ def _ranked_lists(queries: Tensor, refs: Tensor, query_index: Optional[Tensor], 
     return scores[keep].view(len(scores), n - 1), items[keep].view(len(scores), n - 1)
 
 
+def _level_names(level_names: Optional[Sequence[str]], num: int) -> list[str]:
+    if level_names is None:
+        return [f"level{i}" for i in range(num)]
+    names = list(level_names)
+    if len(names) != num or any(not isinstance(n, str) or not n for n in names) or len(set(names)) != num:
+        raise ValueError(f"level_names must be {num} distinct non-empty strings (finest first), got {level_names!r}")
+    return names
+
+
+def _hierarchical_sums(scores: Tensor, levels: Tensor, alpha: float, names: list[str]) -> dict[str, float]:
+    """Sums over a chunk of queries of H-AP, NDCG, ASI and the AP of each label level."""
+    num = len(names)
+    out = {"H-AP": float(h_ap(scores, hap_relevance(levels, num, alpha=alpha)).sum()),
+           "NDCG": float(ndcg(scores, ndcg_relevance(levels)).sum()),
+           "ASI": float(asi(scores, levels.float()).sum())}
+    for column, name in enumerate(names):  # AP^(l) of Eq. 34: positives share the label at this column
+        out[f"AP@{name}"] = float(average_precision(scores, levels >= num - column).sum())
+    return out
+
+
 def retrieval_metrics(
     query_emb: Tensor,
     query_labels: Tensor,
@@ -55,8 +77,15 @@ def retrieval_metrics(
     backend: str = "faiss",
     chunk_size: Optional[int] = None,
     progress: bool = False,
+    alpha: float = 1.0,
+    level_names: Optional[Sequence[str]] = None,
 ) -> dict[str, float]:
     """R@k (hit rate), mAP@R and mAP, averaged over queries, as fractions in [0, 1].
+
+    With hierarchical labels (L > 1 columns, finest first) also ``"H-AP"`` (SupRank Eq. 19
+    with the relevance of Eq. 20, ``alpha``), ``"NDCG"`` (rel = 2^l - 1), ``"ASI"`` and the
+    AP at each label column, ``"AP@level0"`` (finest, = mAP) ... or ``"AP@<name>"`` with
+    ``level_names``; computed over the same queries as the other keys.
 
     query_emb (Q, D), query_labels (Q,) or (Q, L) (finest level used); ref_emb (N, D),
     ref_labels (N,) or (N, L). Without references each query retrieves from the other
@@ -67,6 +96,7 @@ def retrieval_metrics(
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
     if not ks or any(not isinstance(k, int) or k < 1 for k in ks):
         raise ValueError(f"ks must be a non-empty list of positive integers, got {ks!r}")
+    check_alpha(alpha)
     check_embeddings("query_emb", query_emb)
     query_labels = check_labels("query_labels", query_labels, query_emb.shape[0], query_emb.device)
     if (ref_emb is None) != (ref_labels is None):
@@ -79,13 +109,16 @@ def retrieval_metrics(
         ref_labels = check_labels("ref_labels", ref_labels, ref_emb.shape[0], ref_emb.device)
         if ref_emb.shape[1] != query_emb.shape[1]:
             raise ValueError(f"ref_emb has dim {ref_emb.shape[1]}, query_emb has dim {query_emb.shape[1]}")
+        if num_levels(ref_labels) != num_levels(query_labels):
+            raise ValueError(f"query_labels have L={num_levels(query_labels)} levels but ref_labels have "
+                             f"L={num_levels(ref_labels)}")
     if chunk_size is not None and not (isinstance(chunk_size, int) and chunk_size >= 1):
         raise ValueError(f"chunk_size must be None or an integer >= 1, got {chunk_size!r}")
 
     device = query_emb.device
     queries = F.normalize(query_emb.detach().float(), dim=1)
     refs = F.normalize(ref_emb.detach().float().to(device), dim=1)
-    q_lab, r_lab = fine(query_labels), fine(ref_labels).to(device)
+    q_lab, r_lab = fine(query_labels).contiguous(), fine(ref_labels).to(device).contiguous()
 
     # Positives per query, by label counts; the query's own copy does not count.
     uniq, r_counts = torch.unique(r_lab, return_counts=True)
@@ -101,6 +134,11 @@ def retrieval_metrics(
     index = _faiss_index(refs) if backend == "faiss" else None
     size = chunk_size or max(1, MAX_CHUNK_ELEMENTS // refs.shape[0])
     sums = {f"R@{k}": 0.0 for k in ks} | {"mAP@R": 0.0, "mAP": 0.0}
+    hierarchical = num_levels(query_labels) > 1
+    if hierarchical:
+        names = _level_names(level_names, num_levels(query_labels))
+        q_all, r_all = query_labels.to(device), ref_labels.to(device)
+        sums |= {key: 0.0 for key in ("H-AP", "NDCG", "ASI", *[f"AP@{name}" for name in names])}
     chunks = range(0, len(kept), size)
     for start in tqdm(chunks, desc="retrieval metrics", disable=not progress, leave=False):
         rows = kept[start : start + size]
@@ -110,6 +148,10 @@ def retrieval_metrics(
             sums[f"R@{k}"] += value
         sums["mAP@R"] += float(map_at_r(scores, targets).sum())
         sums["mAP"] += float(average_precision(scores, targets).sum())
+        if hierarchical:
+            levels = shared_levels(q_all[rows], r_all, items)
+            for key, value in _hierarchical_sums(scores, levels, alpha, names).items():
+                sums[key] += value
     out = {name: total / len(kept) for name, total in sums.items()}
     out["num_queries"] = len(kept)
     out["excluded_queries"] = len(q_lab) - len(kept)

@@ -1,0 +1,92 @@
+"""ROD losses (SupRank Eq. 2): (1 - lambda) * rank loss + lambda * decomposability loss.
+
+``RODLoss`` combines any embedding-level rank loss with any decomposability loss: the
+calibration loss L_DG (Eq. 7) or the proxy loss L_DG* (Eq. 8). The named classes are the
+papers' instances with the proxy loss and SupRank's lambda = 0.1 (Sec. VII-A4; HAPPIER's
+configuration weighs 0.9 / 0.1): HAPPIER (Eq. 22), ROD-NDCG (Eq. 25), ROADMAP with L_DG*.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+from torch import Tensor, nn
+
+from .base import RankLoss, check_unit_interval
+from .proxy import ProxyDecompositionLoss
+from .sup_ap import SupAP
+from .sup_hap import SupHAP
+from .sup_ndcg import SupNDCG
+
+
+class RODLoss(RankLoss):
+    """(1 - lam) * rank_loss + lam * decomposability_loss, both called as ``loss(embeddings, labels, ...)``.
+
+    The learnable parameters of either part (e.g. proxies) are this module's parameters. Both
+    parts must use the same reduction: two scalars, or two (B,) vectors.
+    """
+
+    functional = None  # embedding level only: a decomposability loss may need the embeddings
+
+    def __init__(self, rank_loss: nn.Module, decomposability_loss: nn.Module, lam: float = 0.5) -> None:
+        super().__init__()
+        for name, part in (("rank_loss", rank_loss), ("decomposability_loss", decomposability_loss)):
+            if not isinstance(part, nn.Module):
+                raise ValueError(f"{name} must be an nn.Module (e.g. SupAP(), CalibrationLoss()), got "
+                                 f"{type(part).__name__}")
+        check_unit_interval("lam", lam)
+        self.rank_loss, self.decomposability_loss, self.lam = rank_loss, decomposability_loss, lam
+        self.hparams = {"lam": lam}
+        self.include_self = False
+        self.needs_num_classes = any(getattr(m, "needs_num_classes", False) for m in (rank_loss, decomposability_loss))
+
+    def forward(self, embeddings: Tensor, labels: Tensor, ref_embeddings: Optional[Tensor] = None,
+                ref_labels: Optional[Tensor] = None, *, mask: Optional[Tensor] = None) -> Tensor:
+        rank = self.rank_loss(embeddings, labels, ref_embeddings, ref_labels, mask=mask)
+        decomposability = self.decomposability_loss(embeddings, labels, ref_embeddings, ref_labels, mask=mask)
+        if rank.shape != decomposability.shape:
+            raise ValueError(f"rank_loss gives shape {tuple(rank.shape)} but decomposability_loss gives "
+                             f"{tuple(decomposability.shape)}: build both with the same reduction")
+        return (1 - self.lam) * rank + self.lam * decomposability
+
+
+class _ProxyROD(RODLoss):
+    """A Sup-* rank loss with L_DG*; subclasses name the rank loss class."""
+
+    needs_num_classes = True
+    rank_class: type[RankLoss]
+    hparam_ranges = {"lam": (0.0, 1.0), "tau": (1e-3, 1.0), "rho": (0.0, 1e4), "delta": (0.0, 0.5),
+                     "eta": (0.01, 1.0)}
+
+    def __init__(self, num_classes: int, embed_dim: int, lam: float = 0.1, tau: float = 0.01, rho: float = 100.0,
+                 delta: float = 0.05, eta: float = 0.05, *, include_self: bool = False, reduction: str = "mean",
+                 chunk_size: Optional[int] = None, **rank_hparams) -> None:
+        rank = self.rank_class(tau, rho, delta, include_self=include_self, reduction=reduction,
+                               chunk_size=chunk_size, **rank_hparams)
+        super().__init__(rank, ProxyDecompositionLoss(num_classes, embed_dim, eta, reduction=reduction), lam)
+        self.hparams = {"num_classes": num_classes, "embed_dim": embed_dim, "lam": lam, "tau": tau, "rho": rho,
+                        "delta": delta, "eta": eta, **rank_hparams}
+
+
+class HAPPIER(_ProxyROD):
+    """HAPPIER (Eq. 22): (1 - lam) * Sup-H-AP + lam * L_DG*. ``alpha`` sets Eq. 20 (alpha > 1: HAPPIER_F)."""
+
+    rank_class = SupHAP
+    hparam_ranges = {**_ProxyROD.hparam_ranges, "alpha": (0.0, 10.0)}
+
+    def __init__(self, num_classes: int, embed_dim: int, lam: float = 0.1, tau: float = 0.01, rho: float = 100.0,
+                 delta: float = 0.05, eta: float = 0.05, alpha: float = 1.0, *, include_self: bool = False,
+                 reduction: str = "mean", chunk_size: Optional[int] = None) -> None:
+        super().__init__(num_classes, embed_dim, lam, tau, rho, delta, eta, include_self=include_self,
+                         reduction=reduction, chunk_size=chunk_size, alpha=alpha)
+
+
+class RODNDCG(_ProxyROD):
+    """ROD-NDCG (Eq. 25): (1 - lam) * Sup-NDCG + lam * L_DG*."""
+
+    rank_class = SupNDCG
+
+
+class ROADMAPProxy(_ProxyROD):
+    """ROADMAP with L_DG* (SupRank Tab. II): (1 - lam) * Sup-AP + lam * L_DG*."""
+
+    rank_class = SupAP

@@ -1,0 +1,55 @@
+"""ROD-R@k (SupRank Eq. 17): (1 - lambda) * Sup-R@k + lambda * L_DG (the calibration loss, Eq. 7)."""
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+from torch import Tensor
+
+from .base import RankLoss, check_reduction, check_scores, check_unit_interval, reduce
+from .calibration import calibration
+from .recall import DEFAULT_KS, check_ks, sup_recall
+
+
+def rod_recall(
+    scores: Tensor,
+    targets: Tensor,
+    *,
+    mask: Optional[Tensor] = None,
+    reduction: str = "mean",
+    lam: float = 0.5,
+    tau: float = 0.01,
+    rho: float = 100.0,
+    delta: float = 0.05,
+    tau_star: float = 1.0,
+    ks: Sequence[int] = DEFAULT_KS,
+    alpha: float = 0.9,
+    beta: float = 0.6,
+    chunk_size: Optional[int] = None,
+) -> Tensor:
+    """L_ROD-R@k = (1 - lam) * L_Sup-R@k + lam * L_DG (Eq. 17). scores, targets, mask: (Q, N).
+
+    With the proxy decomposability loss L_DG* instead (Tab. II), use
+    ``RODLoss(SupRecall(), ProxyDecompositionLoss(num_classes, embed_dim), lam=0.1)``.
+    """
+    scores, targets, mask = check_scores(scores, targets, mask)
+    check_reduction(reduction)
+    check_unit_interval("lam", lam)
+    rank_term = sup_recall(scores, targets, mask=mask, reduction="none", tau=tau, rho=rho, delta=delta,
+                           tau_star=tau_star, ks=ks, chunk_size=chunk_size)
+    calib_term = calibration(scores, targets, mask=mask, reduction="none", alpha=alpha, beta=beta)
+    return reduce((1 - lam) * rank_term + lam * calib_term, (targets & mask).any(1), reduction)
+
+
+class RODRecall(RankLoss):
+    """Embedding-level ROD-R@k with the pair-based L_DG (Eq. 17); lam = 0.5 as ROADMAP with L_DG."""
+
+    functional = staticmethod(rod_recall)
+    hparam_ranges = {"lam": (0.0, 1.0), "tau": (1e-3, 1.0), "rho": (0.0, 1e4), "delta": (0.0, 0.5),
+                     "tau_star": (0.01, 10.0), "alpha": (-1.0, 1.0), "beta": (-1.0, 1.0)}
+
+    def __init__(self, lam: float = 0.5, tau: float = 0.01, rho: float = 100.0, delta: float = 0.05,
+                 tau_star: float = 1.0, ks: Sequence[int] = DEFAULT_KS, alpha: float = 0.9, beta: float = 0.6, *,
+                 include_self: bool = False, reduction: str = "mean", chunk_size: Optional[int] = None) -> None:
+        super().__init__()
+        ks = check_ks(ks)
+        self.save_hparams(locals())

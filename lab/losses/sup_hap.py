@@ -1,0 +1,84 @@
+"""Sup-H-AP (SupRank Eq. 21): the H-AP of Eq. 18-19 with SupRank's rank surrogate."""
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+import torch
+from torch import Tensor
+
+from ..ranking import check_h_minus, h_minus
+from .base import Block, check_reduction, per_query, reduce
+from .graded_ranks import exact_graded_ranks
+from .relevance import HierarchicalRankLoss, check_relevance, check_relevance_kind
+
+
+def graded_sup_ranks(b: Block, tau: float, rho: float, delta: float) -> tuple[Tensor, Tensor, Tensor]:
+    """(H-rank^+, rank^+, rank^-_s) of each positive k under graded relevance, all (c, P) (Eq. 18, 3, 5).
+
+    H-rank^+ and rank^+(k) = 1 + #{j != k : rel(j) >= rel(k), s_j >= s_k} are exact, without
+    gradient, and computed by sorting (no (c, P, N) tensor). rank^-_s(k) sums H^-(s_j - s_k)
+    over the items with rel(j) < rel(k) (negatives and less relevant positives): the
+    instances SupRank penalises for being ranked above k.
+    """
+    exact = exact_graded_ranks(b.scores, b.relevance, b.valid)
+    rel_k = b.relevance.gather(1, b.pos_index)[:, :, None]  # (c, P, 1)
+    lower = (b.relevance[:, None, :] < rel_k) & b.valid[:, None, :]
+    rank_neg = (h_minus(b.diff, tau, rho, delta) * lower).sum(-1)
+    return exact.h_rank_plus.gather(1, b.pos_index), exact.rank_plus.gather(1, b.pos_index), rank_neg
+
+
+def check_graded_loss(scores: Tensor, relevance: Tensor, mask: Optional[Tensor], reduction: str, tau: float,
+                      rho: float, delta: float) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """Input checks of the graded Sup-* losses -> (scores, relevance, mask, positives = relevance > 0)."""
+    scores, relevance, mask = check_relevance(scores, relevance, mask)
+    check_reduction(reduction)
+    check_h_minus(tau, rho, delta)
+    return scores, relevance, mask, relevance > 0
+
+
+def sup_hap(
+    scores: Tensor,
+    relevance: Tensor,
+    *,
+    mask: Optional[Tensor] = None,
+    reduction: str = "mean",
+    tau: float = 0.01,
+    rho: float = 100.0,
+    delta: float = 0.05,
+    chunk_size: Optional[int] = None,
+) -> Tensor:
+    """1 - Sup-H-AP (Eq. 21). scores, relevance (float >= 0, 0 = negative), mask: (Q, N).
+
+    Sup-H-AP = (1 / sum_k rel(k)) * sum over positives k of H-rank^+(k) / (rank^+(k) + rank^-_s(k)),
+    with H-rank^+ and rank^+ exact (no gradient) and rank^-_s over the items of strictly lower
+    relevance (H^-). H^- >= H makes the loss an upper bound of 1 - H-AP. With 0/1 relevance
+    it equals Sup-AP. Memory O(Q * P * N), P = items with relevance > 0, in chunks of queries.
+    Returns a scalar, or (Q,) with reduction="none" (0 for queries without positive).
+    """
+    scores, relevance, mask, pos = check_graded_loss(scores, relevance, mask, reduction, tau, rho, delta)
+
+    def block_loss(b: Block) -> Tensor:
+        h_rank, rank_pos, rank_neg = graded_sup_ranks(b, tau, rho, delta)
+        terms = torch.where(b.pos_valid, h_rank / (rank_pos + rank_neg).clamp_min(1.0), 0.0)
+        total_rel = (b.relevance * b.pos).sum(1)
+        return 1.0 - terms.sum(1) / torch.where(total_rel > 0, total_rel, torch.ones_like(total_rel))
+
+    losses = per_query(block_loss, scores, pos, mask, chunk_size, relevance=relevance)
+    return reduce(losses, pos.any(1), reduction)
+
+
+class SupHAP(HierarchicalRankLoss):
+    """Embedding-level Sup-H-AP; labels (B,) or (B, L), finest first. ``relevance="hap"`` uses
+    Eq. 20 with ``alpha`` (HAPPIER_F: alpha > 1); ``"wap"`` Property 1 with ``weights``."""
+
+    functional = staticmethod(sup_hap)
+    forward_hparams = ("relevance", "alpha", "weights")
+    hparam_ranges = {"tau": (1e-3, 1.0), "rho": (0.0, 1e4), "delta": (0.0, 0.5), "alpha": (0.0, 10.0)}
+
+    def __init__(self, tau: float = 0.01, rho: float = 100.0, delta: float = 0.05, alpha: float = 1.0,
+                 relevance: str = "hap", weights: Optional[Sequence[float]] = None, *, include_self: bool = False,
+                 reduction: str = "mean", chunk_size: Optional[int] = None) -> None:
+        super().__init__()
+        check_relevance_kind(relevance, alpha, weights, name="relevance")
+        self.relevance, self.alpha, self.weights = relevance, alpha, weights
+        self.save_hparams(locals())
