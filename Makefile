@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed-stamp
 # Never wait for the Hugging Face hub: pretrained weights are used when cached, else random init.
 export HF_HUB_OFFLINE ?= 1
 
-.PHONY: setup app test bench clean
+.PHONY: setup app test bench assignments clean
 
 setup: $(STAMP)
 
@@ -22,6 +22,10 @@ app: setup
 # Exit code 5 (no tests collected, e.g. with a -k filter) is not a failure.
 test: setup
 	$(BIN)/python -m pytest $(PYTEST_ARGS) || { rc=$$?; [ $$rc -eq 5 ] && echo "pytest: no tests collected" || exit $$rc; }
+
+# Student versions, hidden tests and an nbgrader source folder in build/assignments/.
+assignments: setup
+	$(BIN)/python -m lab.grading.generate
 
 bench: setup
 	$(BIN)/python bench/losses.py

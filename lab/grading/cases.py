@@ -1,0 +1,247 @@
+"""Reproducible test cases for the check functions: ``cases(topic, seed)`` and ``get_case(topic, name)``.
+
+A case holds the positional arguments of the student function, in the documented order
+(e.g. ``scores, targets, mask, tau, rho, delta``). Names such as ``"ties-f32-s0"`` encode
+the family, the dtype and the seed, so ``get_case(topic, name)`` rebuilds the very case a
+failure message names.
+"""
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import torch
+from torch import Tensor
+
+DTYPES = {"f32": torch.float32, "f64": torch.float64}
+
+# Hyper-parameters per topic, cycled over the families: defaults first, then settings where
+# the surrogates differ visibly from the exact step (large tau) and a flat linear branch.
+PARAMS: dict[str, list[dict[str, Any]]] = {
+    "h_minus": [dict(tau=0.01, rho=100.0, delta=0.05), dict(tau=0.05, rho=10.0, delta=0.1),
+                dict(tau=0.1, rho=1.0, delta=0.3)],
+    "smooth_ap": [dict(tau=0.01), dict(tau=0.05), dict(tau=0.2)],
+    "sup_ap": [dict(tau=0.01, rho=100.0, delta=0.05), dict(tau=0.05, rho=10.0, delta=0.1),
+               dict(tau=0.1, rho=1.0, delta=0.2)],
+    "calibration": [dict(alpha=0.9, beta=0.6), dict(alpha=0.5, beta=0.1), dict(alpha=0.2, beta=-0.3)],
+    "soft_histogram": [{}],
+    "fast_ap": [dict(num_bins=10), dict(num_bins=4), dict(num_bins=25)],
+    "average_precision": [{}],
+    "map_at_r": [{}],
+    "recall_at_k": [dict(k=1), dict(k=2), dict(k=4), dict(k=8)],
+}
+KIND = {"h_minus": "steps", "soft_histogram": "histogram"}  # every other topic: "scores"
+
+
+@dataclass(frozen=True)
+class Case:
+    """One input of a check. ``case.args`` gives fresh copies, in the student signature's order."""
+
+    topic: str
+    name: str
+    description: str
+    arg_names: tuple[str, ...]
+    values: tuple[Any, ...] = field(repr=False)
+    grad: bool = False  # gradients are compared here (float64, no ties, no kinks)
+    diff_arg: int = 0  # the argument gradients are taken with respect to
+
+    @property
+    def args(self) -> tuple[Any, ...]:
+        return tuple(v.clone() if isinstance(v, Tensor) else v for v in self.values)
+
+    @property
+    def params(self) -> dict[str, Any]:
+        return {n: v for n, v in zip(self.arg_names, self.values) if not isinstance(v, Tensor)}
+
+    def get(self, name: str) -> Any:
+        return self.values[self.arg_names.index(name)]
+
+    def summary(self) -> str:
+        params = ", ".join(f"{k}={v!r}" for k, v in self.params.items())
+        return f"{self.description}" + (f"; {params}" if params else "")
+
+    def reproduce(self, fn_name: str) -> str:
+        return (f"    from lab.grading import get_case\n"
+                f"    case = get_case({self.topic!r}, {self.name!r})\n"
+                f"    {fn_name}(*case.args)   # ({', '.join(self.arg_names)})\n"
+                f"    case.expected()   # the reference output")
+
+    def expected(self) -> Tensor:
+        """The lab's reference output on this case."""
+        from .checks import TOPICS  # late import: checks imports this module
+
+        return TOPICS[self.topic].reference(*self.args)
+
+
+def _generator(seed: int, family: str, dtype: str) -> torch.Generator:
+    return torch.Generator().manual_seed(zlib.crc32(f"{seed}/{family}/{dtype}".encode()))
+
+
+# ----------------------------------------------------------------------- score-level problems
+def _self_retrieval(g: torch.Generator, dtype: torch.dtype, sizes: list[int], dim: int = 3):
+    """A batch that retrieves from itself: targets include the diagonal, the mask removes it."""
+    labels = torch.repeat_interleave(torch.arange(len(sizes)), torch.tensor(sizes))
+    centres = torch.randn(len(sizes), dim, generator=g, dtype=torch.float64)
+    emb = centres[labels] + 0.8 * torch.randn(len(labels), dim, generator=g, dtype=torch.float64)
+    emb = emb / emb.norm(dim=1, keepdim=True)
+    scores = (emb @ emb.T).clamp(-1, 1)
+    scores.fill_diagonal_(1.0)
+    targets = labels[:, None] == labels[None, :]
+    mask = ~torch.eye(len(labels), dtype=torch.bool)
+    return scores.to(dtype), targets, mask
+
+
+def _hand(g, dtype):
+    # Off every kink: no score on a hinge (alpha, beta) or a bin centre, no difference equal to delta.
+    scores = torch.tensor([[0.93, 0.81, 0.74, 0.62, 0.55, 0.38], [0.23, 0.71, 0.14, 0.47, 0.35, 0.64]], dtype=dtype)
+    targets = torch.tensor([[1, 0, 1, 0, 0, 1], [0, 1, 0, 0, 1, 0]], dtype=torch.bool)
+    return scores, targets, torch.ones_like(targets), "2 hand-made queries x 6 items, distinct scores, nothing masked"
+
+
+def _self(g, dtype):
+    s, t, m = _self_retrieval(g, dtype, [3, 2, 4, 1, 2])
+    return s, t, m, "self-retrieval batch of 12 (classes of 3, 2, 4, 1, 2: the single-sample class has no positive), the query itself masked"
+
+
+def _ignored(g, dtype):
+    s, t, m = _self_retrieval(g, dtype, [2, 3, 2, 3])
+    m &= torch.rand(m.shape, generator=g) > 0.2
+    return s, t, m, "self-retrieval batch of 10 with ~20% extra items masked out (ignored), besides the query itself"
+
+
+def _ties(g, dtype):
+    s, t, m = _self_retrieval(g, torch.float64, [3, 3, 4, 1])
+    # Values 0.05 + 0.1 k: many exact ties, and never on a hinge (alpha, beta) or a bin centre.
+    s = (0.05 + 0.1 * torch.round((s - 0.05) / 0.1)).clamp(-0.95, 0.95)
+    s.fill_diagonal_(1.0)
+    return s.to(dtype), t, m, "self-retrieval batch of 11 with scores rounded to 0.05 + 0.1k: many tied scores"
+
+
+def _edge(g, dtype):
+    scores = torch.rand(5, 8, generator=g, dtype=torch.float64) * 2 - 1
+    targets = torch.rand(5, 8, generator=g) < 0.4
+    mask = torch.ones(5, 8, dtype=torch.bool)
+    targets[0] = False  # no positive at all
+    mask[1, :] = False  # everything ignored
+    targets[2] = False
+    targets[2, 3] = True  # a single positive
+    targets[3] = True
+    targets[3, 6:] = False
+    mask[3, 6:] = False  # positives only: no valid negative
+    targets[4, :2] = True
+    return scores.to(dtype), targets, mask, ("5 queries x 8 items: q0 without positive, q1 with every item masked, "
+                                             "q2 with a single positive, q3 without negative, q4 random")
+
+
+def _single(g, dtype):
+    scores = torch.rand(1, 7, generator=g, dtype=torch.float64) * 2 - 1
+    targets = torch.zeros(1, 7, dtype=torch.bool)
+    targets[0, torch.randperm(7, generator=g)[:2]] = True
+    return scores.to(dtype), targets, torch.ones_like(targets), "a single query with 2 positives among 7 items"
+
+
+def _gallery(g, dtype):
+    scores = torch.rand(6, 20, generator=g, dtype=torch.float64) * 2 - 1
+    targets = torch.rand(6, 20, generator=g) < 0.3
+    targets[:, 0] = True
+    targets[5] = False  # a query without positive
+    return scores.to(dtype), targets, torch.ones_like(targets), "6 queries against a gallery of 20 items, nothing masked, q5 without positive"
+
+
+def _large(g, dtype):
+    s, t, m = _self_retrieval(g, dtype, [4] * 6 + [3, 1], dim=8)
+    return s, t, m, "self-retrieval batch of 28 (6 classes of 4, one of 3, one of 1), the query itself masked"
+
+
+SCORE_FAMILIES: dict[str, Callable] = {"hand": _hand, "self": _self, "ignored": _ignored, "ties": _ties,
+                                       "edge": _edge, "single": _single, "gallery": _gallery, "large": _large}
+
+
+# --------------------------------------------------------------------------- H^- arguments
+def _away_from_kinks(t: Tensor, delta: float) -> Tensor:
+    """Nudge values off t = 0 and t = delta, where H^- has a kink or a jump."""
+    for kink in (0.0, delta):
+        near = (t - kink).abs() < 2e-3
+        t = torch.where(near, t + 4e-3, t)
+    return t
+
+
+def _steps_case(family: str, g, dtype, delta: float):
+    if family == "grid":
+        t = torch.cat([torch.linspace(-0.3, 0.3, 61, dtype=torch.float64),
+                       torch.tensor([0.0, delta, -delta, 2 * delta, 1.0], dtype=torch.float64)])
+        return t.to(dtype), "t = 61 points on [-0.3, 0.3] plus exactly 0, delta, -delta, 2 delta and 1", False
+    if family == "wide":
+        t = _away_from_kinks(torch.rand(50, generator=g, dtype=torch.float64) * 4 - 2, delta)
+        return t.to(dtype), "t = 50 random values in [-2, 2] (the linear branch reaches large values)", True
+    t = _away_from_kinks(torch.rand(3, 4, 5, generator=g, dtype=torch.float64) * 0.6 - 0.25, delta)
+    return t.to(dtype), "t of shape (3, 4, 5) in [-0.25, 0.35], like a (query, positive, item) block", True
+
+
+# --------------------------------------------------------------------- soft-histogram arguments
+def _histogram_case(family: str, g, dtype):
+    q, n = 4, 9
+    weights = (torch.rand(q, n, generator=g) < 0.5).double()
+    if family == "fastap":
+        values = 2 - 2 * (torch.rand(q, n, generator=g, dtype=torch.float64) * 2 - 1)
+        centres, width, text = torch.linspace(0, 4, 11, dtype=torch.float64), 0.4, "squared distances in [0, 4], 11 centres 0, 0.4, ..., 4"
+    elif family == "outside":
+        values = torch.rand(q, n, generator=g, dtype=torch.float64) * 6 - 1
+        centres, width, text = torch.linspace(0, 4, 5, dtype=torch.float64), 1.0, "values in [-1, 5], partly outside the 5 centres 0, 1, ..., 4"
+    elif family == "on-centre":
+        values = torch.tensor([0.0, 0.5, 1.0, 1.5, 2.0, 2.25, 3.0, 3.75, 4.0], dtype=torch.float64).repeat(q, 1)
+        centres, width, text = torch.linspace(0, 4, 5, dtype=torch.float64), 1.0, "values exactly on bin centres and half-way between them"
+    elif family == "weights":
+        values = torch.rand(q, n, generator=g, dtype=torch.float64) * 4
+        weights = torch.rand(q, n, generator=g, dtype=torch.float64)
+        centres, width, text = torch.linspace(0, 4, 9, dtype=torch.float64), 0.5, "fractional weights in [0, 1], 9 centres"
+    else:  # similarity space, centres from 1 down to -1 (Revaud et al.'s AP_Q)
+        values = torch.rand(q, n, generator=g, dtype=torch.float64) * 2 - 1
+        centres, width, text = torch.linspace(1, -1, 12, dtype=torch.float64), 2 / 11, "similarities in [-1, 1], 12 centres from 1 down to -1"
+    return values.to(dtype), centres.to(dtype), width, weights.to(dtype), f"{q} x {n} values, {text}"
+
+
+def cases(topic: str, seed: int = 0) -> list[Case]:
+    """All cases of a check, built deterministically from ``seed``."""
+    if topic not in PARAMS:
+        raise ValueError(f"unknown topic {topic!r}; choose one of {sorted(PARAMS)}")
+    params, kind, out = PARAMS[topic], KIND.get(topic, "scores"), []
+    if kind == "scores":
+        families = list(SCORE_FAMILIES.items())
+    elif kind == "steps":
+        families = [(f, None) for f in ("grid", "wide", "block")]
+    else:
+        families = [(f, None) for f in ("fastap", "outside", "on-centre", "weights", "similarity")]
+    for i, (family, build) in enumerate(families):
+        for j, (dname, dtype) in enumerate(DTYPES.items()):
+            name = f"{family}-{dname}-s{seed}"
+            g = _generator(seed, family, dname)
+            p = params[(i + j + seed) % len(params)]
+            if kind == "scores":
+                scores, targets, mask, text = build(g, dtype)
+                names = ("scores", "targets", "mask", *p)
+                values = (scores, targets, mask, *p.values())
+                grad = dname == "f64" and family != "ties"
+            elif kind == "steps":
+                t, text, grad = _steps_case(family, g, dtype, p["delta"])
+                names, values, grad = ("t", *p), (t, *p.values()), grad and dname == "f64"
+            else:
+                v, c, w, wt, text = _histogram_case(family, g, dtype)
+                names, values = ("values", "centres", "width", "weights"), (v, c, w, wt)
+                grad = dname == "f64" and family != "on-centre"
+            shape = "x".join(map(str, values[0].shape))
+            out.append(Case(topic, name, f"{text} [{dname.replace('f', 'float')}, shape {shape}]", names, values, grad))
+    return out
+
+
+def get_case(topic: str, name: str) -> Case:
+    """The case called ``name`` (e.g. ``"ties-f32-s0"``) of ``topic``, as named in a failure message."""
+    try:
+        seed = int(name.rsplit("-s", 1)[1])
+    except (IndexError, ValueError):
+        raise ValueError(f"case names look like 'ties-f32-s0', got {name!r}") from None
+    for case in cases(topic, seed):
+        if case.name == name:
+            return case
+    raise ValueError(f"no case {name!r} for {topic!r}; available: {[c.name for c in cases(topic, seed)]}")

@@ -1,0 +1,259 @@
+"""The assignment kit: generated student versions, hidden tests, the collect helper.
+
+The solution notebooks themselves run under nbmake (pytest's testpaths include assignments/).
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+from nbclient.exceptions import CellExecutionError
+
+from lab.grading import CHECKS, get_case
+from lab.grading.collect import collect, load_submission, verify
+from lab.grading.generate import SOLUTION, _regions, generate, strip_code
+from lab.grading.registry import ASSIGNMENTS
+
+ROOT = Path(__file__).resolve().parents[1]
+SOURCE = ROOT / "assignments"
+
+
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory):
+    out = tmp_path_factory.mktemp("build")
+    return {g.name: g for g in generate(SOURCE, out)}, out
+
+
+def _load(path: Path, name: str):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _text(path: Path) -> str:
+    """A module's text, or a notebook's cell sources (the JSON would escape newlines)."""
+    if path.suffix == ".ipynb":
+        return "\n".join(c.source for c in nbformat.read(path, as_version=4).cells)
+    return path.read_text()
+
+
+def _case_args(check: str):
+    topic = check.removeprefix("check_")
+    return get_case(topic, "self-f32-s0" if topic not in ("h_minus", "soft_histogram")
+                    else ("grid-f32-s0" if topic == "h_minus" else "fastap-f32-s0")).args
+
+
+# ------------------------------------------------------------------------- sources and registry
+def test_registry_matches_the_assignment_folders():
+    folders = {p.name for p in SOURCE.iterdir() if p.is_dir() and any(p.glob("*.ipynb"))}
+    assert folders == set(ASSIGNMENTS)
+    for a in ASSIGNMENTS.values():
+        assert (SOURCE / a.name / a.notebook).is_file()
+        source = (SOURCE / a.name / a.notebook).read_text()
+        for module in a.modules:
+            assert (SOURCE / a.name / module).is_file()
+        for function, check in a.checks:
+            assert f"{check}({function})" in source  # the notebook self-checks every graded function
+
+
+@pytest.mark.parametrize("name", sorted(ASSIGNMENTS))
+def test_solution_modules_pass_their_checks(name):
+    a = ASSIGNMENTS[name]
+    module = _load(SOURCE / name / a.modules[0], f"solution_{name}")
+    for function, check in a.checks:
+        CHECKS[check](getattr(module, function), verbose=False)
+
+
+@pytest.mark.parametrize("path", sorted(SOURCE.glob("*/*.ipynb")), ids=lambda p: p.parent.name)
+def test_solution_notebooks_are_saved_clean(path):
+    nb = nbformat.read(path, as_version=4)
+    nbformat.validate(nb)
+    assert nb.metadata.kernelspec.name == "python3"
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            assert cell.outputs == [] and cell.execution_count is None, f"{path.name}: outputs saved in a cell"
+
+
+def test_no_student_notebook_under_assignments():
+    """nbmake runs every notebook under assignments/: a student version there would fail by design."""
+    for path in SOURCE.rglob("*.ipynb"):
+        assert SOLUTION[0] in path.read_text(), f"{path} has no solution region: a student version?"
+
+
+# ------------------------------------------------------------------------------ the generator
+def test_strip_code_keeps_indentation_and_names_the_function():
+    source = "def f(x):\n    '''Doc.'''\n    ### BEGIN SOLUTION\n    return x\n    ### END SOLUTION\n"
+    student, stubs = strip_code(source, "m.py")
+    assert stubs == ["f"]
+    assert '    raise NotImplementedError("TODO: implement f() (see its docstring)")' in student
+    namespace = {}
+    exec(student, namespace)
+    with pytest.raises(NotImplementedError, match="TODO: implement f"):
+        namespace["f"](1)
+
+
+@pytest.mark.parametrize("source, error", [
+    ("### BEGIN SOLUTION\nx = 1\n", "is never closed"),
+    ("x = 1\n### END SOLUTION\n", "without"),
+    ("### BEGIN SOLUTION\n### BEGIN SOLUTION\n### END SOLUTION\n", "nested"),
+])
+def test_broken_markers_are_reported_with_file_and_line(source, error):
+    with pytest.raises(ValueError, match=rf"m\.py:\d+: .*{error}"):
+        strip_code(source, "m.py")
+
+
+def test_student_versions_hold_no_solution(generated):
+    gens, out = generated
+    for name, g in gens.items():
+        for path in (SOURCE / name).iterdir():
+            if path.suffix not in (".py", ".ipynb"):
+                continue
+            student, source = _text(g.student_dir / path.name), _text(path)
+            assert "BEGIN SOLUTION" not in student and "HIDDEN TESTS" not in student
+            lines = source.split("\n")
+            for begin, end in _regions(lines, SOLUTION, str(path)):
+                body = "\n".join(lines[begin + 1:end]).strip()
+                assert body and body not in student, f"{path.name}: a solution leaked"
+        assert sorted(p.name for p in g.student_dir.iterdir()) == sorted(p.name for p in (SOURCE / name).iterdir()
+                                                                       if p.suffix in (".py", ".ipynb"))
+        assert (out / "nbgrader" / "source" / name / ASSIGNMENTS[name].modules[0]).read_text() == \
+            (g.student_dir / ASSIGNMENTS[name].modules[0]).read_text()  # nbgrader copies .py files verbatim
+
+
+def test_student_modules_import_and_every_todo_raises(generated):
+    gens, _ = generated
+    for name, g in gens.items():
+        a = ASSIGNMENTS[name]
+        module = _load(g.student_dir / a.modules[0], f"student_{name}")  # no SyntaxError, imports fine
+        assert sorted(g.stubs) == sorted(f for f, _ in a.checks)
+        for function, check in a.checks:
+            with pytest.raises(NotImplementedError, match=f"TODO: implement {function}"):
+                getattr(module, function)(*_case_args(check))
+            with pytest.raises(NotImplementedError, match="not implemented yet"):  # and the check says so plainly
+                CHECKS[check](getattr(module, function), verbose=False)
+
+
+@pytest.mark.slow
+def test_student_notebooks_run_until_their_first_todo(generated):
+    gens, _ = generated
+    for name, g in gens.items():
+        path = g.student_dir / ASSIGNMENTS[name].notebook
+        nb = nbformat.read(path, as_version=4)
+        for cell in nb.cells:
+            assert not (cell.cell_type == "code" and cell.outputs)
+        assert nb.metadata.kernelspec.name == "python3" and g.first_todo_cell is not None
+        client = NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(g.student_dir)}})
+        with pytest.raises(CellExecutionError) as info:
+            client.execute()
+        assert info.value.ename == "NotImplementedError", f"{name}: {info.value.ename}: {info.value.evalue}"
+        failed = [i for i, c in enumerate(nb.cells) if c.cell_type == "code"
+                  and any(o.output_type == "error" for o in c.outputs)]
+        assert failed == [g.first_todo_cell], f"{name}: failed at cell {failed}, first TODO is {g.first_todo_cell}"
+        ran = [c.execution_count for c in nb.cells[:g.first_todo_cell] if c.cell_type == "code"]
+        assert ran and all(n is not None for n in ran)  # everything before the TODO executed
+
+
+# ------------------------------------------------------------------------------ hidden tests
+def _run_hidden(test_file: Path, name: str, submission: Path) -> None:
+    module = _load(test_file, f"hidden_{name}")
+    ns = load_submission(name, str(submission))
+    tests = [getattr(module, t) for t in dir(module) if t.startswith("test_")]
+    assert tests
+    for test in tests:
+        test(ns)
+
+
+def test_hidden_tests_pass_on_the_solutions_and_fail_on_the_stubs(generated):
+    gens, _ = generated
+    for name, g in gens.items():
+        _run_hidden(g.hidden_tests, name, SOURCE / name)
+        with pytest.raises(NotImplementedError, match="not implemented yet"):
+            _run_hidden(g.hidden_tests, name, g.student_dir)
+
+
+@pytest.mark.slow
+def test_hidden_tests_run_under_plain_pytest(generated, tmp_path):
+    gens, _ = generated
+    g = gens["03_histogram_losses_and_bin_width"]
+    ini = tmp_path / "pytest.ini"
+    ini.write_text("[pytest]\n")  # not the project's configuration (nbmake, testpaths)
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-c", str(ini), str(g.hidden_tests)]
+    env = dict(os.environ, RANKLAB_SUBMISSION=str(SOURCE / g.name))
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert done.returncode == 0 and "2 passed" in done.stdout, done.stdout[-2000:]
+
+
+# -------------------------------------------------------------------------------------- collect
+@pytest.fixture
+def workdir(tmp_path):
+    """A student's folder: the solution files plus what must not be handed in."""
+    name = "03_histogram_losses_and_bin_width"
+    folder = tmp_path / name
+    shutil.copytree(SOURCE / name, folder)
+    (folder / "__pycache__").mkdir(exist_ok=True)
+    (folder / "embeddings.npy").write_bytes(b"\0" * 1000)
+    (folder / "checkpoints").mkdir()
+    (folder / "checkpoints" / "model.pt").write_bytes(b"\0" * 1000)
+    (folder / ".ipynb_checkpoints").mkdir()
+    (folder / "helper.py").write_text("HELP = 1\n")
+    return folder
+
+
+@pytest.mark.slow
+def test_collect_packs_code_notebook_and_manifest_only(workdir, tmp_path):
+    manifest = collect(workdir, tmp_path / "submission.zip")
+    a = ASSIGNMENTS["03_histogram_losses_and_bin_width"]
+    with zipfile.ZipFile(tmp_path / "submission.zip") as zf:
+        assert sorted(zf.namelist()) == sorted([a.notebook, *a.modules, "helper.py", "manifest.json"])
+        assert json.loads(zf.read("manifest.json")) == manifest
+    assert manifest["assignment"] == a.name and set(manifest["left_out"]) == {
+        "embeddings.npy (not a module or notebook)", "checkpoints (folder)"}
+    assert [r["passed"] for r in manifest["self_checks"]] == [True, True]
+    assert manifest["summary"] == "2/2 self-checks passed"
+    assert verify(tmp_path / "submission.zip") == manifest
+    ns = load_submission(a.name, str(tmp_path / "submission.zip"))
+    CHECKS["check_fast_ap"](ns["fast_ap"], verbose=False)
+
+
+@pytest.mark.slow
+def test_collect_records_failing_self_checks(generated, tmp_path):
+    gens, _ = generated
+    g = gens["03_histogram_losses_and_bin_width"]
+    manifest = collect(g.student_dir, tmp_path / "s.zip", assignment=g.name)
+    assert [r["passed"] for r in manifest["self_checks"]] == [False, False]
+    assert all("not implemented yet" in r["message"] for r in manifest["self_checks"])
+
+
+def test_collect_enforces_the_size_limit(workdir, tmp_path):
+    (workdir / "big.py").write_text("#" * 3_000_000)
+    with pytest.raises(ValueError, match="over the 1 MB limit"):
+        collect(workdir, tmp_path / "s.zip", max_mb=1, checks=False)
+
+
+def test_collect_needs_the_assignment_files(workdir, tmp_path):
+    (workdir / "histograms.py").unlink()
+    with pytest.raises(FileNotFoundError, match="lacks histograms.py"):
+        collect(workdir, tmp_path / "s.zip", checks=False)
+
+
+def test_verify_detects_a_changed_file(workdir, tmp_path):
+    zip_path = tmp_path / "s.zip"
+    collect(workdir, zip_path, checks=False)
+    with zipfile.ZipFile(zip_path) as zf:
+        files = {n: zf.read(n) for n in zf.namelist()}
+    files["histograms.py"] += b"\n# edited after collection\n"
+    with zipfile.ZipFile(zip_path, "w") as zf:
+        for n, data in files.items():
+            zf.writestr(n, data)
+    with pytest.raises(ValueError, match="changed after collection"):
+        verify(zip_path)
