@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed-stamp
 # Never wait for the Hugging Face hub: pretrained weights are used when cached, else random init.
 export HF_HUB_OFFLINE ?= 1
 
-.PHONY: setup app test bench assignments clean
+.PHONY: setup browser app test bench assignments clean
 
 setup: $(STAMP)
 
@@ -19,8 +19,16 @@ $(STAMP): pyproject.toml
 app: setup
 	$(BIN)/python -m lab demo
 
+# The dashboard's browser tests drive Debian's chromium (Playwright cannot download browsers
+# offline). Installed here when missing and possible; otherwise those tests say how and skip.
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	  else echo "chromium not found (apt-get install chromium): the browser tests will be skipped"; fi; }
+
 # Exit code 5 (no tests collected, e.g. with a -k filter) is not a failure.
-test: setup
+test: setup browser
 	$(BIN)/python -m pytest $(PYTEST_ARGS) || { rc=$$?; [ $$rc -eq 5 ] && echo "pytest: no tests collected" || exit $$rc; }
 
 # Student versions, hidden tests and an nbgrader source folder in build/assignments/.
