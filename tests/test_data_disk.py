@@ -9,10 +9,7 @@ from torch.utils.data import DataLoader
 
 from lab.data import DATASETS, DatasetNotFoundError, build_dataset, build_transforms, describe_datasets
 
-
-def write_image(path, colour=(200, 30, 30), size=(40, 30)):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    Image.new("RGB", size, colour).save(path)
+from tests._disk_fixtures import make_cub, make_inaturalist, make_sop, write_image
 
 
 def close(pixel, colour, tol=4):  # JPEG moves flat colours by a level or two
@@ -22,55 +19,20 @@ def close(pixel, colour, tol=4):  # JPEG moves flat colours by a level or two
 @pytest.fixture
 def cub_root(tmp_path):
     """CUB_200_2011 with classes 1, 2 (train) and 101, 102 (test), 3 images each."""
-    root = tmp_path / "CUB_200_2011"
-    images, labels, classes = [], [], []
-    n = 0
-    for c in (1, 2, 101, 102):
-        folder = f"{c:03d}.Bird_number_{c}"
-        classes.append(f"{c} {folder}")
-        for k in range(3):
-            n += 1
-            rel = f"{folder}/Bird_Number_{c}_{k:04d}_{n}.jpg"
-            write_image(root / "images" / rel, colour=(c, k * 60, 0))
-            images.append(f"{n} {rel}")
-            labels.append(f"{n} {c}")
-    (root / "images.txt").write_text("\n".join(images) + "\n")
-    (root / "image_class_labels.txt").write_text("\n".join(labels) + "\n")
-    (root / "classes.txt").write_text("\n".join(classes) + "\n")
-    return root
+    return make_cub(tmp_path / "CUB_200_2011")
 
 
 @pytest.fixture
 def sop_root(tmp_path):
     """Stanford_Online_Products: products 1-3 train, 4-5 test, in categories bicycle (1) and chair (4)."""
-    root = tmp_path / "Stanford_Online_Products"
-    rows = {"train": [], "test": []}
-    n = 0
-    for cls, sup, name in [(1, 1, "bicycle"), (2, 1, "bicycle"), (3, 4, "chair"), (4, 1, "bicycle"), (5, 4, "chair")]:
-        for k in range(2):
-            n += 1
-            rel = f"{name}_final/{1000 + cls}_{k}.JPG"
-            write_image(root / rel)
-            rows["train" if cls <= 3 else "test"].append(f"{n} {cls} {sup} {rel}")
-    for split, lines in rows.items():
-        (root / f"Ebay_{split}.txt").write_text("image_id class_id super_class_id path\n" + "\n".join(lines) + "\n")
-    return root
+    products = [(1, 1, "bicycle"), (2, 1, "bicycle"), (3, 4, "chair"), (4, 1, "bicycle"), (5, 4, "chair")]
+    return make_sop(tmp_path / "Stanford_Online_Products", products)
 
 
 @pytest.fixture
 def inat_root(tmp_path):
-    root = tmp_path / "Inaturalist"
     split = {"train": [("Aves", 2761), ("Aves", 2762), ("Plantae", 6000)], "test": [("Insecta", 1200), ("Aves", 2900)]}
-    (root / "Inat_dataset_splits").mkdir(parents=True)
-    for name, classes in split.items():
-        lines = []
-        for sup, cat in classes:
-            for k in range(2):
-                rel = f"train_val2018/{sup}/{cat}/{cat:05d}{k}abc.jpg"
-                write_image(root / rel)
-                lines.append(rel)
-        (root / "Inat_dataset_splits" / f"Inaturalist_{name}_set1.txt").write_text("\n".join(lines) + "\n")
-    return root
+    return make_inaturalist(tmp_path / "Inaturalist", split)
 
 
 def test_cub_parses_the_published_layout(cub_root):

@@ -1,0 +1,239 @@
+"""Command line: ``python -m lab {demo,train,eval,datasets,study}``.
+
+``train`` takes every :class:`lab.train.TrainConfig` field as a flag (``--batch-size 64``,
+``--loss-kwargs lam=0.3 tau=0.05``, ``--no-pretrained``) on top of an optional
+``--config recipes/X.yaml``; ``--out DIR`` receives config.yaml, metrics.jsonl, checkpoint.pt.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+import yaml
+
+DEMO_SECONDS = 90  # of training; plus ~20 s of set-up and evaluation on 2 CPU cores
+DEMO_STEPS = 2000
+DEMO_EVAL_ITEMS = 3000  # held-out images (whole classes) evaluated before and after
+HELP = {
+    "dataset": "dataset name (python -m lab datasets lists them)", "model": "small_cnn or any timm model name",
+    "loss": "rank loss name (lab.losses.LOSSES)", "batch_size": "global batch size (all ranks together)",
+    "m": "images per class in a batch", "lr": "backbone learning rate", "lr_head": "head learning rate; None = lr",
+    "lr_loss": "learning rate of the loss's own parameters; None = lr_head", "epochs": "run length in epochs (0: use --steps)",
+    "milestones": "multistep milestones (epochs if --epochs > 0, else steps)", "xbm_size": "cross-batch memory size (0: off)",
+    "chunk_size": "staged backprop: images per re-forward chunk", "amp": "mixed precision",
+    "out": "output folder (config.yaml, metrics.jsonl, checkpoint.pt)", "eval_every": "steps between evaluations (0: never)",
+}
+
+
+def _optional(kind: type):
+    def parse(text: str):
+        return None if text.lower() in ("none", "null") else kind(text)
+    parse.__name__ = kind.__name__  # argparse names the type in its error messages
+    return parse
+
+
+def _key_values(items: list[str]) -> dict[str, Any]:
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ValueError(f"expected KEY=VALUE, got {item!r}")
+        out[key] = yaml.safe_load(value)  # 0.5 -> float, true -> bool, [1, 2] -> list
+    return out
+
+
+def add_config_flags(parser: argparse.ArgumentParser) -> None:
+    """One flag per TrainConfig field, default None (= not given, keep the recipe's value)."""
+    from .models import POOLINGS
+    from .train import TrainConfig, config
+    from .train.config import field_type
+
+    choices = {"optimizer": config.OPTIMIZERS, "scheduler": config.SCHEDULERS, "sampler": config.SAMPLERS,
+               "amp": config.AMP, "transform": config.TRANSFORMS, "eval_backend": config.EVAL_BACKENDS,
+               "pooling": POOLINGS, "eval_split": ("train", "test")}
+    defaults = TrainConfig()
+    group = parser.add_argument_group("config (each overrides --config)")
+    for f in dataclasses.fields(TrainConfig):
+        flags = [f"--{f.name.replace('_', '-')}"] + (["--per-class"] if f.name == "m" else [])  # torchrun reads --m
+        kind, default = field_type(f.name), getattr(defaults, f.name)
+        help_text = f"{HELP.get(f.name, f.name.replace('_', ' '))} (default: {default!r})"
+        kw: dict[str, Any] = dict(dest=f.name, default=None, help=help_text)
+        if kind is bool:
+            group.add_argument(*flags, action=argparse.BooleanOptionalAction, **kw)
+        elif kind is list:
+            group.add_argument(*flags, nargs="*", type=float, metavar="N", **kw)
+        elif kind is dict:
+            group.add_argument(*flags, nargs="*", metavar="KEY=VALUE", **kw)
+        else:
+            group.add_argument(*flags, type=_optional(kind), choices=choices.get(f.name), **kw)
+
+
+def resume_path(args: argparse.Namespace) -> Optional[Path]:
+    """The checkpoint ``--resume`` names: a path, or OUT/checkpoint.pt for a bare ``--resume``."""
+    if not args.resume:
+        return None
+    if args.resume != "auto":
+        return Path(args.resume)
+    if not args.out:
+        raise ValueError("--resume without a path needs --out DIR (it resumes DIR/checkpoint.pt)")
+    return Path(args.out) / "checkpoint.pt"
+
+
+def config_from_args(args: argparse.Namespace):
+    """--config (or, when resuming without one, the checkpoint's own config) + the flags given."""
+    from .train import TrainConfig, field_names, load_checkpoint, load_config
+    from .train.checkpoint import check_format
+
+    overrides = {name: getattr(args, name) for name in field_names()}
+    for name in ("loss_kwargs", "dataset_kwargs"):
+        if overrides[name] is not None:
+            overrides[name] = _key_values(overrides[name])
+    checkpoint = resume_path(args)
+    if args.config is None and checkpoint is not None:
+        saved = check_format(load_checkpoint(checkpoint), checkpoint)["config"]
+        return TrainConfig.from_dict({**saved, **{k: v for k, v in overrides.items() if v is not None}})
+    return load_config(args.config, **overrides)
+
+
+def train(args: argparse.Namespace) -> None:
+    from .train import Trainer
+    from .train.distributed import cleanup
+
+    cfg = config_from_args(args)
+    trainer = Trainer(cfg)
+    checkpoint = resume_path(args)
+    if checkpoint is not None:
+        trainer.resume(checkpoint)
+        print(f"resumed {checkpoint} at step {trainer.step_count}", file=sys.stderr)
+    if cfg.out is None:
+        print("no --out given: nothing will be saved", file=sys.stderr)
+    try:
+        result = trainer.fit()
+    finally:
+        cleanup()
+    if trainer.dist.is_main:
+        print(json.dumps({k: v for k, v in result.items() if k != "kind"}, indent=2))
+
+
+def evaluate(args: argparse.Namespace) -> None:
+    from .data import build_dataset, build_transforms
+    from .models import build_model
+    from .train import TrainConfig, class_subset, embed_dataset, evaluate_embeddings, export_embeddings, load_checkpoint
+    from .train.checkpoint import check_format
+    from .train.loading import transform_kind
+    from .train.optim import amp_dtype, select_device
+
+    state = check_format(load_checkpoint(args.checkpoint), args.checkpoint)
+    cfg = TrainConfig.from_dict(state["config"])
+    transform = build_transforms(transform_kind(cfg), train=False, image_size=cfg.image_size)
+    dataset = build_dataset(cfg.dataset, split=args.split, root=args.data_root or cfg.data_root, transform=transform,
+                            **cfg.dataset_kwargs)
+    device = select_device(args.device)
+    model = build_model(cfg.model, cfg.embed_dim, int(dataset[0][0].shape[0]), False, cfg.pooling, cfg.layer_norm,
+                        cfg.freeze_bn)
+    model.load_state_dict(state["model"])
+    model.to(device)
+    indices = class_subset(dataset.labels, args.max_items, cfg.seed)
+    emb, labels = embed_dataset(model, dataset, device, cfg.eval_batch_size, amp_dtype(cfg.amp), indices, True)
+    metrics = {"checkpoint": str(args.checkpoint), "step": state["step"], "split": args.split,
+               **evaluate_embeddings(emb, labels, args.backend or cfg.eval_backend,
+                                    getattr(dataset, "level_names", None), device)}
+    if args.export:
+        metrics["exported"] = str(export_embeddings(args.export, emb, labels, getattr(dataset, "level_names", None)))
+    print(json.dumps(metrics, indent=2))
+
+
+def datasets(args: argparse.Namespace) -> None:
+    from .data import describe_datasets
+
+    print(describe_datasets())
+
+
+def demo(args: argparse.Namespace) -> None:
+    """Train the default small CNN on glyphs for ~1.5 minutes (2 CPU cores); held-out metrics before -> after."""
+    from tqdm.auto import tqdm
+
+    from .train import TrainConfig, Trainer
+
+    cfg = TrainConfig(loss=args.loss, steps=args.steps, seed=args.seed, eval_every=0,
+                      eval_max_items=args.eval_items or None)
+    trainer = Trainer(cfg)
+    print(f"{cfg.loss} on {cfg.dataset} ({len(trainer.train_set)} training images), {cfg.model}, batch "
+          f"{cfg.batch_size} = {cfg.batch_size // cfg.m} classes x {cfg.m}; training for {args.seconds:.0f} s "
+          f"(at most {cfg.steps} steps)", flush=True)
+    before = trainer.evaluate(progress=True)
+    start = time.time()
+    with tqdm(total=cfg.steps, desc="train", unit="step") as bar:
+        while trainer.step_count < cfg.steps and time.time() - start < args.seconds:
+            metrics = trainer.step()
+            bar.update(1)
+            bar.set_postfix(loss=f"{metrics['loss']:.3f}", batch_ap=f"{metrics['batch_ap']:.3f}", refresh=False)
+    seconds = time.time() - start
+    after = trainer.evaluate(progress=True)
+    print(f"{trainer.step_count} steps in {seconds:.0f} s ({trainer.step_count / seconds:.1f} steps/s). "
+          f"{after['num_queries']} test images of classes never trained on, each querying all the others:")
+    for key in ("R@1", "mAP@R", "decomposability_gap"):
+        print(f"  {key}: {before[key]:.3f} -> {after[key]:.3f}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m lab", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("demo", help="train the default small CNN on glyphs (~1.5 min on CPU), print R@1 / mAP@R")
+    p.add_argument("--loss", default="roadmap")
+    p.add_argument("--seconds", type=float, default=DEMO_SECONDS, help="training time")
+    p.add_argument("--steps", type=int, default=DEMO_STEPS, help="at most this many steps")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--eval-items", type=int, default=DEMO_EVAL_ITEMS,
+                   help="held-out images evaluated (whole classes); all of them: 0")
+    p.set_defaults(func=demo)
+
+    p = sub.add_parser("train", help="train from a recipe and/or flags")
+    p.add_argument("--config", type=Path, help="YAML recipe (recipes/*.yaml); flags override it")
+    p.add_argument("--resume", nargs="?", const="auto", metavar="CHECKPOINT",
+                   help="continue a run from CHECKPOINT (default: OUT/checkpoint.pt); without --config, "
+                        "its own config is used")
+    add_config_flags(p)
+    p.set_defaults(func=train)
+
+    p = sub.add_parser("eval", help="evaluate a checkpoint: R@k, mAP@R as JSON")
+    p.add_argument("--checkpoint", type=Path, required=True)
+    p.add_argument("--split", default="test", choices=("train", "test"))
+    p.add_argument("--data-root", default=None)
+    p.add_argument("--device", default="auto")
+    p.add_argument("--backend", default=None, choices=("faiss", "torch"))
+    p.add_argument("--max-items", type=int, default=None,
+                   help="evaluate on a fixed random subset of whole classes with about this many images")
+    p.add_argument("--export", type=Path, help="also save embeddings and labels (.npz or .pt) for t-SNE")
+    p.set_defaults(func=evaluate)
+
+    p = sub.add_parser("datasets", help="list the datasets and where their files are expected")
+    p.set_defaults(func=datasets)
+
+    from .studies import cli as study_cli  # argparse only: the studies' torch imports wait for the run
+    p = sub.add_parser("study", help="reproduce the papers' claims on glyphs: train, write results/, docs/results.md")
+    study_cli.add_arguments(p)
+    p.set_defaults(func=study_cli.main)
+    return parser
+
+
+def main(argv: Optional[list[str]] = None) -> None:
+    parser = build_parser()
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    from .train import NonFiniteLossError
+
+    try:
+        args.func(args)
+    except NonFiniteLossError as e:
+        sys.exit(f"python -m lab {args.command}: {e}")
+    except KeyboardInterrupt:
+        sys.exit(130)
+    except (ValueError, FileNotFoundError) as e:  # bad input: a message, not a traceback
+        parser.exit(2, f"python -m lab {args.command}: error: {e}\n")

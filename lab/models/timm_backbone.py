@@ -1,0 +1,105 @@
+"""timm backbones by name, with pretrained weights when they can be had and a fast fallback.
+
+Offline, ``timm.create_model(name, pretrained=True)`` retries the Hugging Face hub for ~47 s
+before raising. We avoid the wait: if ``HF_HUB_OFFLINE`` is unset and the hub is not
+reachable (a 2-second socket probe), the hub is put in offline mode for the call, so cached
+weights still load and missing ones fail in well under a second; then we fall back to random
+initialisation with a visible warning.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import warnings
+from typing import Iterator
+
+from torch import Tensor, nn
+
+HUB_HOST = ("huggingface.co", 443)
+PROBE_TIMEOUT_S = 2.0
+EXAMPLES = ("resnet18", "resnet50", "deit_small_patch16_224", "deit_small_distilled_patch16_224")
+
+
+def hub_reachable(timeout: float = PROBE_TIMEOUT_S) -> bool:
+    """True if a TCP connection to the hub opens within ``timeout`` seconds (or a proxy is set)."""
+    if any(os.environ.get(v) for v in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")):
+        return True  # the probe cannot see through a proxy; let the hub client try
+    try:
+        socket.create_connection(HUB_HOST, timeout=timeout).close()
+        return True
+    except OSError:
+        return False
+
+
+@contextlib.contextmanager
+def offline_unless_reachable() -> Iterator[None]:
+    """Offline hub mode (and a short socket timeout for plain URL downloads) if the hub is unreachable."""
+    env_set = os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
+    if env_set or hub_reachable():
+        yield
+        return
+    import huggingface_hub.constants as hub_constants
+
+    # The env var is read when huggingface_hub is imported; it may already be imported, so
+    # the module constant (read on every request through is_offline_mode()) is patched too.
+    saved_env, saved_const = os.environ.get("HF_HUB_OFFLINE"), hub_constants.HF_HUB_OFFLINE
+    saved_timeout = socket.getdefaulttimeout()
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    hub_constants.HF_HUB_OFFLINE = True
+    socket.setdefaulttimeout(PROBE_TIMEOUT_S)
+    try:
+        yield
+    finally:
+        hub_constants.HF_HUB_OFFLINE = saved_const
+        socket.setdefaulttimeout(saved_timeout)
+        if saved_env is None:
+            os.environ.pop("HF_HUB_OFFLINE", None)
+        else:
+            os.environ["HF_HUB_OFFLINE"] = saved_env
+
+
+def is_timm_model(name: str) -> bool:
+    import timm
+
+    return timm.is_model(name)
+
+
+def create_timm(name: str, in_chans: int, pretrained: bool) -> nn.Module:
+    """timm model without classifier; random init with a warning if the weights cannot be had."""
+    import timm
+
+    if pretrained:
+        try:
+            with offline_unless_reachable():
+                return timm.create_model(name, pretrained=True, num_classes=0, in_chans=in_chans)
+        except (OSError, RuntimeError, ValueError) as e:  # LocalEntryNotFoundError is an OSError
+            warnings.warn(
+                f"pretrained weights for {name!r} are not available ({type(e).__name__}: {str(e)[:200]}); "
+                "using RANDOM initialisation. Connect to the Hugging Face hub once (or copy the weights "
+                "into its cache) to use pretrained weights.",
+                UserWarning,
+                stacklevel=4,  # create_timm <- TimmBackbone <- build_model <- caller
+            )
+    return timm.create_model(name, pretrained=False, num_classes=0, in_chans=in_chans)
+
+
+class TimmBackbone(nn.Module):
+    """images (B, C, H, W) -> feature map (B, F, h, w) for CNNs, pooled tokens (B, F) for transformers.
+
+    Transformers keep timm's own token pooling (the class token for DeiT); CNN maps are
+    pooled by the embedding head, so avg / max / GeM can be chosen.
+    """
+
+    def __init__(self, name: str, in_chans: int = 3, pretrained: bool = False) -> None:
+        super().__init__()
+        self.name = name
+        self.model = create_timm(name, in_chans, pretrained)
+        self.num_features = int(self.model.num_features)
+        self.output_fmt = getattr(self.model, "output_fmt", "NCHW")
+
+    def forward(self, x: Tensor) -> Tensor:
+        feats = self.model.forward_features(x)
+        if feats.dim() == 4:
+            return feats.permute(0, 3, 1, 2) if self.output_fmt == "NHWC" else feats
+        return self.model.forward_head(feats, pre_logits=True)

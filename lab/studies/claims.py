@@ -1,0 +1,189 @@
+"""Each study's claim from the papers (with their numbers), what we measured, and the verdict.
+
+An ``analyse_*`` function turns a study's raw records into a :class:`Section`: Markdown tables
+of mean ± std over seeds, paired t-tests, and a verdict computed by a rule fixed in the code
+(:func:`lab.studies.stats.verdict` and the trend rules below), never typed in by hand. The
+papers' numbers are citations (tables and figures named next to them).
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, NamedTuple, Sequence
+
+from .stats import compare, fmt, fmt_p, mean_std, paired, relative_decrease, select, summarise
+
+Records = Sequence[dict[str, Any]]
+
+
+class Section(NamedTuple):
+    title: str
+    claim: str  # the paper's claim, with its numbers and source
+    measured: str  # one line: our headline number(s)
+    verdict: str
+    body: str  # Markdown: tables and comparisons
+    if_not: str  # the most likely reasons when the verdict is not "reproduces"
+
+
+def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    return "\n".join(lines + ["| " + " | ".join(str(c) for c in row) + " |" for row in rows])
+
+
+def points(s) -> str:
+    """A difference of metrics in points (percent), signed: '+1.2 ± 0.4'."""
+    if s.n == 0:
+        return "—"
+    return f"{100 * s.mean:+.2f}" + ("" if s.n < 2 or math.isnan(s.std) else f" ± {100 * s.std:.2f}")
+
+
+def comparison_rows(records: Records, claims: Sequence[tuple[str, str, str, str]]) -> tuple[list[list[str]], dict]:
+    """Rows (claim, metric, Δ, t, p, verdict) for (source, better method, base method, metric)."""
+    rows, results = [], {}
+    for source, better, base, metric in claims:
+        c = compare(records, metric, {"method": better}, {"method": base})
+        results[(better, base, metric)] = c
+        t = "—" if math.isnan(c["t"]) else f"{c['t']:.2f}"
+        rows.append([f"{better} > {base} ({source})", metric, points(c["diff"]), t, fmt_p(c["p"]), c["verdict"]])
+    return rows, results
+
+
+# ----------------------------------------------------------------------------- study 1
+PAPER_METHODS = {  # R@1, mAP@R, where
+    "FastAP": (61.28, 24.11, "CUB, supp. T4"), "SoftBinAP": (61.70, 24.29, "CUB, supp. T4"),
+    "BlackBoxAP": (61.96, 23.83, "CUB, supp. T4"), "SmoothAP": (62.45, 24.32, "CUB, supp. T4"),
+    "SupAP": (63.18, 24.90, "CUB, supp. T6 B=128"), "ROADMAP": (64.05, 25.27, "CUB, supp. T4"),
+    "ROADMAP (L_DG*)": (81.9, 55.7, "SOP, SupRank T. II"), "Smooth-R@k": (80.5, 53.7, "SOP, SupRank T. II"),
+    "Sup-R@k": (80.7, 54.2, "SOP, SupRank T. II")}
+METHOD_CLAIMS = [("supp. B.4", "ROADMAP", "SmoothAP", "mAP@R"), ("supp. B.4", "ROADMAP", "SmoothAP", "R@1"),
+                 ("Table 1", "ROADMAP", "FastAP", "mAP@R"), ("Table 1", "ROADMAP", "SoftBinAP", "mAP@R"),
+                 ("Table 1", "ROADMAP", "BlackBoxAP", "mAP@R"), ("Table 2, H⁻", "SupAP", "SmoothAP", "mAP@R"),
+                 ("Table 2, L_calibr.", "ROADMAP", "SupAP", "mAP@R"),
+                 ("SupRank T. II, L_DG*", "ROADMAP (L_DG*)", "SupAP", "mAP@R"),
+                 ("SupRank T. II", "Sup-R@k", "Smooth-R@k", "mAP@R")]
+
+
+def analyse_methods(records: Records) -> Section:
+    methods = list(dict.fromkeys(r["method"] for r in records))
+    rows = []
+    for m in methods:
+        ref = PAPER_METHODS.get(m)
+        rows.append([m, fmt(summarise(records, "R@1", method=m)), fmt(summarise(records, "mAP@R", method=m)),
+                     fmt(summarise(records, "gap_heldout", method=m), digits=2),
+                     f"{ref[0]} / {ref[1]} ({ref[2]})" if ref else "—"])
+    claims = [c for c in METHOD_CLAIMS if c[1] in methods and c[2] in methods]
+    comp_rows, results = comparison_rows(records, claims)
+    ranking = sorted(methods, key=lambda m: -summarise(records, "mAP@R", method=m).mean)
+    main = results.get(("ROADMAP", "SmoothAP", "mAP@R"))
+    r1 = results.get(("ROADMAP", "SmoothAP", "R@1"))
+    verdict = main["verdict"] if main else "not measured"
+    measured = (f"ROADMAP − SmoothAP: mAP@R {points(main['diff'])} pt (p {fmt_p(main['p'])}), R@1 {points(r1['diff'])} pt "
+                f"(p {fmt_p(r1['p'])}), n = {main['n']} paired seeds; ROADMAP ranks {ranking.index('ROADMAP') + 1} "
+                f"of {len(methods)} on mAP@R") if main and r1 else "—"
+    body = "\n\n".join([
+        table(["method", "R@1", "mAP@R", "gap (held-out)", "paper R@1 / mAP@R"], rows),
+        f"Order by mean mAP@R: {' > '.join(ranking)}.",
+        "Paired t-tests over seeds (`scipy.stats.ttest_rel`; same seed = same initial weights, batches and "
+        "evaluation classes), Δ in points:",
+        table(["claim", "metric", "Δ (pt)", "t", "p", "verdict"], comp_rows)])
+    claim = ("ROADMAP beats every AP approximation (Table 1; supp. Table 4, ResNet-50, B = 128, 5 runs: CUB R@1 "
+             "64.05 ± 0.51 vs SmoothAP 62.45 ± 0.48, mAP@R 25.27 ± 0.12 vs 24.32 ± 0.10, paired t-test p ≤ 0.001 "
+             "on every dataset, supp. B.4). Ablation (Table 2, CUB): SmoothAP 62.1 / 23.9 → SupAP 62.9 / 24.6 → "
+             "ROADMAP 64.2 / 25.3. SupRank Table II (SOP): Sup-R@k 80.7 / 54.2 > Smooth-R@k 80.5 / 53.7; "
+             "ROADMAP with L_DG* 81.9 / 55.7 > Sup-AP 81.2 / 54.8.")
+    if_not = ("The gains the papers report are 1-2 points of mAP@R after 100-200 epochs of a pretrained "
+              "ResNet-50; here a small CNN trained from scratch for ~2.6 epochs is still far from convergence, "
+              "so the losses differ mostly in how fast they learn early on, and 3 seeds resolve differences of "
+              "roughly the seed std (~1 point) only. The calibration loss pays off when B/N is tiny; here "
+              "B/N = 128/14,752 ≈ 0.9 % (CUB 2.2 %, SOP 0.2 %, iNaturalist 0.04 %).")
+    return Section("1. Rank losses compared (ROADMAP Tables 1-2, supp. Table 4; SupRank Tables I-II)", claim,
+                   measured, verdict, body, if_not)
+
+
+# ----------------------------------------------------------------------------- study 2
+PAPER_BATCH = {  # supp. Table 6 (ResNet-50): batch -> (SupAP, ROADMAP) mAP@R per dataset
+    "CUB": {32: (24.12, 24.97), 128: (24.9, 25.38), 224: (25.13, 25.51), 384: (25.27, 25.36)},
+    "SOP": {32: (53.85, 54.68), 128: (55.65, 56.64), 224: (55.75, 56.55), 384: (55.78, 56.47)},
+    "iNat": {32: (17.13, 20.43), 128: (24.77, 27.13), 224: (26.32, 27.74), 384: (27.24, 27.85)}}
+
+
+def paper_gains(dataset: str) -> dict[int, float]:
+    """Relative mAP@R gain (%) of ROADMAP over SupAP per batch size, from supp. Table 6."""
+    return {b: 100 * (r - s) / s for b, (s, r) in PAPER_BATCH[dataset].items()}
+
+
+def trend_verdict(values: Sequence[float]) -> str:
+    """For a claim that ``values`` (in increasing order of the x axis) decrease: "reproduces" when
+    strictly decreasing and the first is > 0, "partly (first > last, not monotone)", else "does not reproduce"."""
+    v = [x for x in values if not math.isnan(x)]
+    if len(v) < 2:
+        return "not measured"
+    if all(a > b for a, b in zip(v, v[1:])) and v[0] > 0:
+        return "reproduces"
+    return "partly (first > last, not monotone)" if v[0] > v[-1] and v[0] > 0 else "does not reproduce"
+
+
+def analyse_batch_size(records: Records) -> Section:
+    from ..viz.study import gains_by
+
+    gains = gains_by(records, "batch_size")
+    rows = []
+    for b, g in gains.items():
+        c = compare(records, "mAP@R", {"method": "ROADMAP", "batch_size": b}, {"method": "SupAP", "batch_size": b})
+        steps = select(records, batch_size=b)[0]["steps"]
+        paper = " / ".join(f"{paper_gains(d).get(b, math.nan):+.1f}" if b in PAPER_BATCH[d] else "—" for d in PAPER_BATCH)
+        rows.append([b, steps, fmt(summarise(records, "mAP@R", method="SupAP", batch_size=b)),
+                     fmt(summarise(records, "mAP@R", method="ROADMAP", batch_size=b)),
+                     fmt(mean_std(g), scale=1.0), fmt_p(c["p"]), paper])
+    means = [mean_std(g).mean for g in gains.values()]
+    verdict = trend_verdict(means)
+    measured = "relative gain (%) by batch size: " + ", ".join(f"B={b}: {m:+.1f}" for b, m in zip(gains, means))
+    paper = "; ".join(f"{d} " + ", ".join(f"{b}: {g:+.1f} %" for b, g in paper_gains(d).items()) for d in PAPER_BATCH)
+    body = "\n\n".join([
+        table(["B", "steps", "SupAP mAP@R", "ROADMAP mAP@R", "relative gain (%)", "p (paired)",
+               "paper gain % CUB / SOP / iNat"], rows),
+        f"Paper, supp. Table 6 (ResNet-50), relative mAP@R gain per batch size: {paper}. Note that SOP's gain "
+        "is not monotone in the paper either."])
+    claim = ("Adding L_calibr. to L_SupAP helps more as the batch gets smaller (ROADMAP Fig. 5; SupRank Fig. 6 "
+             "with L_DG*): supp. Table 6 gives a relative mAP@R gain of +3.5 % at B = 32 vs +0.4 % at B = 384 "
+             "on CUB, +19.3 % vs +2.2 % on iNaturalist.")
+    if_not = ("The effect the paper measures lives in the decomposability gap, which grows with N/B; at this "
+              "scale the gap is small at every batch size (study 5), so the calibration term mostly changes "
+              "the optimisation, and the per-seed noise (~1 point of mAP@R) is of the size of the gains. Each "
+              "batch size sees the same images, so B = 32 takes 4x the steps of B = 128: part of any trend is "
+              "the number of updates.")
+    return Section("2. Batch size (ROADMAP Fig. 5, supp. Table 6; SupRank Fig. 6)", claim, measured, verdict, body,
+                   if_not)
+
+
+# ----------------------------------------------------------------------------- study 5
+def analyse_gap(records: Records, at: int = 128) -> Section:
+    """``at``: the batch size of the headline number (the largest measured one if ``at`` was not)."""
+    sizes = sorted({r["batch_size"] for r in records})
+    at = at if at in sizes or not sizes else sizes[-1]
+    rows = []
+    for b in sorted({r["batch_size"] for r in records}):
+        cells = [b]
+        for field in ("gap_heldout", "gap_train_probe"):
+            sup, road = paired(records, field, {"method": "SupAP", "batch_size": b}, {"method": "ROADMAP", "batch_size": b})
+            dec = mean_std([relative_decrease(r, s) for s, r in zip(sup, road)])
+            c = compare(records, field, {"method": "SupAP", "batch_size": b}, {"method": "ROADMAP", "batch_size": b})
+            cells += [fmt(mean_std(sup), 1.0, 3), fmt(mean_std(road), 1.0, 3), fmt(dec, 1.0), fmt_p(c["p"])]
+        rows.append(cells)
+    main = compare(records, "gap_heldout", {"method": "SupAP", "batch_size": at}, {"method": "ROADMAP", "batch_size": at})
+    sup, road = paired(records, "gap_heldout", {"method": "SupAP", "batch_size": at}, {"method": "ROADMAP", "batch_size": at})
+    dec = mean_std([relative_decrease(r, s) for s, r in zip(sup, road)])
+    measured = (f"B = {at}, held-out classes: relative decrease {fmt(dec, 1.0)} % (p {fmt_p(main['p'])}, n = {main['n']})"
+                if main["n"] else "—")
+    body = "\n\n".join([
+        table(["B", "SupAP gap (held-out)", "ROADMAP gap (held-out)", "decrease (%)", "p",
+               "SupAP gap (train probe)", "ROADMAP gap (train probe)", "decrease (%)", "p"], rows),
+        "Gap = mean over queries of AP inside the query's batch minus AP over the whole probe (ROADMAP Eq. 6, "
+        "`lab.metrics.decomposability_gap`). Held-out: the evaluation subset of the test classes cut into one "
+        "epoch of the run's own sampler batches; train probe: the trainer's fixed 8 training batches "
+        "(`Trainer.decomposability_gap`). Decrease = 100 (gap_SupAP − gap_ROADMAP) / gap_SupAP per seed."])
+    claim = ("L_calibr. decreases the decomposability gap of the trained model: relative decrease 3.7 % on CUB "
+             "and 5.4 % on SOP, measured on the test sets (ROADMAP supp. Table 9).")
+    if_not = ("With 4 images per class in a batch and 8 per class in the data, half of each query's positives "
+              "are in its batch: the gap is dominated by the sampling, not by score calibration, and the "
+              "paper's effect (a few % of the gap) is below what 3 seeds resolve.")
+    return Section("5. Decomposability gap (ROADMAP supp. Table 9)", claim, measured, main["verdict"], body, if_not)

@@ -1,0 +1,194 @@
+"""Run a study's training runs through :class:`lab.train.Trainer` into a resumable raw-results file.
+
+``results/NAME.json`` holds one record per finished run, rewritten atomically after each run,
+so an interrupted study loses at most the runs in flight and a second call skips what is done.
+A run another study already trained (same config, same key) is copied from that study's file.
+Runs go to ``jobs`` worker processes of ``threads`` torch threads each: on 2 busy cores,
+two 1-thread processes get much more done than one 2-thread process (the OpenMP threads of
+one process wait on each other when other jobs take the cores).
+"""
+from __future__ import annotations
+
+import concurrent.futures as futures
+import dataclasses
+import json
+import multiprocessing
+import os
+import platform
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+from .spec import RunSpec, study_runs
+
+RETRIEVAL = ("R@1", "R@2", "R@4", "R@8", "mAP@R", "mAP")
+
+
+def load_results(path: Path) -> dict[str, Any]:
+    """The raw-results file (an empty one if it does not exist yet)."""
+    if not path.exists():
+        return {"study": path.stem, "mode": None, "runs": {}, "sessions": []}
+    return json.loads(path.read_text())
+
+
+def save_results(path: Path, data: dict[str, Any]) -> None:
+    """Write via a temporary file and rename: a crash never leaves half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    with os.fdopen(fd, "w") as f:
+        json.dump(data, f, indent=1, sort_keys=True)
+        f.write("\n")
+    os.replace(tmp, path)
+
+
+def heldout_gap(trainer, max_items: Optional[int]) -> float:
+    """ROADMAP Eq. 6 on held-out data: the evaluation subset of the test classes cut into the
+    run's own sampler batches (the trainer's probe uses training batches)."""
+    from ..metrics import decomposability_gap
+    from ..train.loading import probe_batches
+
+    emb, labels = trainer.embed("test", max_items)
+    whole_epoch = dataclasses.replace(trainer.config, probe_batches=10**6)  # the sampler stops after one epoch
+    indices, batch_ids = probe_batches(labels, whole_epoch)
+    return decomposability_gap(emb[indices], labels[indices], batch_ids)
+
+
+def execute(spec: RunSpec, threads: int = 1) -> dict[str, Any]:
+    """Train one run for its steps, evaluate it on the held-out classes; the raw record."""
+    import torch
+
+    from ..train import Trainer, TrainConfig
+
+    torch.set_num_threads(threads)
+    cfg = TrainConfig.from_dict(spec.config)
+    load = os.getloadavg()[0]
+    wall, cpu = time.perf_counter(), time.process_time()
+    trainer = Trainer(cfg)
+    trainer.step(cfg.steps)
+    train_wall, train_cpu = time.perf_counter() - wall, time.process_time() - cpu
+    result = trainer.evaluate()
+    gap = heldout_gap(trainer, cfg.eval_max_items)
+    steps = [r["seconds_per_step"] for r in trainer.history if r.get("kind") == "train"]
+    return {
+        "key": spec.key, "study": spec.study, "method": spec.method, "seed": spec.seed, "params": spec.params,
+        "loss": cfg.loss, "loss_kwargs": cfg.loss_kwargs, "batch_size": cfg.batch_size, "steps": cfg.steps,
+        **{k: float(result[k]) for k in RETRIEVAL if k in result}, "num_queries": int(result["num_queries"]),
+        "gap_train_probe": float(result["decomposability_gap"]), "gap_heldout": gap,
+        "train_seconds": train_wall, "train_cpu_seconds": train_cpu,
+        "seconds_per_step": sum(steps) / len(steps), "steps_per_epoch": trainer.steps_per_epoch,
+        # The second half: past the warm-up of a memory run and the first epoch's glyph rendering.
+        "seconds_per_step_late": sum(steps[len(steps) // 2:]) / len(steps[len(steps) // 2:]),
+        "seconds": time.perf_counter() - wall, "threads": threads, "load_before": load,
+        "load_after": os.getloadavg()[0], "config": spec.config,
+        "finished": time.strftime("%Y-%m-%d %H:%M:%S"),
+    }
+
+
+def _worker_init(threads: int) -> None:
+    os.environ.setdefault("OMP_NUM_THREADS", str(threads))
+
+
+def _known(out: Path) -> dict[str, dict]:
+    """Every finished record in ``out``'s raw files, by key (a shared run is trained once)."""
+    known: dict[str, dict] = {}
+    for path in sorted(out.glob("*.json")):
+        try:
+            known.update(load_results(path).get("runs", {}))
+        except (json.JSONDecodeError, OSError):
+            continue  # not a results file: the run is simply trained again
+    return known
+
+
+def _as_run_of(spec: RunSpec, rec: dict[str, Any]) -> dict[str, Any]:
+    """A record of the same config, labelled as ``spec``'s study sees it (method, varied params)."""
+    origin = rec.get("shared_from", rec["study"])
+    out = {**rec, "study": spec.study, "method": spec.method, "params": spec.params, "seed": spec.seed}
+    out.pop("shared_from", None)
+    if origin != spec.study:
+        out["shared_from"] = origin
+    return out
+
+
+def _open(names: list[str], out: Path, mode: str) -> tuple[dict[str, Path], dict[str, dict]]:
+    paths = {n: out / f"{n}.json" for n in names}
+    datas = {n: load_results(p) for n, p in paths.items()}
+    for n, data in datas.items():
+        if data["runs"] and data.get("mode") not in (None, mode):
+            raise ValueError(f"{paths[n]} holds {data['mode']}-mode results; write {mode}-mode runs elsewhere "
+                             f"(--out DIR)")
+        data.update(study=n, mode=mode)
+    return paths, datas
+
+
+def run_studies(names: list[str], out: Path, quick: bool = False, seeds: Optional[int] = None, jobs: int = 1,
+                threads: int = 1, log: Callable[[str], None] = print) -> dict[str, dict[str, Any]]:
+    """Train every missing run of the studies ``names`` into ``out/NAME.json``, each config once
+    whichever studies need it; a run that fails (e.g. diverges) is listed under "failed" and
+    retried by the next call. Returns {name: the file's data}."""
+    out, mode = Path(out), ("quick" if quick else "full")
+    paths, datas = _open(names, out, mode)
+    known = _known(out)
+    wanted: dict[str, list[RunSpec]] = {}  # key -> the specs (one per study) that need it
+    for n in names:
+        for spec in study_runs(n, quick, seeds):
+            if spec.key in datas[n]["runs"]:
+                continue
+            if spec.key in known:
+                datas[n]["runs"][spec.key] = _as_run_of(spec, known[spec.key])
+            else:
+                wanted.setdefault(spec.key, []).append(spec)
+    counts = {n: sum(1 for specs in wanted.values() for s in specs if s.study == n) for n in names}
+    for n in names:
+        save_results(paths[n], datas[n])
+        log(f"{n}: {len(study_runs(n, quick, seeds))} runs, {counts[n]} to train")
+
+    def record(key: str, rec: Optional[dict[str, Any]], error: str = "") -> None:
+        for spec in wanted[key]:
+            data = datas[spec.study]
+            if rec is None:
+                data.setdefault("failed", {})[key] = {"method": spec.method, "params": spec.params,
+                                                      "seed": spec.seed, "error": error}
+            else:
+                data["runs"][key] = _as_run_of(spec, rec)
+                data.get("failed", {}).pop(key, None)
+            save_results(paths[spec.study], data)
+        spec = wanted[key][0]
+        what = f"{spec.study}: {spec.method} {spec.params or ''} seed {spec.seed}"
+        log(f"  {what}: FAILED: {error}" if rec is None else
+            f"  {what}: R@1 {rec['R@1']:.3f} mAP@R {rec['mAP@R']:.3f} ({rec['seconds']:.0f} s)")
+
+    start = time.perf_counter()
+    todo = [specs[0] for specs in wanted.values()]
+    failures = (ArithmeticError, RuntimeError, ValueError)  # NonFiniteLossError is a RuntimeError
+    if jobs <= 1 or len(todo) <= 1:
+        for spec in todo:
+            try:
+                record(spec.key, execute(spec, threads))
+            except failures as e:
+                record(spec.key, None, f"{type(e).__name__}: {e}")
+    elif todo:
+        # spawn: a forked child would inherit the parent's torch thread pools in an unknown state.
+        ctx = multiprocessing.get_context("spawn")
+        with futures.ProcessPoolExecutor(jobs, mp_context=ctx, initializer=_worker_init, initargs=(threads,)) as pool:
+            running = {pool.submit(execute, spec, threads): spec.key for spec in todo}
+            for done in futures.as_completed(running):
+                try:
+                    record(running[done], done.result())
+                except failures as e:
+                    record(running[done], None, f"{type(e).__name__}: {e}")
+    command = " ".join(["python -m lab study", *names] + (["--quick"] if quick else []) + [f"--jobs {jobs}"])
+    for n in names:
+        if counts[n]:
+            datas[n]["sessions"].append({
+                "finished": time.strftime("%Y-%m-%d %H:%M:%S"), "trained": counts[n], "jobs": jobs,
+                "threads": threads, "elapsed_seconds": round(time.perf_counter() - start, 1), "command": command,
+                "machine": f"{platform.machine()}, {os.cpu_count()} cores, python {sys.version.split()[0]}"})
+            save_results(paths[n], datas[n])
+    return datas
+
+
+def missing_runs(name: str, data: dict[str, Any], quick: bool = False, seeds: Optional[int] = None) -> list[RunSpec]:
+    """The runs of study ``name`` that ``data`` (its raw results) does not hold yet."""
+    return [s for s in study_runs(name, quick, seeds) if s.key not in data.get("runs", {})]

@@ -1,0 +1,144 @@
+"""What each study trains: one fixed budget, the grids of methods and values, the run specs.
+
+The budget was fixed before any result was looked at (docs/results.md, "Budget"): every
+run of a study gets the same steps, batch, sampler, model and learning rate; each loss keeps
+its default hyper-parameters from :mod:`lab.losses` (the papers' values). Quick mode shrinks
+the data and the steps and keeps two points per grid, so that CI runs a study in seconds.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+# The full budget: the small CNN on glyphs, batch 128 = 32 classes x 4, Adam 1e-3, 300 steps
+# (~2.6 epochs of the 14,752 training images): ~2-3 min per run on one busy core.
+FULL_BASE: dict[str, Any] = dict(
+    dataset="glyphs", dataset_kwargs={}, model="small_cnn", embed_dim=64, optimizer="adam", lr=1e-3,
+    batch_size=128, m=4, steps=300, eval_every=0, eval_max_items=2000, probe_batches=8, eval_backend="faiss",
+    device="cpu", progress=False, log_every=10**9)
+# Quick (CI): 24 classes x 8 images per split, batch 16, 3 steps: the numbers mean nothing.
+QUICK_BASE: dict[str, Any] = dict(
+    FULL_BASE, dataset_kwargs={"num_classes": 24, "instances_per_class": 8}, embed_dim=16, batch_size=16,
+    steps=3, eval_max_items=None, probe_batches=2, eval_batch_size=64, eval_backend="torch")
+FULL_SEEDS, QUICK_SEEDS = 3, 2
+
+# Study 1 (ROADMAP Table 1-2, supp. Table 4; SupRank Tables I-II): label -> loss name.
+METHODS = {"FastAP": "fast_ap", "SoftBinAP": "soft_bin_ap", "BlackBoxAP": "blackbox_ap", "SmoothAP": "smooth_ap",
+           "SupAP": "sup_ap", "ROADMAP": "roadmap", "ROADMAP (L_DG*)": "roadmap_proxy",
+           "Smooth-R@k": "smooth_recall", "Sup-R@k": "sup_recall"}
+QUICK_METHODS = ("SmoothAP", "ROADMAP")
+BATCH_SIZES = (32, 64, 128, 256)  # ROADMAP Fig. 5 / supp. Table 6
+BINS = (2, 5, 10, 20, 40)  # FastAP Fig. 4b
+# Study 3: (parameter, loss it is varied on, values). lam=0 *is* SupAP and lam=1 the
+# calibration loss alone (ROADMAP Eq. 2); rho and tau are SupAP's (supp. Fig. 12, SupRank Fig. 7b).
+HPARAMS = (("lam", "roadmap", (0.0, 0.1, 0.5, 0.9, 1.0)), ("rho", "sup_ap", (0.0, 10.0, 100.0, 10000.0)),
+           ("margin", "roadmap", (0.1, 0.3, 0.6)), ("tau", "sup_ap", (0.001, 0.01, 0.05, 0.5)))
+ALPHA = 0.9  # the margin alpha - beta is varied through beta, alpha fixed at the paper's 0.9
+XBM_FRACTION = 4096 / 14752  # memory: 4,096 embeddings, ~28 % of the training set (paper: 17-100 %)
+XBM_WARMUP = 0.1  # the memory loss starts after 10 % of the steps (XBM's warm-up)
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One training run of a study: its display ``method``, the varied ``params`` and the config."""
+
+    study: str
+    method: str
+    seed: int
+    config: dict = field(hash=False)  # TrainConfig fields
+    params: dict = field(default_factory=dict, hash=False)  # e.g. {"batch_size": 32}, {"lam": 0.1}
+
+    @property
+    def key(self) -> str:
+        """Identical configs share a key, so a run needed by two studies is trained once."""
+        return config_key(self.config)
+
+
+def config_key(config: dict[str, Any]) -> str:
+    from ..train import TrainConfig  # the full config, defaults filled in, is what is hashed
+
+    full = TrainConfig.from_dict(config).to_dict()
+    for name in ("progress", "log_every", "out", "device", "num_workers", "eval_batch_size", "checkpoint_every"):
+        full.pop(name, None)  # how a run reports, not what it trains
+    return hashlib.sha1(json.dumps(full, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _config(base: dict, loss: str, seed: int, loss_kwargs: dict | None = None, **changes: Any) -> dict[str, Any]:
+    return {**base, "loss": loss, "loss_kwargs": dict(loss_kwargs or {}), "seed": seed, **changes}
+
+
+def _methods(base: dict, seeds: range, quick: bool) -> list[RunSpec]:
+    labels = QUICK_METHODS if quick else tuple(METHODS)
+    return [RunSpec("methods", m, s, _config(base, METHODS[m], s)) for m in labels for s in seeds]
+
+
+def _batch_size(base: dict, seeds: range, quick: bool, study: str = "batch_size") -> list[RunSpec]:
+    # Same images seen at every batch size (the papers train a fixed number of epochs), so the
+    # step count scales as 1/B: B=32 gets 4x the steps of B=128.
+    sizes = (8, 16) if quick else BATCH_SIZES
+    images = base["steps"] * base["batch_size"]
+    return [RunSpec(study, m, s, _config(base, METHODS[m], s, batch_size=b, steps=max(1, images // b)),
+                    {"batch_size": b}) for b in sizes for m in ("SupAP", "ROADMAP") for s in seeds]
+
+
+def _hparams(base: dict, seeds: range, quick: bool) -> list[RunSpec]:
+    out = []
+    for name, loss, values in HPARAMS:
+        for value in ((values[0], values[-1]) if quick else values):
+            if name == "lam" and value == 0.0:
+                loss_name, kwargs = "sup_ap", {}  # L_ROADMAP with lam = 0 is L_SupAP, term for term
+            elif name == "margin":
+                loss_name, kwargs = loss, {"alpha": ALPHA, "beta": round(ALPHA - value, 6)}
+            else:
+                loss_name, kwargs = loss, {name: value}
+            label = "SupAP" if loss_name == "sup_ap" else "ROADMAP"
+            out += [RunSpec("hparams", label, s, _config(base, loss_name, s, _defaults(loss_name, kwargs)),
+                            {"param": name, "value": value}) for s in seeds]
+    return out
+
+
+def _defaults(loss: str, kwargs: dict) -> dict:
+    """Leave out values equal to the loss's default, so that e.g. rho=100 is *the* SupAP run."""
+    import inspect
+
+    from ..losses import LOSSES
+
+    params = inspect.signature(LOSSES[loss].__init__).parameters
+    return {k: v for k, v in kwargs.items() if k not in params or params[k].default != v}
+
+
+def _bins(base: dict, seeds: range, quick: bool) -> list[RunSpec]:
+    counts = (4, 10) if quick else BINS
+    return [RunSpec("bins", m, s, _config(base, METHODS[m], s, _defaults(METHODS[m], {"num_bins": n})), {"num_bins": n})
+            for m in ("FastAP", "SoftBinAP") for n in counts for s in seeds]
+
+
+def _gap(base: dict, seeds: range, quick: bool) -> list[RunSpec]:
+    return _batch_size(base, seeds, quick, study="gap")  # the same runs: the gap is measured on each
+
+
+def _memory(base: dict, seeds: range, quick: bool) -> list[RunSpec]:
+    steps = base["steps"]
+    size = 64 if quick else round(XBM_FRACTION * 14752)
+    xbm = dict(xbm_size=size, xbm_start=int(XBM_WARMUP * steps))
+    return [RunSpec("memory", "ROADMAP", s, _config(base, "roadmap", s)) for s in seeds] + \
+           [RunSpec("memory", "SupAP + XBM", s, _config(base, "sup_ap", s, **xbm), {"xbm_size": size}) for s in seeds]
+
+
+STUDIES: dict[str, Callable[[dict, range, bool], list[RunSpec]]] = {
+    "methods": _methods, "batch_size": _batch_size, "hparams": _hparams, "bins": _bins, "gap": _gap,
+    "memory": _memory}
+# Cheapest-first is not the point: the study the brief ranks first runs first.
+ORDER = ("methods", "batch_size", "gap", "memory", "bins", "hparams")
+
+
+def study_runs(name: str, quick: bool = False, seeds: int | None = None) -> list[RunSpec]:
+    """The runs of study ``name`` (see STUDIES), for ``seeds`` seeds (default 3, quick 2)."""
+    if name not in STUDIES:
+        raise ValueError(f"unknown study {name!r}; choose one of: {', '.join(ORDER)} (or all)")
+    n = seeds if seeds is not None else (QUICK_SEEDS if quick else FULL_SEEDS)
+    if n < 1:
+        raise ValueError(f"seeds must be >= 1, got {n}")
+    return STUDIES[name](QUICK_BASE if quick else FULL_BASE, range(n), quick)

@@ -1,0 +1,124 @@
+"""Statistics over seeds: mean +- std, the paired t-test of ROADMAP supp. B.4, relative gains, verdicts.
+
+Everything takes plain lists of floats (one value per seed) or raw-results records, so the
+report and the tests share one implementation. Std is the sample standard deviation (ddof=1),
+as the ± of the papers' tables over 5 runs.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Iterable, NamedTuple, Optional, Sequence
+
+SIGNIFICANCE = 0.05  # a claim "reproduces" when the paired test rejects equality at this level
+
+
+class Summary(NamedTuple):
+    mean: float
+    std: float  # sample std (ddof=1); nan for a single value
+    n: int
+
+
+def mean_std(values: Sequence[float]) -> Summary:
+    """Mean, sample standard deviation and count of ``values`` (nan, nan, 0 when empty)."""
+    xs = [float(v) for v in values]
+    n = len(xs)
+    if n == 0:
+        return Summary(math.nan, math.nan, 0)
+    mean = sum(xs) / n
+    std = math.sqrt(sum((x - mean) ** 2 for x in xs) / (n - 1)) if n > 1 else math.nan
+    return Summary(mean, std, n)
+
+
+def fmt(s: Summary, scale: float = 100.0, digits: int = 1) -> str:
+    """'64.2 ± 0.5' (percent by default, as the papers print); '—' when there is nothing."""
+    if s.n == 0:
+        return "—"
+    if s.n == 1 or math.isnan(s.std):
+        return f"{scale * s.mean:.{digits}f}"
+    return f"{scale * s.mean:.{digits}f} ± {scale * s.std:.{digits}f}"
+
+
+class TTest(NamedTuple):
+    t: float
+    p: float
+    n: int  # number of pairs
+
+
+def paired_ttest(a: Sequence[float], b: Sequence[float]) -> TTest:
+    """Two-sided paired Student t-test of a vs b (scipy.stats.ttest_rel), pairs in order (by seed).
+
+    nan when there are fewer than 2 pairs or every difference is equal (no variance to test).
+    """
+    if len(a) != len(b):
+        raise ValueError(f"paired samples must have one length, got {len(a)} and {len(b)}")
+    diffs = [float(x) - float(y) for x, y in zip(a, b)]
+    if len(diffs) < 2 or max(diffs) == min(diffs):
+        return TTest(math.nan, math.nan, len(diffs))
+    from scipy.stats import ttest_rel
+
+    res = ttest_rel([float(x) for x in a], [float(y) for y in b])
+    return TTest(float(res.statistic), float(res.pvalue), len(diffs))
+
+
+def relative_gain(new: float, base: float) -> float:
+    """100 * (new - base) / base: ROADMAP Fig. 5's "relative increase" in percent (nan if base is 0)."""
+    return 100.0 * (new - base) / base if base else math.nan
+
+
+def relative_decrease(new: float, base: float) -> float:
+    """100 * (base - new) / base: supp. Table 9's "relative decrease" of the decomposability gap."""
+    return -relative_gain(new, base)
+
+
+def paired(records: Iterable[dict[str, Any]], metric: str, a: dict[str, Any],
+           b: dict[str, Any]) -> tuple[list[float], list[float]]:
+    """Values of ``metric`` for the records matching ``a`` and those matching ``b``, paired by seed
+    (seeds present on one side only are dropped). ``a``/``b``: {field: value}, e.g. {"method": "ROADMAP"}."""
+    def side(match: dict[str, Any]) -> dict[int, float]:
+        return {r["seed"]: float(r[metric]) for r in records if all(_get(r, k) == v for k, v in match.items())}
+
+    records = list(records)
+    left, right = side(a), side(b)
+    seeds = sorted(set(left) & set(right))
+    return [left[s] for s in seeds], [right[s] for s in seeds]
+
+
+def _get(record: dict[str, Any], field: str) -> Any:
+    """A record's field, or one of its varied params (``params.batch_size`` is ``batch_size``)."""
+    return record[field] if field in record else record.get("params", {}).get(field)
+
+
+def select(records: Iterable[dict[str, Any]], **match: Any) -> list[dict[str, Any]]:
+    """The records whose fields (or params) equal ``match``."""
+    return [r for r in records if all(_get(r, k) == v for k, v in match.items())]
+
+
+def summarise(records: Iterable[dict[str, Any]], metric: str, **match: Any) -> Summary:
+    """mean ± std over seeds of ``metric`` for the records matching ``match``."""
+    return mean_std([float(r[metric]) for r in select(records, **match)])
+
+
+def verdict(diffs: Sequence[float], test: Optional[TTest] = None) -> str:
+    """How a directional claim (``diffs`` = claimed-better minus baseline, per seed) fared:
+    "reproduces" (mean > 0, paired p < 0.05), "same direction, not significant", "does not
+    reproduce" (mean <= 0), "reversed (significant)" (mean < 0, p < 0.05), "not measured"."""
+    if not diffs:
+        return "not measured"
+    mean = sum(diffs) / len(diffs)
+    p = test.p if test is not None else math.nan
+    if mean > 0:
+        return "reproduces" if p < SIGNIFICANCE else "same direction, not significant"
+    return "reversed (significant)" if p < SIGNIFICANCE else "does not reproduce"
+
+
+def compare(records: Sequence[dict[str, Any]], metric: str, better: dict[str, Any],
+            base: dict[str, Any]) -> dict[str, Any]:
+    """Paired comparison of two settings on ``metric``: mean difference (points), t, p, verdict."""
+    a, b = paired(records, metric, better, base)
+    test = paired_ttest(a, b)
+    diffs = [x - y for x, y in zip(a, b)]
+    return {"diff": mean_std(diffs), "t": test.t, "p": test.p, "n": test.n, "verdict": verdict(diffs, test)}
+
+
+def fmt_p(p: float) -> str:
+    return "—" if math.isnan(p) else ("< 0.001" if p < 0.001 else f"{p:.3f}")

@@ -1,0 +1,17 @@
+"""Training: ``Trainer(TrainConfig(...)).fit()``, or ``step(n)`` a few steps at a time.
+
+Modules: ``config`` (the dataclass, YAML recipes), ``trainer`` (the loop), ``backprop`` (plain
+and staged forward/backward), ``loading`` (datasets, samplers, resumable batch stream),
+``optim`` (device, parameter groups, schedule), ``memory`` (cross-batch memory),
+``distributed`` (torchrun / DDP with all-gather), ``checkpoint`` (atomic saves, RNG states,
+NaN and Ctrl-C guards), ``evaluation`` (embedding, R@k / mAP@R, export).
+"""
+from .checkpoint import NonFiniteLossError, load_checkpoint, save_checkpoint
+from .config import RESUME_FREE, TrainConfig, config_diff, field_names, load_config
+from .evaluation import class_subset, embed_dataset, evaluate_embeddings, export_embeddings
+from .memory import CrossBatchMemory, exclude_self
+from .trainer import Trainer
+
+__all__ = ["Trainer", "TrainConfig", "load_config", "config_diff", "field_names", "RESUME_FREE",
+           "NonFiniteLossError", "CrossBatchMemory", "exclude_self", "save_checkpoint", "load_checkpoint",
+           "class_subset", "embed_dataset", "evaluate_embeddings", "export_embeddings"]

@@ -1,0 +1,105 @@
+"""Embedding a dataset, full-gallery retrieval metrics, the decomposability probe, export."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional, Sequence, Union
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+from torch.utils.data import DataLoader, Dataset, Subset
+from tqdm.auto import tqdm
+
+from ..metrics import average_precision, decomposability_gap, retrieval_metrics
+from .checkpoint import preserved_rng
+
+
+@torch.no_grad()
+def embed_dataset(
+    model: nn.Module,
+    dataset: Dataset,
+    device: torch.device,
+    batch_size: int = 256,
+    amp_dtype: Optional[torch.dtype] = None,
+    indices: Optional[Sequence[int]] = None,
+    progress: bool = False,
+) -> tuple[Tensor, Tensor]:
+    """(embeddings (N, D) float32, labels (N, L)) on the CPU, model in eval mode, in dataset order.
+
+    ``indices`` embeds a subset. The global RNG is left as it was, so evaluating in the
+    middle of a run does not change the run.
+    """
+    data = Subset(dataset, list(indices)) if indices is not None else dataset
+    loader = DataLoader(data, batch_size=batch_size, shuffle=False, num_workers=0)
+    was_training = model.training
+    model.eval()
+    embeddings, labels = [], []
+    try:
+        with preserved_rng():
+            for images, y, _ in tqdm(loader, desc="embed", disable=not progress, leave=False):
+                with torch.autocast(device.type, dtype=amp_dtype, enabled=amp_dtype is not None):
+                    e = model(images.to(device))
+                embeddings.append(e.float().cpu())
+                labels.append(y.view(len(y), -1))
+    finally:
+        model.train(was_training)
+    return torch.cat(embeddings), torch.cat(labels)
+
+
+def class_subset(labels: Tensor, max_items: Optional[int], seed: int = 0) -> Optional[list[int]]:
+    """Indices of a fixed random subset of classes (finest level) holding about ``max_items``
+    images, every image of a chosen class kept, so each query keeps all its positives. None: all."""
+    if max_items is None or max_items >= len(labels):
+        return None
+    fine = labels.view(len(labels), -1)[:, 0]
+    classes, counts = torch.unique(fine, return_counts=True)
+    order = torch.randperm(len(classes), generator=torch.Generator().manual_seed(seed))
+    take = int(torch.searchsorted(counts[order].cumsum(0), torch.tensor(max_items))) + 1
+    chosen = classes[order[:take]]
+    return torch.nonzero(torch.isin(fine, chosen)).squeeze(1).tolist()
+
+
+def evaluate_embeddings(embeddings: Tensor, labels: Tensor, backend: str = "faiss",
+                        level_names: Optional[Sequence[str]] = None, device: Optional[torch.device] = None,
+                        ks: Sequence[int] = (1, 2, 4, 8)) -> dict[str, float]:
+    """Full-gallery R@k, mAP@R and mAP (and, with several label levels, H-AP, NDCG, ASI):
+    every image queries all the others (lab.metrics.retrieval_metrics). The ranking runs on
+    ``device`` (a GPU sorts a large gallery much faster than the CPU)."""
+    if backend == "faiss":
+        try:
+            import faiss  # noqa: F401  (faiss-gpu is used by retrieval_metrics when present)
+        except ImportError:
+            backend = "torch"  # same numbers, see lab.metrics.retrieval_metrics
+    if device is not None:
+        embeddings, labels = embeddings.to(device), labels.to(device)
+    names = list(level_names) if level_names is not None and len(level_names) == labels.shape[1] else None
+    return retrieval_metrics(embeddings, labels, ks=ks, backend=backend, level_names=names)
+
+
+def batch_ap(embeddings: Tensor, labels: Tensor) -> float:
+    """Mean exact AP of each item retrieving the rest of its batch (finest labels)."""
+    e = embeddings.detach().float()
+    fine = labels[:, 0]
+    mask = ~torch.eye(len(e), dtype=torch.bool, device=e.device)
+    ap = average_precision(e @ e.T, fine[:, None] == fine[None, :], mask)
+    return float(torch.nanmean(ap))
+
+
+def probe_gap(embeddings: Tensor, labels: Tensor, batch_ids: Tensor) -> float:
+    """ROADMAP Eq. 6 estimated on the probe: mean in-batch AP minus AP against the whole probe."""
+    return decomposability_gap(embeddings, labels, batch_ids)
+
+
+def export_embeddings(path: Union[str, Path], embeddings: Tensor, labels: Tensor,
+                      level_names: Optional[Sequence[str]] = None) -> Path:
+    """Save for t-SNE / notebooks: ``.npz`` (numpy arrays) or ``.pt`` (torch tensors)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    names = list(level_names or [f"level{i}" for i in range(labels.shape[1])])
+    if path.suffix == ".npz":
+        np.savez(path, embeddings=embeddings.numpy(), labels=labels.numpy(), level_names=np.array(names))
+    elif path.suffix == ".pt":
+        torch.save({"embeddings": embeddings, "labels": labels, "level_names": names}, path)
+    else:
+        raise ValueError(f"export path must end in .npz or .pt, got {path.name!r}")
+    return path

@@ -1,0 +1,348 @@
+"""The Trainer: stepwise (``step(n)``, for a dashboard) or whole-run (``fit``) training.
+
+One step: fetch a batch -> embed (plain, or staged for batches larger than memory) ->
+all-gather across ranks -> rank loss in float32 (+ the cross-batch memory loss) -> backward
+-> clip -> commit (optimizer, scheduler, memory, counters, RNG snapshot). Ctrl-C is held
+back during the commit, and a step that fails before it (NaN, Ctrl-C, an error) is rolled
+back (BN statistics, RNG, batch position), so the state is always that of the last finished
+step: it can be checkpointed, resumed, or stepped again on the same trajectory.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any, Optional, Union
+
+import torch
+from torch import Tensor, nn
+from torch.nn.parallel import DistributedDataParallel
+from tqdm.auto import tqdm
+
+from ..losses import LOSSES, build_loss
+from ..models import build_model, check_model_name
+from .backprop import plain_backward, staged_backward
+from .checkpoint import (FORMAT, NonFiniteLossError, all_finite, check_format, deferred_interrupt,
+                         load_checkpoint, preserved_rng, rng_state, save_checkpoint, seed_everything, set_rng_state,
+                         truncate_jsonl)
+from .config import RESUME_FREE, TrainConfig, config_diff
+from .distributed import average_gradients, init_distributed
+from .evaluation import batch_ap, class_subset, embed_dataset, evaluate_embeddings, export_embeddings, probe_gap
+from .loading import BatchStream, build_batch_sampler, build_datasets, probe_batches, transform_of
+from .memory import CrossBatchMemory, exclude_self
+from .optim import amp_dtype, build_optimizer, build_scheduler, param_groups, select_device
+
+HISTORY_MAX = 20_000  # records kept in Trainer.history (the dashboard's curves); metrics.jsonl keeps all
+
+
+class Trainer:
+    """Builds data, model, loss, optimizer from a :class:`TrainConfig` and trains.
+
+    Datasets, model and loss may be passed in (tests, notebooks); otherwise they are built
+    from the config with :mod:`lab.data`, :func:`lab.models.build_model` and :func:`lab.losses.build_loss`.
+    """
+
+    def __init__(self, config: TrainConfig, *, train_set=None, test_set=None, model: Optional[nn.Module] = None,
+                 loss: Optional[nn.Module] = None, eval_transform=None) -> None:
+        self.config = cfg = config
+        cfg.validate()
+        self.device = select_device(cfg.device, int(os.environ.get("LOCAL_RANK", 0)))
+        self.dist = init_distributed(self.device.type)
+        self.amp_dtype = amp_dtype(cfg.amp)
+        seed_everything(cfg.seed)
+        # Names are checked before the (possibly slow) datasets are built.
+        if loss is None and cfg.loss not in LOSSES:
+            raise ValueError(f"unknown loss {cfg.loss!r}; choose one of: {', '.join(sorted(LOSSES))}")
+        if model is None:
+            check_model_name(cfg.model)
+        if train_set is None:
+            train_set, test_set, eval_transform = build_datasets(cfg)
+        self.train_set, self.test_set, self.eval_transform = train_set, test_set, eval_transform
+        labels = train_set.labels.view(len(train_set.labels), -1)
+        with preserved_rng():
+            in_chans = int(train_set[0][0].shape[0])
+        self.model = model if model is not None else build_model(
+            cfg.model, cfg.embed_dim, in_chans, cfg.pretrained, cfg.pooling, cfg.layer_norm, cfg.freeze_bn)
+        self.model.to(self.device).train()
+        dim = getattr(self.model, "embed_dim", cfg.embed_dim)
+        # Proxy-based losses own one learnable proxy per training class (ids 0 .. max).
+        self.loss_fn = (loss if loss is not None else build_loss(
+            cfg.loss, num_classes=int(labels[:, 0].max()) + 1, embed_dim=dim, **cfg.loss_kwargs)).to(self.device)
+        self.net = self.model
+        if self.dist.enabled:
+            ids = [self.device.index] if self.device.type == "cuda" else None
+            self.net = DistributedDataParallel(self.model, device_ids=ids)
+        self.optimizer = build_optimizer(param_groups(self.model, self.loss_fn, cfg), cfg)
+        sampler = build_batch_sampler(labels, cfg, cfg.seed, self.dist.world_size, self.dist.rank)
+        self.stream = BatchStream(train_set, sampler, cfg.num_workers, self.device.type == "cuda", cfg.seed)
+        self.steps_per_epoch = len(self.stream)
+        self.total_steps = math.ceil(cfg.epochs * self.steps_per_epoch) if cfg.epochs > 0 else cfg.steps
+        self.scheduler = build_scheduler(self.optimizer, cfg, self.total_steps, self.steps_per_epoch)
+        self.scaler = torch.amp.GradScaler(self.device.type, enabled=cfg.amp == "fp16")
+        self.memory = CrossBatchMemory(cfg.xbm_size, dim, labels.shape[1]).to(self.device) if cfg.xbm_size else None
+        self.probe = probe_batches(labels, cfg)
+        self.step_count, self.epoch, self.position = 0, 0, 0  # committed progress
+        self.history: list[dict[str, Any]] = []
+        self.last_checkpoint: Optional[Path] = None
+        self.out = Path(cfg.out) if cfg.out else None
+        self._out_ready = False  # config.yaml is written with the first log line or checkpoint
+        seed_everything(cfg.seed + self.dist.rank)  # ranks draw different augmentations
+        self._committed_rng = rng_state()  # RNG as of the last finished step: what checkpoints store
+
+    # ------------------------------------------------------------------ one step
+    def _loss(self, emb: Tensor, labels: Tensor, index: Tensor) -> tuple[Tensor, dict[str, float]]:
+        """Batch loss (+ weighted memory loss), float32, autocast off. emb (B, D) global batch."""
+        step = self.step_count + 1
+        if not torch.isfinite(emb).all():
+            raise NonFiniteLossError(step, "the embeddings (the model diverged)", self._last_good())
+        with torch.autocast(self.device.type, enabled=False):
+            total = self.loss_fn(emb, labels)
+            parts = {"loss_batch": float(total.detach())}
+            if self.memory is not None and self.step_count >= self.config.xbm_start:
+                ref_e, ref_y, ref_i = self.memory.contents_after(emb, labels, index)
+                mem = self.loss_fn(emb, labels, ref_e, ref_y, mask=exclude_self(index, ref_i))
+                parts["loss_memory"] = float(mem.detach())
+                total = total + self.config.xbm_weight * mem
+        if not torch.isfinite(total):
+            raise NonFiniteLossError(step, f"the loss ({float(total.detach())})", self._last_good())
+        return total, parts
+
+    def _train_step(self) -> dict[str, Any]:
+        start = time.perf_counter()
+        cfg = self.config
+        buffers = {name: b.clone() for name, b in self.model.named_buffers()}  # BN running statistics
+        try:
+            images, labels, index = self.stream.next()
+            images = images.to(self.device, non_blocking=True)
+            labels = labels.view(len(labels), -1).to(self.device)
+            index = torch.as_tensor(index).to(self.device)
+            self.net.train()
+            self.optimizer.zero_grad(set_to_none=True)
+            autocast = dict(device_type=self.device.type, dtype=self.amp_dtype, enabled=self.amp_dtype is not None)
+            if cfg.chunk_size is not None and cfg.chunk_size < len(images):
+                total, parts, emb, labels, index = staged_backward(
+                    self.model, self.net, images, labels, index, self._loss, self.scaler, autocast, cfg.chunk_size,
+                    self.dist)
+            else:
+                total, parts, emb, labels, index = plain_backward(
+                    self.net, images, labels, index, self._loss, self.scaler, autocast)
+            average_gradients(list(self.loss_fn.parameters()))
+            self.scaler.unscale_(self.optimizer)
+            params = [p for g in self.optimizer.param_groups for p in g["params"]]
+            if cfg.grad_clip is not None:
+                grad_norm = torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)
+            else:
+                grad_norm = torch.nn.utils.get_total_norm([p.grad for p in params if p.grad is not None])
+            if cfg.amp != "fp16" and not torch.isfinite(grad_norm):  # fp16: the scaler skips such steps
+                raise NonFiniteLossError(self.step_count + 1, "the gradient norm", self._last_good())
+        except BaseException:  # NaN, Ctrl-C, anything: leave no trace of the unfinished step
+            self._rollback(buffers)
+            raise
+        with deferred_interrupt():
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+            self.scheduler.step()
+            if self.memory is not None:
+                self.memory.enqueue(emb, labels, index)
+            self.step_count, self.epoch, self.position = self.step_count + 1, self.stream.epoch, self.stream.position
+            self._committed_rng = rng_state()
+        seconds = time.perf_counter() - start
+        metrics = {"kind": "train", "step": self.step_count, "epoch": round(self.step_count / self.steps_per_epoch, 4),
+                   "loss": float(total.detach()), **parts, "batch_ap": batch_ap(emb, labels),
+                   "lr": self.optimizer.param_groups[0]["lr"], "grad_norm": float(grad_norm),
+                   "seconds_per_step": seconds, "images_per_second": len(emb) / seconds}
+        self._remember(metrics)
+        if self.step_count % cfg.log_every == 0 or self.step_count == 1:
+            self._log(metrics)
+        return metrics
+
+    def step(self, n: int = 1) -> dict[str, Any]:
+        """Run ``n`` training steps; the metrics of the last one: step, epoch, loss, loss_batch,
+        [loss_memory], batch_ap, lr (backbone), grad_norm, seconds_per_step, images_per_second."""
+        if n < 1:
+            raise ValueError(f"n must be >= 1, got {n}")
+        for _ in range(n):
+            metrics = self._train_step()
+        return metrics
+
+    def _rollback(self, buffers: dict[str, Tensor]) -> None:
+        """Undo an unfinished step: BN statistics, RNG and stream back to the last commit."""
+        with torch.no_grad():
+            for name, b in self.model.named_buffers():
+                b.copy_(buffers[name])
+        set_rng_state(self._committed_rng)
+        self.stream.seek(self.epoch, self.position)  # the same batch comes again
+        self.optimizer.zero_grad(set_to_none=True)
+
+    # ------------------------------------------------------------------ evaluation
+    def _dataset(self, split: str):
+        if split not in ("train", "test"):
+            raise ValueError(f"split must be 'train' or 'test', got {split!r}")
+        dataset = self.test_set if split == "test" else self.train_set
+        if dataset is None:
+            raise ValueError(f"this trainer has no {split} set to evaluate on")
+        return dataset
+
+    def embed(self, split: str = "test", max_items: Optional[int] = None, progress: bool = False) -> tuple[Tensor, Tensor]:
+        """(embeddings (N, D) float32, labels (N, L)) of a split, in eval mode, on the CPU.
+
+        The train split is embedded with the evaluation transform. ``max_items``: a fixed
+        random subset of whole classes with about that many images (fast dashboards).
+        """
+        dataset = self._dataset(split)
+        indices = class_subset(dataset.labels, max_items, self.config.seed)
+        with transform_of(dataset, self.eval_transform if split == "train" else None):
+            return embed_dataset(self.model, dataset, self.device, self.config.eval_batch_size, self.amp_dtype,
+                                 indices, progress)
+
+    def decomposability_gap(self) -> float:
+        """ROADMAP Eq. 6 on the fixed probe (``probe_batches`` sampler batches of the train split)."""
+        indices, batch_ids = self.probe
+        with transform_of(self.train_set, self.eval_transform):
+            emb, labels = embed_dataset(self.model, self.train_set, self.device, self.config.eval_batch_size,
+                                        self.amp_dtype, indices.tolist())
+        return probe_gap(emb, labels, batch_ids)
+
+    def evaluate(self, split: Optional[str] = None, max_items: Optional[int] = None,
+                 progress: bool = False) -> dict[str, Any]:
+        """Full-gallery R@k, mAP@R, mAP on ``split`` (default: config.eval_split) and the probe's
+        decomposability gap; logged to metrics.jsonl. Only rank 0 evaluates (others get {})."""
+        split = split or self.config.eval_split
+        max_items = self.config.eval_max_items if max_items is None else max_items
+        result: dict[str, Any] = {}
+        if self.dist.is_main:
+            emb, labels = self.embed(split, max_items, progress)
+            result = {"kind": "eval", "step": self.step_count, "split": split,
+                      **evaluate_embeddings(emb, labels, self.config.eval_backend,
+                                            getattr(self._dataset(split), "level_names", None), self.device),
+                      "decomposability_gap": self.decomposability_gap()}
+            self._remember(result)
+            self._log(result)
+        if self.dist.enabled:
+            torch.distributed.barrier()
+        return result
+
+    def export_embeddings(self, path: Union[str, Path], split: str = "test") -> Path:
+        """Embeddings and labels of a split to ``.npz`` / ``.pt`` (for t-SNE)."""
+        emb, labels = self.embed(split)
+        return export_embeddings(path, emb, labels, getattr(self._dataset(split), "level_names", None))
+
+    # ------------------------------------------------------------------ logging and checkpoints
+    def _remember(self, record: dict[str, Any]) -> None:
+        self.history.append(record)
+        if len(self.history) > HISTORY_MAX:  # a long GPU run must not grow without bound
+            del self.history[: HISTORY_MAX // 2]
+
+    def _prepare_out(self) -> None:
+        # Not in __init__: a resume refused for a different config must not overwrite config.yaml.
+        if not self._out_ready:
+            self.out.mkdir(parents=True, exist_ok=True)
+            self.config.save_yaml(self.out / "config.yaml")
+            self._out_ready = True
+
+    def _log(self, record: dict[str, Any]) -> None:
+        if self.out is not None and self.dist.is_main:
+            self._prepare_out()
+            with open(self.out / "metrics.jsonl", "a") as f:
+                f.write(json.dumps(record) + "\n")
+
+    def _last_good(self) -> Optional[str]:
+        return str(self.last_checkpoint) if self.last_checkpoint else None
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "format": FORMAT, "config": self.config.to_dict(), "step": self.step_count,
+            "epoch": self.epoch, "position": self.position, "world_size": self.dist.world_size,
+            "model": self.model.state_dict(), "loss": self.loss_fn.state_dict(),
+            "optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
+            "scaler": self.scaler.state_dict(), "memory": self.memory.state_dict() if self.memory else None,
+            "rng": self._committed_rng,
+        }
+
+    def save(self, path: Union[str, Path, None] = None) -> Optional[Path]:
+        """Write the whole state atomically (default ``out/checkpoint.pt``; rank 0 only).
+
+        A state holding NaN/inf is never written, so the last good checkpoint survives.
+        """
+        path = Path(path) if path is not None else (self.out / "checkpoint.pt" if self.out else None)
+        if path is None or not self.dist.is_main:
+            return None
+        if not (all_finite(self.model) and all_finite(self.loss_fn)):
+            raise NonFiniteLossError(self.step_count, "the model state", self._last_good(), "it was not saved")
+        if self.out is not None:
+            self._prepare_out()
+        self.last_checkpoint = save_checkpoint(self.state_dict(), path)
+        return self.last_checkpoint
+
+    def resume(self, path: Union[str, Path]) -> "Trainer":
+        """Continue a saved run on the same trajectory (bit-identical on CPU with num_workers=0)."""
+        state = check_format(load_checkpoint(path, map_location=self.device), path)
+        diff = config_diff(state["config"], self.config.to_dict())
+        if diff:
+            lines = ", ".join(f"{k}: {a!r} in the checkpoint vs {b!r} now" for k, (a, b) in diff.items())
+            raise ValueError(f"cannot resume {path}: it was trained with a different config ({lines}). "
+                             f"Use the run's config.yaml (flags may only change {', '.join(sorted(RESUME_FREE))}).")
+        self.model.load_state_dict(state["model"])
+        self.loss_fn.load_state_dict(state["loss"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        self.scaler.load_state_dict(state["scaler"])
+        if self.memory is not None:
+            self.memory.load_state_dict(state["memory"])
+        self.step_count, self.epoch, self.position = state["step"], state["epoch"], state["position"]
+        self.stream.seek(self.epoch, self.position)
+        set_rng_state(state["rng"])
+        self._committed_rng = state["rng"]
+        self.last_checkpoint = Path(path)
+        self._truncate_log()
+        return self
+
+    def _truncate_log(self) -> None:
+        """Drop metrics.jsonl lines written after the checkpoint (they will be written again)."""
+        if self.out is not None and self.dist.is_main:
+            truncate_jsonl(self.out / "metrics.jsonl", self.step_count)
+
+    @classmethod
+    def from_checkpoint(cls, path: Union[str, Path], **overrides: Any) -> "Trainer":
+        """A trainer rebuilt from the config stored in a checkpoint (plus overrides), resumed."""
+        saved = check_format(load_checkpoint(path), path)["config"]
+        return cls(TrainConfig.from_dict({**saved, **overrides})).resume(path)
+
+    # ------------------------------------------------------------------ whole run
+    def fit(self, steps: Optional[int] = None) -> dict[str, Any]:
+        """Train until step ``steps`` (default: the run's total), evaluating every ``eval_every``
+        and checkpointing every ``checkpoint_every`` steps, at the end and on Ctrl-C
+        (``eval_every=0``: no evaluation at all).
+
+        Returns the last train metrics merged with the final evaluation.
+        """
+        cfg, until = self.config, steps or self.total_steps
+        bar = tqdm(total=until, initial=self.step_count, desc="train", unit="step", dynamic_ncols=True,
+                   disable=not (cfg.progress and self.dist.is_main))
+        metrics: dict[str, Any] = {}
+        try:
+            while self.step_count < until:
+                metrics = self.step()
+                bar.update(1)
+                bar.set_postfix(loss=f"{metrics['loss']:.4f}", ap=f"{metrics['batch_ap']:.3f}", refresh=False)
+                if cfg.eval_every and self.step_count % cfg.eval_every == 0 and self.step_count < until:
+                    result = self.evaluate()
+                    if result and not bar.disable:
+                        bar.write(f"step {self.step_count}: R@1 {result['R@1']:.3f}, mAP@R {result['mAP@R']:.3f}")
+                if cfg.checkpoint_every and self.step_count % cfg.checkpoint_every == 0:
+                    self.save()
+        except KeyboardInterrupt:
+            if self.out is not None and all_finite(self.model):
+                path = self.save()
+                if path is not None:
+                    print(f"\ninterrupted at step {self.step_count}: checkpoint saved to {path} "
+                          "(continue with --resume)", file=sys.stderr)
+            raise
+        finally:
+            bar.close()
+        final = self.evaluate() if self.test_set is not None and cfg.eval_every else {}
+        self.save()
+        return {**metrics, **{k: v for k, v in final.items() if k not in ("kind", "step")}}

@@ -1,0 +1,118 @@
+"""lab.models: shapes, pooling, frozen BN, bad names, and the fast pretrained fallback."""
+import os
+import subprocess
+import sys
+import textwrap
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # before timm / huggingface_hub are imported
+
+import pytest
+import torch
+
+from lab.models import GeM, build_model, num_parameters
+
+
+def test_small_cnn_default_shape_norm_and_size():
+    model = build_model(embed_dim=64, in_chans=1)
+    out = model(torch.randn(5, 1, 32, 32))
+    assert out.shape == (5, 64) and out.dtype == torch.float32
+    assert torch.allclose(out.norm(dim=1), torch.ones(5), atol=1e-5)
+    assert 200_000 < num_parameters(model) < 300_000
+    assert {n.split(".")[0] for n, _ in model.named_parameters()} == {"backbone", "head"}
+
+
+def test_small_cnn_takes_rgb_and_other_sizes():
+    assert build_model(embed_dim=8, in_chans=3)(torch.randn(2, 3, 48, 40)).shape == (2, 8)
+
+
+@pytest.mark.parametrize("pooling", ["avg", "max", "gem"])
+def test_head_pooling_is_what_it_says(pooling):
+    model = build_model(embed_dim=8, pooling=pooling)
+    x = torch.rand(2, 128, 3, 3) + 0.1
+    expected = {"avg": x.mean(dim=(2, 3)), "max": x.amax(dim=(2, 3)),
+                "gem": x.pow(3).mean(dim=(2, 3)).pow(1 / 3)}[pooling]
+    assert torch.allclose(model.head.pool(x), expected, atol=1e-6)
+
+
+def test_gem_p_is_learnable_and_in_the_head():
+    model = build_model(embed_dim=8, pooling="gem")
+    names = [n for n, _ in model.head.named_parameters()]
+    assert "gem.p" in names
+    model(torch.randn(4, 1, 16, 16)).sum().backward()
+    assert model.head.gem.p.grad is not None and isinstance(model.head.gem, GeM)
+
+
+def test_layer_norm_has_no_affine_parameters():
+    model = build_model(embed_dim=8, layer_norm=True)
+    assert isinstance(model.head.norm, torch.nn.LayerNorm)
+    assert not list(model.head.norm.parameters())
+
+
+def test_freeze_bn_keeps_running_stats_and_affine_frozen():
+    model = build_model(embed_dim=8, freeze_bn=True).train()
+    bns = model.batch_norms()
+    assert bns and all(not m.training for m in bns)
+    assert all(not p.requires_grad for m in bns for p in m.parameters())
+    before = [m.running_mean.clone() for m in bns]
+    model(torch.randn(8, 1, 16, 16))
+    assert all(torch.equal(b, m.running_mean) for b, m in zip(before, bns))
+    assert model.training  # the rest of the model still trains
+
+
+def test_timm_cnn_backbone_with_one_channel_and_gem():
+    model = build_model("resnet18", embed_dim=12, in_chans=1, pooling="gem", layer_norm=True)
+    out = model(torch.randn(2, 1, 64, 64))
+    assert out.shape == (2, 12)
+    assert torch.allclose(out.norm(dim=1), torch.ones(2), atol=1e-5)
+    assert model.backbone.num_features == 512
+
+
+def test_transformer_backbone_uses_its_token_pooling():
+    model = build_model("deit_tiny_patch16_224", embed_dim=10, in_chans=3)
+    assert model(torch.randn(1, 3, 224, 224)).shape == (1, 10)
+    with pytest.raises(ValueError, match="pooled tokens"):
+        build_model("deit_tiny_patch16_224", embed_dim=10, in_chans=3, pooling="max")(torch.randn(1, 3, 224, 224))
+
+
+def test_bad_arguments_name_the_valid_values():
+    with pytest.raises(ValueError, match="small_cnn.*resnet50.*deit_small_patch16_224"):
+        build_model("resnet_typo")
+    with pytest.raises(ValueError, match="pooling must be one of"):
+        build_model(pooling="mean")
+    with pytest.raises(ValueError, match="embed_dim"):
+        build_model(embed_dim=0)
+    with pytest.raises(ValueError, match="no pretrained weights"):
+        build_model(pretrained=True)
+
+
+FALLBACK = textwrap.dedent("""
+    import sys, time, warnings
+    import timm  # imported before the clock starts: only the weight lookup is timed
+    import lab.models.timm_backbone as tb
+    if sys.argv[1] == "probe":
+        tb.hub_reachable = lambda timeout=2.0: False  # as on a machine without internet
+    from lab.models import build_model
+    start = time.monotonic()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model = build_model("resnet18", embed_dim=8, in_chans=1, pretrained=True)
+    # The hub's retry loop takes ~47 s; the fallback ~1 s. 30 s separates them on any machine.
+    assert time.monotonic() - start < 30, "the pretrained lookup waited on the network"
+    messages = [str(w.message) for w in caught]
+    assert any("RANDOM initialisation" in m for m in messages), messages
+    print("fell back")
+""")
+
+
+@pytest.mark.parametrize("mode", ["env", "probe"])
+def test_pretrained_falls_back_with_a_warning_and_does_not_hang(mode, tmp_path):
+    """env: HF_HUB_OFFLINE=1 set; probe: unset, the hub found unreachable. An empty HF cache
+    either way. The only timing check is the generous 30 s bound against the hub's 47 s retry loop."""
+    env = {k: v for k, v in os.environ.items() if k != "HF_HUB_OFFLINE"}
+    env.update(HF_HOME=str(tmp_path / "hf"), TORCH_HOME=str(tmp_path / "torch"))
+    if mode == "env":
+        env["HF_HUB_OFFLINE"] = "1"
+    done = subprocess.run([sys.executable, "-c", FALLBACK, mode], env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "fell back" in done.stdout

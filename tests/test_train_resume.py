@@ -1,0 +1,133 @@
+"""Checkpoints: bit-identical resume, config mismatch, atomic writes, NaN stops, Ctrl-C saves."""
+import os
+
+import pytest
+import torch
+
+from lab.losses import build_loss
+from lab.train import NonFiniteLossError, Trainer, load_checkpoint, save_checkpoint
+from tests._train_fixtures import ScriptedLoss, small_model, tiny_config, tiny_splits
+
+# Cosine schedule with warm-up, cross-batch memory, BatchNorm in train mode, a resume point in
+# the middle of the second epoch (6 batches per epoch): every piece of state must round-trip.
+RUN = dict(steps=16, scheduler="cosine", warmup_steps=3, xbm_size=40, freeze_bn=False)
+
+
+def make(loss=None, **changes):
+    train, test = tiny_splits()
+    cfg = tiny_config(**{**RUN, **changes})
+    return Trainer(cfg, train_set=train, test_set=test, model=small_model(freeze_bn=cfg.freeze_bn), loss=loss)
+
+
+def assert_same_state(a: Trainer, b: Trainer) -> None:
+    for (name, x), y in zip(a.model.state_dict().items(), b.model.state_dict().values()):
+        assert torch.equal(x, y), name
+    for x, y in zip(a.memory.state_dict().values(), b.memory.state_dict().values()):
+        assert torch.equal(x, y)
+    sa, sb = a.optimizer.state_dict()["state"], b.optimizer.state_dict()["state"]
+    assert all(torch.equal(sa[k]["exp_avg_sq"], sb[k]["exp_avg_sq"]) for k in sa)
+    assert (a.step_count, a.epoch, a.position) == (b.step_count, b.epoch, b.position)
+
+
+def test_resume_is_bit_identical(tmp_path):
+    straight = make()
+    straight.fit()
+    first = make(out=str(tmp_path))
+    first.fit(steps=9)
+    assert (first.epoch, first.position) == (1, 3)
+    resumed = make(out=str(tmp_path)).resume(tmp_path / "checkpoint.pt")
+    resumed.fit()
+    assert_same_state(straight, resumed)
+    # metrics.jsonl has each step once, even though the first run's log is appended to
+    steps = [l for l in (tmp_path / "metrics.jsonl").read_text().splitlines() if '"train"' in l]
+    assert len(steps) == len({s for s in steps})
+
+
+def test_checkpoint_holds_config_counters_and_rng(tmp_path):
+    make(out=str(tmp_path)).fit(steps=3)
+    stored = load_checkpoint(tmp_path / "checkpoint.pt")
+    assert stored["step"] == 3 and stored["config"]["xbm_size"] == 40 and "rng" in stored
+
+
+def test_resume_with_another_config_names_the_keys(tmp_path):
+    make(out=str(tmp_path)).fit(steps=2)
+    other = make(out=str(tmp_path), lr=0.01, batch_size=24)
+    with pytest.raises(ValueError, match=r"different config \(batch_size: 16 in the checkpoint vs 24 now, "
+                                         r"lr: 0\.001 in the checkpoint vs 0\.01 now\)"):
+        other.resume(tmp_path / "checkpoint.pt")
+    longer = make(out=str(tmp_path), steps=40)  # run length may change
+    assert longer.resume(tmp_path / "checkpoint.pt").step_count == 2
+
+
+def test_a_file_that_is_not_a_training_checkpoint_is_refused(tmp_path):
+    save_checkpoint({"step": 1}, tmp_path / "other.pt")
+    with pytest.raises(ValueError, match="not a RankLab training checkpoint"):
+        make().resume(tmp_path / "other.pt")
+    with pytest.raises(FileNotFoundError, match="no checkpoint at"):
+        make().resume(tmp_path / "missing.pt")
+
+
+def test_atomic_write_leaves_the_old_file_and_no_partial_one(tmp_path, monkeypatch):
+    path = tmp_path / "checkpoint.pt"
+    save_checkpoint({"step": 1}, path)
+
+    def broken_save(obj, f):
+        f.write(b"partial bytes")
+        raise KeyboardInterrupt  # Ctrl-C in the middle of writing
+
+    monkeypatch.setattr(torch, "save", broken_save)
+    with pytest.raises(KeyboardInterrupt):
+        save_checkpoint({"step": 2}, path)
+    monkeypatch.undo()
+    assert load_checkpoint(path)["step"] == 1
+    assert os.listdir(tmp_path) == ["checkpoint.pt"]
+
+
+def test_nan_stops_at_its_step_and_keeps_the_last_good_checkpoint(tmp_path):
+    # Without memory the loss is called once per step: call 5 is step 5.
+    trainer = make(loss=ScriptedLoss(build_loss("roadmap"), nan_at=5), out=str(tmp_path), checkpoint_every=2,
+                   xbm_size=0)
+    with pytest.raises(NonFiniteLossError, match=r"at step 5.*last good checkpoint is .*checkpoint\.pt"):
+        trainer.fit()
+    saved = load_checkpoint(tmp_path / "checkpoint.pt")
+    assert saved["step"] == 4 and trainer.step_count == 4
+    for name, value in trainer.model.state_dict().items():  # nothing of step 5 was applied
+        assert torch.equal(value, saved["model"][name]), name
+    assert all(torch.isfinite(v).all() for v in saved["model"].values() if v.is_floating_point())
+
+
+def test_nan_state_is_never_saved(tmp_path):
+    trainer = make(out=str(tmp_path))
+    trainer.save()
+    with torch.no_grad():
+        next(trainer.model.parameters()).fill_(float("nan"))
+    with pytest.raises(NonFiniteLossError):
+        trainer.save()
+    assert all(torch.isfinite(v).all() for v in load_checkpoint(tmp_path / "checkpoint.pt")["model"].values()
+               if v.is_floating_point())
+
+
+def test_ctrl_c_saves_the_last_finished_step_and_resumes_on_track(tmp_path):
+    straight = make(steps=6)
+    straight.fit()
+    # memory on: 2 loss calls per step; call 9 is in step 5
+    interrupted = make(loss=ScriptedLoss(build_loss("roadmap"), interrupt_at=9), out=str(tmp_path), steps=6)
+    with pytest.raises(KeyboardInterrupt):
+        interrupted.fit()
+    assert load_checkpoint(tmp_path / "checkpoint.pt")["step"] == 4
+    resumed = make(out=str(tmp_path), steps=6).resume(tmp_path / "checkpoint.pt")
+    resumed.fit()
+    assert_same_state(straight, resumed)
+
+
+def test_ctrl_c_during_the_commit_is_held_until_it_is_done():
+    import signal
+
+    from lab.train.checkpoint import deferred_interrupt
+
+    finished = []
+    with pytest.raises(KeyboardInterrupt):
+        with deferred_interrupt():
+            os.kill(os.getpid(), signal.SIGINT)
+            finished.append(True)  # still runs: the signal only lands after the block
+    assert finished == [True]
