@@ -7,3 +7,8 @@ from .retrieval import retrieval_metrics
 
 __all__ = ["average_precision", "map_at_r", "recall_at_k", "true_recall_at_k", "precision_at_1",
            "sorted_ranks", "retrieval_metrics", "decomposability_gap", "h_ap", "ndcg", "asi", "graded_ranks"]
+
+# Bounds on the decomposability gap of one query (ROADMAP Eq. 8-9) and the toys of supp. A.2.
+from .decomposability import calibration_counts, dg_upper_bound, dg_upper_bound_calibrated, juxtaposed_batches, query_gap
+
+__all__ += ["query_gap", "dg_upper_bound", "dg_upper_bound_calibrated", "calibration_counts", "juxtaposed_batches"]

@@ -1,0 +1,233 @@
+"""What a trained model retrieves, and where it puts the images (ROADMAP Fig. 6 / supp. Fig. 13-15,
+SupRank Fig. 9).
+
+* :func:`retrieve`: the k nearest gallery items of some queries (cosine similarity, the query
+  itself excluded), with their relevance (same finest label).
+* :func:`plot_retrieval`: a grid, one row per query (purple frame), its neighbours framed
+  green (relevant) or red. A matplotlib figure: it shows images.
+* :func:`project_2d` (PCA), :func:`tsne_2d` / :func:`plot_embedding_2d`: 2-D maps of the
+  embeddings, coloured by a label level (plotly, lists); :func:`leading_classes` picks the
+  whole first classes of a split for the slower t-SNE; :func:`same_group_neighbours` (vs
+  :func:`chance_neighbours`) says how much a group's points sit together, in either space.
+"""
+from __future__ import annotations
+
+from typing import Any, Optional, Sequence
+
+import plotly.graph_objects as go
+import torch
+import torch.nn.functional as F
+from matplotlib.figure import Figure
+from torch import Tensor
+
+from .controls import Slider
+from .style import CATEGORIES, NEGATIVE, NEUTRAL, POSITIVE, SERIES, TEMPLATE, floats
+
+QUERY = "#9467bd"  # purple, as the papers frame their queries
+
+
+def retrieve(embeddings: Tensor, labels: Tensor, queries: Sequence[int], k: int = 8) -> dict[str, list]:
+    """k nearest neighbours of each query among all other items (cosine similarity).
+
+    embeddings (N, D), labels (N,) or (N, L) (finest level used). Returns lists of length
+    len(queries): ``neighbours`` (k indices each, best first), ``scores`` and ``relevant``
+    (same finest label as the query).
+    """
+    if not 1 <= k < len(embeddings):
+        raise ValueError(f"k must be in [1, {len(embeddings) - 1}], got {k}")
+    fine = labels.view(len(labels), -1)[:, 0]
+    e = F.normalize(embeddings.detach().float(), dim=1)
+    q = torch.as_tensor(list(queries), dtype=torch.long)
+    scores = e[q] @ e.T
+    scores[torch.arange(len(q)), q] = float("-inf")  # a query does not retrieve itself
+    top, idx = scores.topk(k, dim=1)
+    return {"neighbours": idx.tolist(), "scores": top.tolist(), "relevant": (fine[idx] == fine[q][:, None]).tolist()}
+
+
+def plot_retrieval(images: Sequence, queries: Sequence[int], found: dict[str, list],
+                   names: Optional[Sequence[str]] = None, title: str = "") -> Figure:
+    """Grid: query (purple frame) then its neighbours, green frame = relevant, red = not.
+
+    ``images[i]``: a PIL image or an array / (C, H, W) tensor for item i; ``found`` from
+    :func:`retrieve`; ``names[i]`` (optional) captions the query.
+    """
+    k = len(found["neighbours"][0])
+    # A bare Figure (not pyplot's): nothing is left open, and Jupyter shows it once, where returned.
+    fig = Figure(figsize=(1.1 * (k + 1) + 0.8, 1.2 * len(queries) + 0.4), dpi=100)
+    axes = fig.subplots(len(queries), k + 1, squeeze=False)
+    for row, (q, neighbours, relevant) in enumerate(zip(queries, found["neighbours"], found["relevant"])):
+        cells = [(q, QUERY)] + [(n, POSITIVE if r else NEGATIVE) for n, r in zip(neighbours, relevant)]
+        for col, (item, color) in enumerate(cells):
+            ax = axes[row][col]
+            img = images[item]
+            if isinstance(img, Tensor):
+                img = img.detach().cpu().permute(1, 2, 0).squeeze(-1).numpy()
+            ax.imshow(img, cmap="gray")
+            ax.set_xticks([])
+            ax.set_yticks([])
+            for spine in ax.spines.values():
+                spine.set_edgecolor(color)
+                spine.set_linewidth(3)
+        if names is not None:
+            axes[row][0].set_ylabel(names[q], fontsize=7, rotation=0, ha="right", va="center")
+    for col in range(k + 1):
+        axes[0][col].set_title("query" if col == 0 else f"#{col}", fontsize=8)
+    fig.suptitle(title or f"Top {k} neighbours (green: same class, red: other)", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def project_2d(embeddings: Tensor) -> Tensor:
+    """(N, D) -> (N, 2): the two principal components of the L2-normalised embeddings (exact SVD)."""
+    e = F.normalize(embeddings.detach().double(), dim=1)
+    centred = e - e.mean(0)
+    _, _, vh = torch.linalg.svd(centred, full_matrices=False)
+    return centred @ vh[:2].T
+
+
+def tsne_2d(embeddings: Tensor, seed: int = 0, perplexity: float = 30.0) -> Tensor:
+    """(N, D) -> (N, 2): scikit-learn's Barnes-Hut t-SNE of the L2-normalised embeddings, cosine
+    metric, PCA initialisation, seeded (same input and seed -> same map), single-threaded. Slow:
+    ~15 s for 2k points, so callers cache it and subsample (a few hundred points in fast mode)."""
+    from sklearn.manifold import TSNE  # imported here: sklearn is slow to import
+    from threadpoolctl import threadpool_limits
+
+    e = F.normalize(embeddings.detach().double(), dim=1).numpy()
+    if len(e) < 5:
+        raise ValueError(f"t-SNE needs at least 5 points, got {len(e)}")
+    tsne = TSNE(n_components=2, perplexity=min(perplexity, (len(e) - 1) / 3), metric="cosine", init="pca",
+                random_state=seed)
+    # One OpenMP thread: on a shared 2-core machine the spinning threads of Barnes-Hut made 120
+    # points take 21 s instead of 0.6 s (2,000 points: 46 s vs 15 s). Same map either way.
+    with threadpool_limits(limits=1):
+        return torch.from_numpy(tsne.fit_transform(e))
+
+
+def leading_classes(labels: Tensor, max_items: int) -> list[int]:
+    """Indices of every item of the first fine classes (in order of first appearance), as many
+    classes as fit in ``max_items`` items (at least one class). labels (N,) or (N, L).
+
+    A fixed, readable subset for slow maps (t-SNE): the first classes of a split, all their items.
+    """
+    fine = labels.view(len(labels), -1)[:, 0].tolist()
+    order = list(dict.fromkeys(fine))  # classes in order of first appearance
+    counts = {c: 0 for c in order}
+    for c in fine:
+        counts[c] += 1
+    chosen, total = set(), 0
+    for c in order:
+        if chosen and total + counts[c] > max_items:
+            break
+        chosen.add(c)
+        total += counts[c]
+    return [i for i, c in enumerate(fine) if c in chosen]
+
+
+def same_group_neighbours(points: Tensor, groups: Tensor, k: int = 5, metric: str = "cosine") -> float:
+    """Mean fraction of each point's k nearest other points that share its group.
+
+    points (C, d), groups (C,). metric "cosine" (embedding space) or "euclidean" (a 2-D map).
+    1: groups are separate clusters; :func:`chance_neighbours`: groups placed at random.
+    """
+    if not 1 <= k < len(points):
+        raise ValueError(f"k must be in [1, {len(points) - 1}], got {k}")
+    p = points.detach().double()
+    if metric == "cosine":
+        p = F.normalize(p, dim=1)
+        dist = -(p @ p.T)
+    elif metric == "euclidean":
+        dist = torch.cdist(p, p)
+    else:
+        raise ValueError(f"metric must be 'cosine' or 'euclidean', got {metric!r}")
+    dist.fill_diagonal_(float("inf"))  # a point is not its own neighbour
+    nearest = dist.topk(k, dim=1, largest=False).indices
+    return float((groups[nearest] == groups[:, None]).double().mean())
+
+
+def chance_neighbours(groups: Tensor) -> float:
+    """Expected :func:`same_group_neighbours` when the points are shuffled: for a point of a group
+    of size n, (n - 1) / (C - 1) of the others share its group, whatever k."""
+    _, inverse, counts = torch.unique(groups, return_inverse=True, return_counts=True)
+    return float(((counts[inverse] - 1).double() / (len(groups) - 1)).mean())
+
+
+FAST_TSNE_ITEMS, FULL_TSNE_ITEMS = 400, 2000
+
+
+def class_tsne(embeddings: Tensor, labels: Tensor, class_names: Optional[dict[int, str]] = None,
+               max_items: Optional[int] = None, num_coloured: int = 16, seed: int = 0) -> dict[str, Any]:
+    """A t-SNE of the first classes of a split (all their items) for a map coloured by class.
+
+    embeddings (N, D), labels (N, L). ``max_items`` (default: 400 in fast mode, 2,000 otherwise)
+    bounds the items mapped (:func:`leading_classes`). Returns ``points`` (n, 2), ``index`` (n,
+    rows of the input), ``fine`` / ``coarse`` (n,) labels, ``coloured`` (the first
+    ``num_coloured`` classes), ``names`` (short names of those: "ա U+0561"), and the 5-NN
+    same-class fraction on the map (``map_agreement``), in the embedding space (cosine,
+    ``embedding_agreement``) and by chance (``chance``).
+    """
+    from . import fast_mode
+
+    max_items = max_items or (FAST_TSNE_ITEMS if fast_mode() else FULL_TSNE_ITEMS)
+    labels = labels.view(len(labels), -1)
+    index = leading_classes(labels, max_items)
+    fine = labels[index, 0]
+    points = tsne_2d(embeddings[index], seed=seed)
+    coloured = list(dict.fromkeys(fine.tolist()))[:num_coloured]
+    names = {c: " ".join((class_names or {}).get(c, str(c)).split()[:2]) for c in coloured}
+    k = min(5, len(index) - 1)
+    return {"points": points, "index": index, "fine": fine, "coarse": labels[index, -1], "coloured": coloured,
+            "names": names, "map_agreement": same_group_neighbours(points, fine, k, "euclidean"),
+            "embedding_agreement": same_group_neighbours(embeddings[index], fine, k, "cosine"),
+            "chance": chance_neighbours(fine)}
+
+
+def plot_embedding_2d(points: Tensor, groups: Tensor, group_names: Optional[dict[int, str]] = None,
+                      max_groups: int = 8, title: str = "PCA of the test embeddings",
+                      highlight: Optional[Sequence[int]] = None, axis_title: str = "PC") -> go.Figure:
+    """Scatter of (N, 2) points coloured by group (N,) (a class, a coarse label).
+
+    ``highlight``: the groups that get a colour each, in this order (at most 20); default: the
+    ``max_groups`` largest groups. Every other point is grey, drawn first (underneath).
+    ``axis_title``: "PC" (PCA) or "t-SNE", numbered 1 and 2.
+    """
+    names = group_names or {}
+    if highlight is None:
+        values, counts = torch.unique(groups, return_counts=True)
+        # stable sort: equal-sized groups keep their label order
+        highlight = values[counts.argsort(descending=True, stable=True)][:max_groups].tolist()
+    highlight = [int(g) for g in highlight]
+    if len(highlight) > len(CATEGORIES):
+        raise ValueError(f"at most {len(CATEGORIES)} groups can get a colour each, got {len(highlight)}")
+    fig = go.Figure()
+    rest = ~torch.isin(groups, torch.tensor(highlight, dtype=groups.dtype))
+    if rest.any():
+        fig.add_trace(go.Scatter(x=floats(points[rest, 0]), y=floats(points[rest, 1]), mode="markers", name="other groups",
+                                 marker=dict(size=5, color=NEUTRAL, opacity=0.3)))
+    palette = SERIES if len(highlight) <= len(SERIES) else CATEGORIES
+    for i, g in enumerate(highlight):
+        sel = groups == g
+        fig.add_trace(go.Scatter(x=floats(points[sel, 0]), y=floats(points[sel, 1]), mode="markers",
+                                 name=names.get(g, str(g)), marker=dict(size=6, color=palette[i], opacity=0.85)))
+    # Legend right of the plot: up to 21 entries, some long (script names, glyph names).
+    fig.update_layout(template=TEMPLATE, height=500, width=840, margin=dict(l=60, r=230, t=70, b=60), title=title,
+                      legend=dict(x=1.02, y=1.0, xanchor="left", yanchor="top"),
+                      xaxis=dict(title=f"{axis_title} 1"), yaxis=dict(title=f"{axis_title} 2"))
+    return fig
+
+
+RETRIEVAL_SLIDERS = {
+    "first_query": Slider(0, 200, 1, 0, integer=True, description="first query"),
+    "k": Slider(1, 10, 1, 6, integer=True, description="k neighbours"),
+}
+
+
+def retrieval_browser(embeddings: Tensor, labels: Tensor, images: Sequence, names: Optional[Sequence[str]] = None,
+                      num_queries: int = 4):
+    """A ``(first_query, k) -> Figure`` callback for the sliders of ``RETRIEVAL_SLIDERS``:
+    ``num_queries`` consecutive queries from ``first_query`` (clamped to the data) and their top k."""
+    def show(first_query: int = 0, k: int = 6) -> Figure:
+        first = max(0, min(int(first_query), len(embeddings) - num_queries))
+        queries = list(range(first, first + num_queries))
+        return plot_retrieval(images, queries, retrieve(embeddings, labels, queries, int(k)), names)
+
+    return show

@@ -1,0 +1,174 @@
+"""Figures of the reproduction studies (``python -m lab study``), drawn from their raw records.
+
+Every builder takes the study's records (dicts from ``results/NAME.json``, see
+:mod:`lab.studies.runner`) and returns a bare matplotlib Figure (no pyplot state) with the
+mean over seeds and an error bar of one sample std; ``lab.viz.render.save_png`` writes it.
+Error bars are why these are matplotlib and not plotly figures: ``render`` draws no error bars.
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from matplotlib.figure import Figure
+
+from ..studies.stats import mean_std, paired, relative_gain, select
+from .style import SERIES
+
+Records = Sequence[dict[str, Any]]
+
+
+def _figure(width: float, height: float, cols: int, title: str) -> tuple[Figure, list]:
+    fig = Figure(figsize=(width, height), dpi=100, layout="constrained")
+    axes = fig.subplots(1, cols, squeeze=False)[0].tolist()
+    fig.suptitle(title, fontsize=11)
+    for ax in axes:
+        ax.grid(True, color="#e5e5e5", linewidth=0.8)
+        ax.set_axisbelow(True)
+        for side in ("top", "right"):
+            ax.spines[side].set_visible(False)
+    return fig, axes
+
+
+def _n(records: Records) -> str:
+    seeds = sorted({r["seed"] for r in records})
+    steps = sorted({r["steps"] for r in records})
+    return f"{len(seeds)} seeds, mean ± std" + (f", {steps[0]} steps per run" if len(steps) == 1 else "")
+
+
+def _curve(ax, records: Records, x_field: str, metric: str, label: str, color: str, **match: Any) -> None:
+    """mean ± std of ``metric`` against ``x_field`` for the records matching ``match``."""
+    mine = select(records, **match)
+    xs = sorted({r["params"][x_field] for r in mine})
+    stats = [mean_std([r[metric] for r in mine if r["params"][x_field] == x]) for x in xs]
+    ax.errorbar(xs, [s.mean for s in stats], yerr=[0 if s.n < 2 else s.std for s in stats], marker="o",
+                capsize=3, color=color, label=label)
+
+
+def plot_methods(records: Records, metrics: Sequence[str] = ("R@1", "mAP@R")) -> Figure:
+    """Study 1 (ROADMAP Tables 1-2, SupRank Tables I-II): mean ± std per method and metric, each
+    seed as a small dot. Points, not bars: the axis does not start at 0 (the differences are small)."""
+    methods = list(dict.fromkeys(r["method"] for r in records))
+    fig, axes = _figure(9.5, 3.8, len(metrics), f"Rank losses on held-out glyph classes ({_n(records)})")
+    for ax, metric in zip(axes, metrics):
+        for i, method in enumerate(methods):
+            values = [r[metric] for r in select(records, method=method)]
+            s = mean_std(values)
+            ax.errorbar([i], [s.mean], yerr=[0 if s.n < 2 else s.std], fmt="o", capsize=4, markersize=7,
+                        color=SERIES[i % len(SERIES)])
+            ax.plot([i + 0.18] * len(values), values, ".", color="#7f7f7f", markersize=4)
+        ax.set_xticks(range(len(methods)), methods, rotation=40, ha="right", fontsize=8)
+        ax.set_xlim(-0.5, len(methods) - 0.5)
+        ax.set_ylabel(metric)
+    return fig
+
+
+def gains_by(records: Records, field: str, metric: str = "mAP@R", base: str = "SupAP",
+             new: str = "ROADMAP") -> dict[Any, list[float]]:
+    """{value of ``field``: per-seed relative gains (%) of ``new`` over ``base``}, seeds paired."""
+    out: dict[Any, list[float]] = {}
+    for value in sorted({r["params"][field] for r in records if field in r["params"]}):
+        a, b = paired(records, metric, {"method": new, field: value}, {"method": base, field: value})
+        out[value] = [relative_gain(x, y) for x, y in zip(a, b)]
+    return out
+
+
+def plot_batch_size(records: Records) -> Figure:
+    """Study 2 (ROADMAP Fig. 5): mAP@R of SupAP and ROADMAP against the batch size, and the
+    relative gain of the calibration loss."""
+    fig, (left, right) = _figure(9.5, 3.6, 2, f"SupAP vs ROADMAP across batch sizes ({_n(records)})")
+    for i, method in enumerate(("SupAP", "ROADMAP")):
+        _curve(left, records, "batch_size", "mAP@R", method, SERIES[i], method=method)
+    left.set_xscale("log", base=2)
+    left.set_xlabel("batch size (same images seen: steps ∝ 1/B)")
+    left.set_ylabel("mAP@R")
+    left.legend(frameon=False, fontsize=8)
+    gains = gains_by(records, "batch_size")
+    stats = [mean_std(v) for v in gains.values()]
+    labels = [str(b) for b in gains]
+    right.bar(labels, [s.mean for s in stats], yerr=[0 if s.n < 2 else s.std for s in stats], capsize=3,
+              color=SERIES[2])
+    right.axhline(0, color="#7f7f7f", linewidth=0.8)
+    right.set_xlabel("batch size")
+    right.set_ylabel("relative mAP@R gain of ROADMAP (%)")
+    return fig
+
+
+HPARAM_AXES = {"lam": ("λ (ROADMAP)", False), "rho": ("ρ (SupAP)", True), "margin": ("α − β (ROADMAP)", False),
+               "tau": ("τ (SupAP)", True)}
+
+
+def plot_hparams(records: Records, metric: str = "mAP@R", baseline: Sequence[float] = ()) -> Figure:
+    """Study 3 (ROADMAP Fig. 4, supp. Fig. 12; SupRank Fig. 7): ``metric`` against each
+    hyper-parameter. ``baseline``: SupAP's per-seed values, drawn as a band on the ROADMAP panels."""
+    params = [p for p in HPARAM_AXES if select(records, param=p)]
+    fig, axes = _figure(3.0 * max(1, len(params)), 3.4, max(1, len(params)),
+                        f"{metric} against the hyper-parameters ({_n(records)})")
+    base = mean_std(baseline)
+    for ax, param in zip(axes, params):
+        title, log = HPARAM_AXES[param]
+        mine = select(records, param=param)
+        _curve(ax, mine, "value", metric, param, SERIES[0])
+        if log:
+            ax.set_xscale("symlog", linthresh=min(v for v in {r["params"]["value"] for r in mine} if v > 0))
+        if base.n and param in ("lam", "margin"):
+            ax.axhline(base.mean, color=SERIES[1], linestyle="--", linewidth=1, label="SupAP")
+            if base.n > 1:
+                ax.axhspan(base.mean - base.std, base.mean + base.std, color=SERIES[1], alpha=0.12)
+            ax.legend(frameon=False, fontsize=8)
+        ax.set_xlabel(title)
+        ax.set_ylabel(metric)
+    return fig
+
+
+def plot_bins(records: Records, metric: str = "R@1") -> Figure:
+    """Study 4 (FastAP Fig. 4b): ``metric`` against the number of histogram bins."""
+    fig, (ax,) = _figure(5.5, 3.6, 1, f"{metric} against the number of bins ({_n(records)})")
+    for i, method in enumerate(dict.fromkeys(r["method"] for r in records)):
+        _curve(ax, records, "num_bins", metric, method, SERIES[i], method=method)
+    ax.set_xscale("log")
+    bins = sorted({r["params"]["num_bins"] for r in records})
+    ax.set_xticks(bins, [str(b) for b in bins])
+    ax.set_xlabel("number of bins")
+    ax.set_ylabel(metric)
+    ax.legend(frameon=False, fontsize=8)
+    return fig
+
+
+def plot_gap(records: Records) -> Figure:
+    """Study 5 (ROADMAP supp. Table 9): the decomposability gap of the trained models against
+    the batch size, on held-out classes and on the training probe."""
+    fig, axes = _figure(9.5, 3.6, 2, f"Decomposability gap of the trained models ({_n(records)})")
+    for ax, (field, where) in zip(axes, (("gap_heldout", "held-out classes"), ("gap_train_probe", "training probe"))):
+        for i, method in enumerate(("SupAP", "ROADMAP")):
+            _curve(ax, records, "batch_size", field, method, SERIES[i], method=method)
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("batch size")
+        ax.set_ylabel(f"gap, {where}")
+        ax.legend(frameon=False, fontsize=8)
+    return fig
+
+
+def epoch_minutes(record: dict[str, Any]) -> float:
+    """Minutes per epoch of a run: its late-run seconds per step x steps per epoch."""
+    per_step = record.get("seconds_per_step_late", record["seconds_per_step"])
+    return per_step * record["steps_per_epoch"] / 60.0
+
+
+def plot_memory(records: Records) -> Figure:
+    """Study 6 (ROADMAP supp. Table 5): accuracy and minutes per epoch of ROADMAP and SupAP + XBM."""
+    methods = list(dict.fromkeys(r["method"] for r in records))
+    fig, axes = _figure(9.5, 3.4, 3, f"ROADMAP vs a cross-batch memory ({_n(records)})")
+    columns = (("R@1", lambda r: r["R@1"]), ("mAP@R", lambda r: r["mAP@R"]), ("minutes per epoch", epoch_minutes))
+    for ax, (name, get) in zip(axes, columns):
+        for i, method in enumerate(methods):
+            values = [get(r) for r in select(records, method=method)]
+            s = mean_std(values)
+            ax.bar(i, s.mean, yerr=0 if s.n < 2 else s.std, capsize=3, color=SERIES[i % len(SERIES)])
+            ax.plot([i] * len(values), values, "k.", markersize=4)
+        ax.set_xticks(range(len(methods)), methods, fontsize=8)
+        ax.set_ylabel(name)
+    return fig
+
+
+__all__ = ["plot_methods", "plot_batch_size", "plot_hparams", "plot_bins", "plot_gap", "plot_memory", "gains_by",
+           "epoch_minutes"]
