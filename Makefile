@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed-stamp
 # Never wait for the Hugging Face hub: pretrained weights are used when cached, else random init.
 export HF_HUB_OFFLINE ?= 1
 
-.PHONY: setup browser app test bench assignments clean
+.PHONY: setup browser app lab test bench figures assignments clean
 
 setup: $(STAMP)
 
@@ -16,8 +16,14 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e ".[app,notebooks,dev]"
 	touch $(STAMP)
 
+# The dashboard, on http://localhost:8501 (RANKLAB_THREADS sets torch's threads, default 1).
 app: setup
-	$(BIN)/python -m lab demo
+	$(BIN)/python -m streamlit run app.py --server.headless true --browser.gatherUsageStats false \
+	  --server.fileWatcherType none --client.toolbarMode minimal
+
+# JupyterLab on the notebooks (LAB_FAST=1 make lab: trainings shrink to seconds).
+lab: setup
+	$(BIN)/jupyter lab --notebook-dir=notebooks
 
 # The dashboard's browser tests drive Debian's chromium (Playwright cannot download browsers
 # offline). Installed here when missing and possible; otherwise those tests say how and skip.
@@ -37,6 +43,11 @@ assignments: setup
 
 bench: setup
 	$(BIN)/python bench/losses.py
+	$(BIN)/python bench/train.py
+
+# docs/figures/*.png and docs/figures.md (add ARGS=--training for the trained-model figures).
+figures: setup
+	$(BIN)/python bench/figures.py $(ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis test-artifacts

@@ -1,0 +1,51 @@
+"""RankLab dashboard: the TensorFlow Playground of rank losses.
+
+    streamlit run app.py --server.headless true --browser.gatherUsageStats false --server.fileWatcherType none
+
+Pick a dataset, a model and a loss in the sidebar, press Start, and watch the loss, the batch AP,
+the held-out R@1 / mAP@R and the decomposability gap move; look at retrievals, embeddings and
+score distributions; compare two losses from the same seed. The address bar holds the settings.
+This file only lays the page out: logic in ``lab.dashboard``, figures in ``lab.viz.dashboard``.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # before timm is imported: never wait on the hub
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # app_pages and lab, whatever the cwd
+
+import streamlit as st  # noqa: E402
+import torch  # noqa: E402
+
+from app_pages import live, sidebar, toys  # noqa: E402
+from lab.dashboard import validate  # noqa: E402
+
+# One thread per session's training leaves a core to the server and the browser; on a busy
+# 2-core machine two threads are several times slower (contention), not faster.
+torch.set_num_threads(int(os.environ.get("RANKLAB_THREADS", "1")))
+VIEWS = ["Training", "Retrievals", "Embeddings", "Scores", "Toy explorer"]
+
+st.set_page_config(page_title="RankLab", page_icon="📈", layout="wide")
+with st.sidebar:
+    st.title("RankLab")
+    buttons = st.container()  # filled once the session matches the settings below
+    settings = sidebar.settings_panel()
+errors = validate(settings)
+session = sidebar.sync_session(settings, errors)
+sidebar.sync_url(settings)
+with buttons:
+    sidebar.run_buttons(session, can_train=not errors)
+    st.caption("The address bar holds these settings: copy it to share them.")
+
+st.header("Rank losses, live")
+for note in st.session_state.pop("url_notes", []):
+    st.warning(f"Link: {note}")
+if errors:
+    st.error("These settings cannot train:\n\n" + "\n".join(f"- {e}" for e in errors), icon="🚫")
+view = st.segmented_control("View", VIEWS, default="Training", key="view", required=True, label_visibility="collapsed")
+if session is not None and not errors:
+    live.live_panel(view)
+if view == "Toy explorer":
+    toys.toy_explorer()

@@ -1,0 +1,130 @@
+"""The views of the held-out images: retrievals, embedding maps, score distributions.
+
+They draw from each run's held-out snapshot, which follows training at the evaluation pace while
+running and exactly when paused. The query is a row of that (fixed) subset, shared by all views
+and both runs, kept in ``st.session_state["query_row"]``.
+"""
+from __future__ import annotations
+
+import functools
+import random
+
+import streamlit as st
+
+from lab.dashboard import TrainingSession, calibration_thresholds
+from lab.dashboard.heldout import (describe_item, neighbours, pair_similarities, per_query_ap, project,
+                                   selected_row, thumbnail)
+from lab.viz.dashboard import plot_ap_histograms, plot_embedding_map, plot_retrieval_strip, plot_score_histograms
+
+QUERY_KEY, K_KEY = "query_row", "k"
+
+
+def _snapshots(session: TrainingSession):
+    lag = session.eval_every - 1 if session.running else 0  # live: refresh at the evaluation pace
+    return session.snapshots(lag)
+
+
+def _clamp_query(size: int) -> int:
+    row = int(st.session_state.get(QUERY_KEY, 0))
+    if not 0 <= row < size:
+        row = 0
+    st.session_state[QUERY_KEY] = row  # before the widget exists: allowed
+    return row
+
+
+def _random_query(size: int) -> None:
+    st.session_state[QUERY_KEY] = random.randrange(size)
+
+
+def _strips(session: TrainingSession, snapshots, row: int) -> None:
+    k = int(st.session_state.get(K_KEY, 8))
+    dataset = session.runs[0].trainer.test_set
+    for run, h in snapshots:
+        found = neighbours(h, row, k)
+        images = [thumbnail(dataset, h.items[r]) for r in found["rows"]]
+        title = f"{run.label} at step {h.step}: top {len(images)} of {len(h) - 1}"
+        st.plotly_chart(plot_retrieval_strip(thumbnail(dataset, h.items[row]), images, found["scores"],
+                                             found["levels"], title), key=f"strip_{run.label}")
+
+
+def retrievals_view(session: TrainingSession) -> None:
+    snapshots = _snapshots(session)
+    size = len(snapshots[0][1])
+    _clamp_query(size)
+    left, mid, right = st.columns([2, 2, 1])
+    left.number_input(f"Query (row of the {size} held-out images)", 0, size - 1, step=1, key=QUERY_KEY)
+    mid.slider("Neighbours shown (k)", 1, 16, 8, key=K_KEY)
+    right.button("Random query", on_click=_random_query, args=(size,), width="stretch")
+    row = int(st.session_state[QUERY_KEY])
+    h = snapshots[0][1]
+    st.caption(f"Query: {describe_item(session.runs[0].trainer.test_set, h.labels[row])}. "
+               "Frames: green = same class, orange = same coarse class, red = other.")
+    _strips(session, snapshots, row)
+
+
+def _on_pick(chart_key: str) -> None:
+    row = selected_row(st.session_state.get(chart_key))
+    if row is not None:
+        st.session_state[QUERY_KEY] = row
+
+
+def embeddings_view(session: TrainingSession) -> None:
+    snapshots = _snapshots(session)
+    size = len(snapshots[0][1])
+    row = _clamp_query(size)
+    dataset = session.runs[0].trainer.test_set
+    hierarchical = snapshots[0][1].labels.shape[1] > 1
+    c1, c2, c3 = st.columns([1, 1, 1])
+    method = c1.segmented_control("Projection", ["PCA", "t-SNE"], default="PCA", key="projection")
+    colour = c2.segmented_control("Colour by", ["class", "coarse class"] if hierarchical else ["class"],
+                                  default="coarse class" if hierarchical else "class", key="colour")
+    if method == "t-SNE" and c3.button("Compute t-SNE now", help="A few seconds; kept for this step"):
+        for run, h in snapshots:
+            run.projections[("tsne", h.step)] = project(h, "tsne", run.config.seed)
+    level = 1 if colour == "coarse class" else 0
+    names = dataset.coarse_names if level else dataset.class_names
+    columns = st.columns(len(snapshots))
+    for col, (run, h) in zip(columns, snapshots):
+        with col:
+            points, title = _points(run, h, method)
+            if points is None:
+                st.info(f"{run.label}: no t-SNE yet: press 'Compute t-SNE now' (kept per training step).")
+                continue
+            hover = [describe_item(dataset, h.labels[r]) for r in range(len(h))]
+            fig = plot_embedding_map(points, h.labels[:, level].tolist(), names, hover, title, selected=row,
+                                     neighbours=neighbours(h, row, int(st.session_state.get(K_KEY, 8))))
+            fig.update_layout(uirevision=f"{run.label}-{method}")  # keep zoom while training redraws
+            key = f"map_{run.label}"
+            st.plotly_chart(fig, key=key, on_select=functools.partial(_on_pick, key), selection_mode="points")
+    thumb, text = st.columns([1, 6])
+    thumb.image(thumbnail(dataset, snapshots[0][1].items[row], 96), caption=f"row {row}")
+    text.markdown(f"**Selected query** (click a point to change it): {describe_item(dataset, snapshots[0][1].labels[row])}")
+    _strips(session, snapshots, row)
+
+
+def _points(run, h, method: str):
+    if method != "t-SNE":
+        return project(h, "pca"), f"{run.label}: PCA at step {h.step}"
+    steps = sorted(s for (m, s) in run.projections if m == "tsne")
+    if not steps:
+        return None, ""
+    latest = steps[-1]
+    note = "" if latest == h.step else f" (model now at step {h.step}: recompute)"
+    return run.projections[("tsne", latest)], f"{run.label}: t-SNE at step {latest}{note}"
+
+
+def scores_view(session: TrainingSession) -> None:
+    snapshots = _snapshots(session)
+    samples, thresholds, aps = {}, {}, {}
+    for run, h in snapshots:
+        samples[run.label] = pair_similarities(h, seed=run.config.seed)
+        thresholds[run.label] = calibration_thresholds(run.config.loss, run.config.loss_kwargs)
+        aps[run.label] = per_query_ap(h)
+    st.caption("Cosine similarity of every held-out query to every other held-out image. ROADMAP's calibration "
+               "loss pushes positives above α and negatives below β, in every batch, so that scores are comparable "
+               "across batches (dashed lines: the loss has no calibration term; ROADMAP's defaults for reference).")
+    st.plotly_chart(plot_score_histograms(samples, thresholds), key="scores")
+    st.plotly_chart(plot_ap_histograms(aps), key="aps")
+
+
+VIEWS = {"Retrievals": retrievals_view, "Embeddings": embeddings_view, "Scores": scores_view}

@@ -1,0 +1,134 @@
+"""The sidebar: settings widgets (seeded from the URL on a session's first run), the Start /
+Pause / Step / Reset buttons, and keeping the session and the URL in step with the settings."""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import streamlit as st
+
+from lab.dashboard import Settings, TrainingSession, from_query, loss_sliders, run_labels, to_configs, to_query
+from lab.dashboard.settings import BOUNDS, LR_SLIDER, MODEL_EXAMPLES
+from lab.data import DATASETS, EMBEDDED
+from lab.losses import LOSSES
+
+from .widgets import seed_state, spec_slider
+
+# Settings field -> widget key.
+KEYS = {"dataset": "w_dataset", "data_root": "w_root", "classes": "w_classes", "model": "w_model", "loss": "w_loss",
+        "compare": "w_compare", "loss_b": "w_loss_b", "batch_size": "w_batch", "m": "w_m", "lr": "w_lr",
+        "seed": "w_seed", "steps": "w_steps", "steps_per_tick": "w_tick", "eval_every": "w_eval"}
+LOSS_NAMES = sorted(LOSSES)
+
+
+def hparam_key(run: str, loss: str, name: str) -> str:
+    """One key per (run, loss, name): a loss's slider never starts from another loss's value
+    (SmoothAP's tau is not Sup-AP's) and runs A and B never share one."""
+    return f"w_hp_{run}_{loss}_{name}"
+
+
+def init_from_url() -> None:
+    """On a session's first run, put the link's settings (or the defaults) into the widgets."""
+    if st.session_state.get("url_loaded"):
+        return
+    settings, notes = from_query(st.query_params.to_dict())
+    st.session_state["url_loaded"] = True
+    st.session_state["url_notes"] = notes
+    for name, key in KEYS.items():
+        st.session_state[key] = getattr(settings, name)
+    for run, loss, hparams in (("a", settings.loss, settings.hparams), ("b", settings.loss_b, settings.hparams_b)):
+        for name, value in hparams.items():
+            st.session_state[hparam_key(run, loss, name)] = value
+
+
+def _number(label: str, name: str, help: Optional[str] = None, step: int = 1) -> int:
+    low, high = BOUNDS[name]
+    return int(st.number_input(label, int(low), int(high), step=step, key=KEYS[name], help=help))
+
+
+def _loss_widgets(run: str, loss: str) -> dict[str, Any]:
+    specs = loss_sliders(loss)
+    return {name: spec_slider(spec.description, spec, hparam_key(run, loss, name)) for name, spec in specs.items()}
+
+
+def settings_panel() -> Settings:
+    """Draw the settings widgets in the sidebar; what they hold, as Settings."""
+    init_from_url()
+    defaults = Settings()
+    for name, key in KEYS.items():
+        seed_state(key, getattr(defaults, name))
+    dataset = st.selectbox("Dataset", list(DATASETS), key=KEYS["dataset"],
+                           format_func=lambda d: f"{d} (embedded)" if d in EMBEDDED else f"{d} (from disk)")
+    classes, root = st.session_state[KEYS["classes"]], st.session_state[KEYS["data_root"]]
+    if dataset == "glyphs":
+        classes = _number("Glyph classes (train; the test split has as many others)", "classes")
+    elif dataset not in EMBEDDED:
+        root = st.text_input("Dataset root folder", key=KEYS["data_root"], placeholder="/data/CUB_200_2011",
+                             help="The dataset's folder or its parent; empty: $RANKLAB_DATA")
+    models = list(MODEL_EXAMPLES) + ([st.session_state[KEYS["model"]]]
+                                     if st.session_state[KEYS["model"]] not in MODEL_EXAMPLES else [])
+    model = st.selectbox("Model", models, key=KEYS["model"], accept_new_options=True,
+                         help="small_cnn (fast on a CPU) or any timm model name: type it")
+    loss = st.selectbox("Loss", LOSS_NAMES, key=KEYS["loss"])
+    with st.expander(f"{loss} hyper-parameters (paper defaults)", expanded=False):
+        hparams = _loss_widgets("a", loss)
+    compare = st.toggle("Compare with a second loss (same seed)", key=KEYS["compare"])
+    loss_b, hparams_b = st.session_state[KEYS["loss_b"]], {}
+    if compare:
+        loss_b = st.selectbox("Second loss (run B)", LOSS_NAMES, key=KEYS["loss_b"])
+        with st.expander(f"{loss_b} hyper-parameters (run B)", expanded=False):
+            hparams_b = _loss_widgets("b", loss_b)
+    batch = _number("Batch size", "batch_size", help="At most 256 for the small CNN on embedded data, else 64",
+                    step=4)
+    m = _number("Images per class in a batch (m)", "m")
+    lr = spec_slider("Learning rate (Adam)", LR_SLIDER, KEYS["lr"])
+    seed = _number("Seed", "seed")
+    with st.expander("Schedule"):
+        steps = _number("Run length (steps)", "steps")
+        tick = _number("Steps per tick", "steps_per_tick", help="Fewer: a more responsive page")
+        every = _number("Evaluate every (steps)", "eval_every")
+    return Settings(dataset=dataset, data_root=root or "", classes=int(classes), model=str(model), loss=loss,
+                    hparams=hparams, compare=compare, loss_b=loss_b, hparams_b=hparams_b, batch_size=batch, m=m,
+                    lr=float(lr), seed=seed, steps=steps, steps_per_tick=tick, eval_every=every)
+
+
+def sync_session(settings: Settings, errors: list[str]) -> Optional[TrainingSession]:
+    """The session training these settings: kept if they train the same runs, else a new one."""
+    session: Optional[TrainingSession] = st.session_state.get("session")
+    if errors:
+        if session is not None:
+            session.pause()  # invalid settings: nothing trains until they are fixed
+        return session
+    configs, labels = to_configs(settings), run_labels(settings)
+    if session is None or not session.matches(configs, labels):
+        if session is not None and session.step_count > 0:
+            st.toast("Settings changed: a new run starts from step 0")
+        session = TrainingSession(configs, labels, settings.steps, settings.steps_per_tick, settings.eval_every)
+        st.session_state["session"] = session
+    else:
+        session.set_schedule(settings.steps, settings.steps_per_tick, settings.eval_every)
+    return session
+
+
+def sync_url(settings: Settings) -> None:
+    """Keep the address bar on the current settings: copying it shares them."""
+    try:
+        wanted = to_query(settings)
+    except ValueError:  # e.g. an unknown loss typed into a link: nothing sensible to write
+        return
+    if st.query_params.to_dict() != wanted:
+        st.query_params.from_dict(wanted)
+
+
+def run_buttons(session: Optional[TrainingSession], can_train: bool) -> None:
+    """Start / Pause / Step / Reset. Callbacks run before the next script run, so the whole run
+    (and the fragment's timer) sees the new state."""
+    ok = can_train and session is not None and session.status != "error"
+    top, bottom = st.columns(2), st.columns(2)
+    top[0].button("Start", key="start", type="primary", icon=":material/play_arrow:", width="stretch",
+                  disabled=not ok or session.running, on_click=session.start if session else None)
+    top[1].button("Pause", key="pause", icon=":material/pause:", width="stretch",
+                  disabled=session is None or not session.running, on_click=session.pause if session else None)
+    bottom[0].button("Step", key="step", icon=":material/skip_next:", width="stretch", disabled=not ok,
+                     on_click=session.step if session else None, help="One tick of training, then pause")
+    bottom[1].button("Reset", key="reset", icon=":material/restart_alt:", width="stretch", disabled=session is None,
+                     on_click=session.reset if session else None, help="Back to the untrained model (step 0)")

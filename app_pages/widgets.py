@@ -1,0 +1,43 @@
+"""Streamlit widgets for :class:`lab.viz.controls.Slider` specs (the notebooks' knobs).
+
+Streamlit has no log slider: a log spec becomes a select slider over the geometric grid of
+:func:`lab.dashboard.slider_options`. The value lives in ``st.session_state[key]``, seeded with
+the spec's default, so a value from a shared link or a previous run is kept.
+"""
+from __future__ import annotations
+
+from typing import Optional, Union
+
+import streamlit as st
+
+from lab.dashboard import slider_options
+from lab.viz.controls import Slider
+
+Number = Union[int, float]
+
+
+def spec_slider(label: str, spec: Slider, key: str, help: Optional[str] = None, disabled: bool = False) -> Number:
+    """The widget of one spec; returns its value (an int for integer specs)."""
+    if key not in st.session_state:
+        st.session_state[key] = int(spec.value) if spec.integer else float(spec.value)
+    current = st.session_state[key]
+    if spec.log:
+        options = slider_options(spec, extra=current)
+        if spec.integer:
+            options = sorted({int(v) for v in options})
+        if current not in options:  # e.g. 0.0100000001 from a link: snap to the grid
+            st.session_state[key] = min(options, key=lambda v: abs(v - current))
+        return st.select_slider(label, options=options, key=key, help=help, disabled=disabled,
+                                format_func=lambda v: f"{v:.3g}")
+    if spec.integer:
+        return st.slider(label, int(spec.min), int(spec.max), step=max(1, int(spec.step)), key=key, help=help,
+                         disabled=disabled)
+    return st.slider(label, float(spec.min), float(spec.max), step=float(spec.step), key=key, help=help,
+                     disabled=disabled)
+
+
+def seed_state(key: str, value) -> None:
+    """Give a widget its first value (from the URL or the defaults) without passing ``value=``,
+    which Streamlit refuses next to a session-state value."""
+    if key not in st.session_state:
+        st.session_state[key] = value

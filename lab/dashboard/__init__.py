@@ -1,0 +1,14 @@
+"""The dashboard's logic without Streamlit: what ``app.py`` lays out.
+
+Modules: ``hparams`` (loss hyper-parameter widgets from the loss classes), ``settings`` (widget
+values, bounds, validation, TrainConfig), ``urlstate`` (settings in the URL), ``session`` (one or
+two stepwise trainers and their Start / Pause / Step / Reset), ``heldout`` (held-out embeddings:
+neighbours, similarities, per-query AP, projections). Figures: :mod:`lab.viz.dashboard`.
+"""
+from .hparams import calibration_thresholds, loss_defaults, loss_sliders, slider_options
+from .settings import Settings, run_labels, to_configs, validate
+from .session import Run, TrainingSession
+from .urlstate import from_query, to_query
+
+__all__ = ["Settings", "validate", "to_configs", "run_labels", "loss_sliders", "loss_defaults", "slider_options",
+           "calibration_thresholds", "TrainingSession", "Run", "to_query", "from_query"]

@@ -1,0 +1,171 @@
+"""The dashboard's settings: widget values -> checked -> one or two :class:`TrainConfig`.
+
+Every bound lives here, so the sidebar widgets, the URL parser and the validation agree. A
+setting the widgets cannot express wrongly (a range) is still checked, because a shared link
+can carry anything. Errors are sentences for the page, never tracebacks.
+"""
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..data import DATASETS, EMBEDDED, GlyphDataset
+from ..data.disk import DATA_ENV, SOURCES, find_root
+from ..losses import LOSSES
+from ..models import check_model_name
+from ..models.timm_backbone import EXAMPLES
+from ..train import TrainConfig
+from ..viz import fast_mode
+from ..viz.controls import Slider
+from .hparams import check_hparams, loss_defaults, loss_sliders, needs_num_classes
+
+MODEL_EXAMPLES = ("small_cnn", *EXAMPLES)
+# (min, max) of each number widget. Batches above 256 (small CNN, 32 px) or 64 (anything larger)
+# would take seconds per step or gigabytes on a laptop CPU.
+BOUNDS: dict[str, tuple[float, float]] = {
+    "classes": (2, 1800), "batch_size": (4, 256), "m": (2, 32), "lr": (1e-5, 1.0), "seed": (0, 2**31 - 1),
+    "steps": (1, 100_000), "steps_per_tick": (1, 50), "eval_every": (1, 10_000),
+}
+LR_SLIDER = Slider(BOUNDS["lr"][0], BOUNDS["lr"][1], 0.25, 1e-3, log=True, description="learning rate (Adam)")
+SMALL_BATCH_LIMIT = 64  # timm models or disk datasets
+GLYPH_INSTANCES = inspect.signature(GlyphDataset).parameters["instances_per_class"].default
+DISK_IMAGE_SIZE = 64  # disk datasets at 64 px: the papers' 224 px is minutes per step on a CPU
+
+
+@dataclass
+class Settings:
+    """What the sidebar shows. ``hparams`` hold the loss's hyper-parameters that differ from the
+    paper's defaults (missing = default); ``*_b`` describe the second run of compare mode."""
+
+    dataset: str = "glyphs"
+    data_root: str = ""
+    classes: int = field(default_factory=lambda: 12 if fast_mode() else 200)  # glyphs: train (and test) classes
+    model: str = "small_cnn"
+    loss: str = "roadmap"
+    hparams: dict = field(default_factory=dict)
+    compare: bool = False
+    loss_b: str = "smooth_ap"
+    hparams_b: dict = field(default_factory=dict)
+    batch_size: int = field(default_factory=lambda: 16 if fast_mode() else 64)
+    m: int = 4
+    lr: float = 1e-3
+    seed: int = 0
+    steps: int = field(default_factory=lambda: 40 if fast_mode() else 1000)  # run length
+    steps_per_tick: int = field(default_factory=lambda: 2 if fast_mode() else 3)
+    eval_every: int = field(default_factory=lambda: 4 if fast_mode() else 25)
+
+    def replace(self, **changes: Any) -> "Settings":
+        return dataclasses.replace(self, **changes)
+
+
+def eval_items() -> int:
+    """Held-out images (whole classes) evaluated and shown: enough for stable R@1, cheap to embed."""
+    return 64 if fast_mode() else 400
+
+
+def max_batch_size(s: Settings) -> int:
+    small = s.model == "small_cnn" and s.dataset in EMBEDDED
+    return int(BOUNDS["batch_size"][1]) if small else SMALL_BATCH_LIMIT
+
+
+def validate(s: Settings) -> list[str]:
+    """Every reason these settings cannot train, as sentences; empty when they can."""
+    errors = _number_errors(s)
+    if s.dataset not in DATASETS:
+        errors.append(f"unknown dataset {s.dataset!r}; choose one of: {', '.join(DATASETS)}")
+    elif s.dataset not in EMBEDDED:
+        errors += _root_errors(s)
+    errors += _model_errors(s.model)
+    for loss, hparams in [(s.loss, s.hparams)] + ([(s.loss_b, s.hparams_b)] if s.compare else []):
+        errors += _loss_errors(loss, hparams)
+    if errors:
+        return errors
+    if s.batch_size % s.m:
+        lower = s.batch_size - s.batch_size % s.m
+        errors.append(f"batch size {s.batch_size} is not divisible by m = {s.m} (images per class in a batch): "
+                      f"try {lower or s.m} or {lower + s.m}")
+    if s.batch_size > max_batch_size(s):
+        errors.append(f"batch size {s.batch_size} is too large for {s.model} on {s.dataset} on a CPU: at most "
+                      f"{max_batch_size(s)}")
+    if s.dataset == "glyphs":
+        if s.m > GLYPH_INSTANCES:
+            errors.append(f"m = {s.m} images per class, but each glyph class has {GLYPH_INSTANCES} images")
+        if s.batch_size // s.m > s.classes:
+            errors.append(f"a batch of {s.batch_size} with m = {s.m} needs {s.batch_size // s.m} classes, but only "
+                          f"{s.classes} are selected: raise the classes, raise m or lower the batch size")
+    return errors
+
+
+def to_configs(s: Settings) -> list[TrainConfig]:
+    """The TrainConfig of run A (and of run B in compare mode: same everything, its own loss).
+
+    Evaluation is the dashboard's business (a few hundred held-out images at its own pace), so
+    the trainer's own schedule is off. (Proxy losses get num_classes from the trainer.)
+    """
+    disk = s.dataset not in EMBEDDED
+    common = dict(
+        dataset=s.dataset, data_root=s.data_root or None,
+        dataset_kwargs={"num_classes": s.classes} if s.dataset == "glyphs" else {},
+        image_size=DISK_IMAGE_SIZE if disk else 32, model=s.model, batch_size=s.batch_size, m=s.m, lr=s.lr,
+        seed=s.seed, steps=s.steps, eval_every=0, eval_max_items=eval_items(), eval_backend="torch",
+        probe_batches=2 if fast_mode() else 4, progress=False, log_every=10**9,
+    )
+    runs = [(s.loss, s.hparams)] + ([(s.loss_b, s.hparams_b)] if s.compare else [])
+    return [TrainConfig(**common, loss=loss, loss_kwargs=dict(hparams)) for loss, hparams in runs]
+
+
+def run_labels(s: Settings) -> list[str]:
+    return [f"A · {s.loss}"] + ([f"B · {s.loss_b}"] if s.compare else [])
+
+
+# ------------------------------------------------------------------------------ checks
+def _number_errors(s: Settings) -> list[str]:
+    errors = []
+    for name, (low, high) in BOUNDS.items():
+        value = getattr(s, name)
+        integer = name != "lr"
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and (not integer or float(value).is_integer())
+        if not ok or not low <= value <= high:
+            kind = "an integer" if integer else "a number"
+            errors.append(f"{name.replace('_', ' ')} must be {kind} in [{low:g}, {high:g}], got {value!r}")
+    return errors
+
+
+def _root_errors(s: Settings) -> list[str]:
+    root = s.data_root.strip() or None
+    if s.dataset == "folder":
+        if root is None or not os.path.isdir(os.path.expanduser(root)):
+            return [f"the folder dataset needs a root folder with one sub-folder per class (got {root!r}). "
+                    f"{SOURCES['folder'][2]}"]
+        return []
+    if find_root(s.dataset, root) is None:
+        where = f"under {root!r}" if root else f"(no root given and ${DATA_ENV} unset)" if not os.environ.get(DATA_ENV) \
+            else f"under ${DATA_ENV}={os.environ[DATA_ENV]!r}"
+        return [f"{s.dataset} was not found {where}. {SOURCES[s.dataset][2]}"]
+    return []
+
+
+def _model_errors(model: str) -> list[str]:
+    try:
+        check_model_name(model)  # imports timm only for names other than small_cnn
+    except ValueError as e:
+        return [str(e)]
+    return []
+
+
+def _loss_errors(loss: str, hparams: dict[str, Any]) -> list[str]:
+    if loss not in LOSSES:
+        return [f"unknown loss {loss!r}; choose one of: {', '.join(sorted(LOSSES))}"]
+    errors = check_hparams(loss, hparams)
+    if errors:
+        return errors
+    values = {name: hparams.get(name, loss_defaults(loss)[name]) for name in loss_sliders(loss)}
+    try:  # the loss's own checks (e.g. H- needs rho above the sigmoid's slope at delta)
+        extra = {"num_classes": 2, "embed_dim": 2} if needs_num_classes(loss) else {}
+        LOSSES[loss](**extra, **values)
+    except ValueError as e:
+        return [f"{loss}: {e}"]
+    return []

@@ -1,0 +1,221 @@
+"""The dashboard's figures: training curves, run comparison, score and AP histograms, the
+embedding map and a query's retrievals. Pure functions, built from Python lists (plotly 7 would
+base64-encode arrays), with the numbers they draw computed by functions the tests call.
+
+Runs are passed as ``{label: data}`` (one entry, or two in compare mode) and keep one colour
+each across figures. Retrieval frames: green = same class, orange = same coarse class only,
+red = neither (ROADMAP Fig. 6 / SupRank Fig. 9 colours).
+"""
+from __future__ import annotations
+
+import base64
+import io
+from typing import Any, Mapping, Optional, Sequence
+
+import plotly.graph_objects as go
+import torch
+from plotly.subplots import make_subplots
+
+from .retrieval import QUERY
+from .style import NEGATIVE, POSITIVE, SERIES, TEMPLATE, floats
+
+SAME_COARSE = "#ff7f0e"  # orange: not the query's class, but its coarse class
+LEVEL_COLORS = {"class": POSITIVE, "coarse": SAME_COARSE, "other": NEGATIVE}
+CURVES = (("loss", "training loss"), ("batch_ap", "batch AP (train)"), ("R@1", "held-out R@1 and mAP@R (dashed)"),
+          ("decomposability_gap", "decomposability gap (train probe)"))
+PALETTE = SERIES + ["#2ca02c", "#d62728", "#bcbd22", "#7f7f7f", "#aec7e8", "#ffbb78", "#98df8a", "#c5b0d5"]
+
+
+def _layout(fig: go.Figure, title: str, height: int) -> go.Figure:
+    fig.update_layout(template=TEMPLATE, title=title, height=height, margin=dict(l=50, r=20, t=70, b=40))
+    return fig
+
+
+# ------------------------------------------------------------------------- training curves
+def training_series(history: Sequence[Mapping[str, Any]]) -> dict[str, tuple[list[float], list[float]]]:
+    """{metric: (steps, values)} from a trainer's history: train records give ``loss`` and
+    ``batch_ap``; eval records ``R@1``, ``mAP@R`` and ``decomposability_gap``."""
+    out: dict[str, tuple[list[float], list[float]]] = {}
+    for record in history:
+        keys = ("loss", "batch_ap") if record.get("kind") == "train" else ("R@1", "mAP@R", "decomposability_gap")
+        for key in keys:
+            if key in record:
+                steps, values = out.setdefault(key, ([], []))
+                steps.append(float(record["step"]))
+                values.append(float(record[key]))
+    return out
+
+
+def plot_training_curves(histories: Mapping[str, Sequence[Mapping[str, Any]]], title: str = "") -> go.Figure:
+    """2 x 2 panels (loss, batch AP, held-out R@1 / mAP@R, decomposability gap), one colour per run."""
+    fig = make_subplots(rows=2, cols=2, subplot_titles=[t for _, t in CURVES], vertical_spacing=0.16,
+                        horizontal_spacing=0.1)
+    for i, (label, history) in enumerate(histories.items()):
+        series = training_series(history)
+        color = SERIES[i % len(SERIES)]
+        for panel, (key, _) in enumerate(CURVES):
+            row, col = panel // 2 + 1, panel % 2 + 1
+            for name, dash in ((key, "solid"), ("mAP@R", "dash")) if key == "R@1" else ((key, "solid"),):
+                steps, values = series.get(name, ([], []))
+                fig.add_trace(go.Scatter(x=steps, y=values, name=label, legendgroup=label,
+                                         showlegend=panel == 0, mode="lines+markers" if key != "loss" else "lines",
+                                         line=dict(color=color, dash=dash), marker=dict(size=4)), row=row, col=col)
+    fig.update_xaxes(title_text="step", row=2)
+    fig.update_layout(legend=dict(orientation="h", y=1.12, x=1, xanchor="right"))
+    return _layout(fig, title or "Training", 520)
+
+
+def plot_run_comparison(summaries: Mapping[str, Mapping[str, float]],
+                        metrics: Sequence[str] = ("R@1", "mAP@R", "mAP", "decomposability_gap")) -> go.Figure:
+    """Grouped bars of each run's latest held-out metrics (compare mode)."""
+    fig = go.Figure()
+    for i, (label, summary) in enumerate(summaries.items()):
+        shown = [m for m in metrics if m in summary]
+        fig.add_trace(go.Bar(x=shown, y=[float(summary[m]) for m in shown], name=label,
+                             marker=dict(color=SERIES[i % len(SERIES)]),
+                             text=[f"{float(summary[m]):.3f}" for m in shown], textposition="outside"))
+    fig.update_layout(barmode="group", yaxis=dict(range=[0, 1.1]))
+    return _layout(fig, "Latest held-out evaluation", 340)
+
+
+# ------------------------------------------------------------------------- score histograms
+def score_histogram(pos: Sequence[float], neg: Sequence[float], alpha: float, beta: float,
+                    bins: int = 50) -> dict[str, Any]:
+    """Densities of positive and negative cosine similarities and what calibration (ROADMAP Eq. 7)
+    looks at: the fractions of positives below ``alpha`` and negatives above ``beta``.
+
+    The bins span the data and both thresholds (within [-1, 1]): an untrained model packs every
+    similarity near 1, which [-1, 1]-wide bins would draw as one bar.
+    """
+    pos_t, neg_t = torch.as_tensor(pos, dtype=torch.float64), torch.as_tensor(neg, dtype=torch.float64)
+    both = torch.cat([pos_t, neg_t, torch.tensor([alpha, beta], dtype=torch.float64)]).clamp(-1, 1)
+    lo, hi = float(both.min()), float(both.max())
+    pad = max(0.02 * (hi - lo), 1e-3)
+    lo, hi = max(-1.0, lo - pad), min(1.0, hi + pad)
+    edges = torch.linspace(lo, hi, bins + 1, dtype=torch.float64)
+    out: dict[str, Any] = {"centres": floats((edges[1:] + edges[:-1]) / 2), "width": (hi - lo) / bins,
+                           "range": [lo, hi]}
+    for name, values in (("pos", pos_t), ("neg", neg_t)):
+        counts = torch.histc(values.clamp(lo, hi), bins=bins, min=lo, max=hi)
+        out[name] = floats(counts / max(1, len(values)) / out["width"])  # density: integrates to 1
+        out[f"mean_{name}"] = float(values.mean()) if len(values) else float("nan")
+    out["pos_below_alpha"] = float((pos_t < alpha).double().mean()) if len(pos_t) else 0.0
+    out["neg_above_beta"] = float((neg_t > beta).double().mean()) if len(neg_t) else 0.0
+    return out
+
+
+def plot_score_histograms(samples: Mapping[str, tuple[Sequence[float], Sequence[float]]],
+                          thresholds: Mapping[str, tuple[float, float, bool]], bins: int = 50) -> go.Figure:
+    """One panel per run: positive (green) and negative (red) similarity densities of held-out pairs,
+    with its alpha and beta (dashed when the loss has no calibration term: reference values)."""
+    labels = list(samples)
+    stats = {label: score_histogram(*samples[label], *thresholds[label][:2], bins=bins) for label in labels}
+    titles = [f"{label}: {100 * stats[label]['pos_below_alpha']:.0f}% of positives < α, "
+              f"{100 * stats[label]['neg_above_beta']:.0f}% of negatives > β" for label in labels]
+    fig = make_subplots(rows=len(labels), cols=1, subplot_titles=titles, vertical_spacing=0.18, shared_xaxes=True)
+    for row, label in enumerate(labels, start=1):
+        s, (alpha, beta, own) = stats[label], thresholds[label]
+        for kind, color, name in (("pos", POSITIVE, "positive pairs"), ("neg", NEGATIVE, "negative pairs")):
+            fig.add_trace(go.Bar(x=s["centres"], y=s[kind], width=s["width"], name=name, legendgroup=kind,
+                                 showlegend=row == 1, marker=dict(color=color), opacity=0.55), row=row, col=1)
+        for x, name in ((alpha, "α"), (beta, "β")):
+            fig.add_vline(x=x, line=dict(color="black", dash="solid" if own else "dash", width=1.5), row=row, col=1,
+                          annotation_text=f"{name} = {x:.2f}" + ("" if own else " (reference)"))
+    fig.update_layout(barmode="overlay", meta={"stats": stats})
+    lo = min(s["range"][0] for s in stats.values())
+    hi = max(s["range"][1] for s in stats.values())
+    fig.update_xaxes(range=[lo, hi])
+    fig.update_xaxes(title_text="cosine similarity to the query", row=len(labels))
+    fig.update_yaxes(title_text="density")
+    return _layout(fig, "Held-out similarities: what calibration separates", 300 * len(labels) + 60)
+
+
+def ap_histogram(aps: Sequence[float], bins: int = 20) -> dict[str, Any]:
+    """Counts of per-query AP in ``bins`` equal bins of [0, 1], and the mean (= the held-out mAP)."""
+    values = torch.as_tensor(list(aps), dtype=torch.float64)
+    counts = torch.histc(values, bins=bins, min=0, max=1) if len(values) else torch.zeros(bins, dtype=torch.float64)
+    edges = torch.linspace(0, 1, bins + 1, dtype=torch.float64)
+    return {"centres": floats((edges[1:] + edges[:-1]) / 2), "counts": floats(counts), "width": 1.0 / bins,
+            "mean": float(values.mean()) if len(values) else float("nan"), "num_queries": len(values)}
+
+
+def plot_ap_histograms(aps: Mapping[str, Sequence[float]], bins: int = 20) -> go.Figure:
+    """Per-query AP distribution of each run (overlaid), the mean drawn as a dotted line."""
+    fig = go.Figure()
+    stats = {label: ap_histogram(values, bins) for label, values in aps.items()}
+    for i, (label, s) in enumerate(stats.items()):
+        color = SERIES[i % len(SERIES)]
+        fig.add_trace(go.Bar(x=s["centres"], y=s["counts"], width=s["width"], name=f"{label} (mAP {s['mean']:.3f})",
+                             marker=dict(color=color), opacity=0.6))
+        fig.add_vline(x=s["mean"], line=dict(color=color, dash="dot", width=2))
+    fig.update_layout(barmode="overlay", meta={"stats": stats}, xaxis=dict(title="AP of one query", range=[0, 1]),
+                      yaxis=dict(title="queries"))
+    return _layout(fig, "Per-query AP on the held-out images", 340)
+
+
+# ------------------------------------------------------------------------- embedding map
+def plot_embedding_map(points: Sequence[Sequence[float]], groups: Sequence[int], group_names: Mapping[int, str],
+                       hover: Sequence[str], title: str, selected: Optional[int] = None,
+                       neighbours: Optional[Mapping[str, Sequence]] = None) -> go.Figure:
+    """2-D points coloured by group; every point's ``customdata`` is its row, so a click tells which
+    item it is. ``selected`` (a row) is drawn as a purple star, its ``neighbours`` (``rows`` and
+    ``levels``) ringed in their relevance colours."""
+    fig = go.Figure()
+    members: dict[int, list[int]] = {}
+    for row, g in enumerate(groups):
+        members.setdefault(int(g), []).append(row)
+    for i, (g, rows) in enumerate(sorted(members.items())):
+        fig.add_trace(go.Scatter(x=[float(points[r][0]) for r in rows], y=[float(points[r][1]) for r in rows],
+                                 mode="markers", name=group_names.get(g, str(g)), customdata=rows,
+                                 text=[hover[r] for r in rows], hovertemplate="%{text}<br>row %{customdata}<extra></extra>",
+                                 marker=dict(size=7, color=PALETTE[i % len(PALETTE)], opacity=0.8)))
+    if neighbours:
+        rows = list(neighbours["rows"])
+        fig.add_trace(go.Scatter(x=[float(points[r][0]) for r in rows], y=[float(points[r][1]) for r in rows],
+                                 mode="markers", name="neighbours", customdata=rows, hoverinfo="skip",
+                                 marker=dict(size=13, color="rgba(0,0,0,0)",
+                                             line=dict(width=2.5, color=[LEVEL_COLORS[v] for v in neighbours["levels"]]))))
+    if selected is not None:
+        fig.add_trace(go.Scatter(x=[float(points[selected][0])], y=[float(points[selected][1])], mode="markers",
+                                 name="query", customdata=[selected], hoverinfo="skip",
+                                 marker=dict(size=18, symbol="star", color=QUERY, line=dict(color="white", width=1))))
+    fig.update_layout(showlegend=len(members) <= 20, clickmode="event+select", dragmode="pan",
+                      xaxis=dict(showticklabels=False), yaxis=dict(showticklabels=False))
+    return _layout(fig, title, 520)
+
+
+# ------------------------------------------------------------------------- retrievals
+def png_data_uri(img) -> str:
+    """A PIL image as a PNG data URI: small, and no pixel arrays in the figure's spec."""
+    buffer = io.BytesIO()
+    img.save(buffer, format="PNG")
+    return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+def plot_retrieval_strip(query_image, images: Sequence, scores: Sequence[float], levels: Sequence[str],
+                         title: str = "") -> go.Figure:
+    """The query (purple frame) then its neighbours, best first, framed by relevance level
+    (``LEVEL_COLORS``) and captioned with their cosine similarity. Frame colours, scores and
+    levels are in ``layout.meta`` too."""
+    cells = [(query_image, QUERY, "query")] + [(img, LEVEL_COLORS[lv], f"#{i + 1} · {s:.3f}")
+                                               for i, (img, s, lv) in enumerate(zip(images, scores, levels))]
+    fig = make_subplots(rows=1, cols=len(cells), subplot_titles=[c[2] for c in cells], horizontal_spacing=0.01)
+    for col, (img, color, _) in enumerate(cells, start=1):
+        fig.add_trace(go.Image(source=png_data_uri(img), hoverinfo="skip"), row=1, col=col)
+        w, h = img.size
+        suffix = "" if col == 1 else str(col)
+        fig.add_shape(type="rect", x0=-0.5, y0=-0.5, x1=w - 0.5, y1=h - 0.5, xref=f"x{suffix}", yref=f"y{suffix}",
+                      line=dict(color=color, width=5))
+    fig.update_xaxes(visible=False)
+    fig.update_yaxes(visible=False)
+    fig.update_annotations(font_size=11)
+    fig.update_layout(meta={"scores": floats(scores), "levels": list(levels), "frames": [c[1] for c in cells]},
+                      margin=dict(l=5, r=5, t=60, b=5), height=170, template=TEMPLATE,
+                      title=dict(text=title or "Top neighbours (green: same class, orange: same coarse class, red: other)",
+                                 font_size=13))
+    return fig
+
+
+__all__ = ["training_series", "plot_training_curves", "plot_run_comparison", "score_histogram",
+           "plot_score_histograms", "ap_histogram", "plot_ap_histograms", "plot_embedding_map", "png_data_uri",
+           "plot_retrieval_strip", "LEVEL_COLORS"]

@@ -1,0 +1,224 @@
+"""The Streamlit dashboard (app.py) through streamlit.testing's AppTest, in fast mode (conftest).
+
+AppTest does not tick ``st.fragment(run_every=...)`` by itself: each ``run()`` is one full
+script run, i.e. one tick of the live panel while training runs.
+"""
+import json
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from lab.losses import LOSSES
+from lab.train import NonFiniteLossError, Trainer
+
+APP = str(Path(__file__).resolve().parents[1] / "app.py")
+TINY = {"classes": "6", "batch": "8", "m": "2"}  # a 6-class glyph subset, batches of 4 classes x 2
+
+
+def app(**params: str) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.query_params.update(params)
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def session(at: AppTest):
+    return at.session_state["session"]
+
+
+def click(at: AppTest, key: str) -> AppTest:
+    at.button(key=key).click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def chart(at: AppTest, key: str) -> dict:
+    for c in at.get("plotly_chart"):
+        if c.proto.id.endswith(key) or key in c.proto.id:
+            return json.loads(c.proto.spec)
+    raise AssertionError(f"no chart {key!r} among {[c.proto.id for c in at.get('plotly_chart')]}")
+
+
+def metric(at: AppTest, label: str) -> str:
+    return next(m.value for m in at.metric if m.label == label)
+
+
+def test_the_app_loads_on_the_defaults_and_writes_them_to_the_url():
+    at = app()
+    assert [b.label for b in at.button][:4] == ["Start", "Pause", "Step", "Reset"]
+    assert at.button(key="pause").disabled and not at.button(key="start").disabled
+    assert session(at).status == "new" and not at.error
+    assert at.query_params["loss"] == "roadmap" and at.query_params["dataset"] == "glyphs"
+
+
+def test_start_ticks_once_per_run_then_pause_step_and_reset():
+    at = app(**TINY)
+    tick = session(at).steps_per_tick
+    click(at, "start")
+    assert session(at).status == "running" and session(at).step_count == tick
+    assert at.button(key="start").disabled and not at.button(key="pause").disabled
+    at.run()
+    assert session(at).step_count == 2 * tick and metric(at, "Step") == str(2 * tick)
+    click(at, "pause")
+    paused_at = session(at).step_count
+    at.run()
+    assert session(at).status == "paused" and session(at).step_count == paused_at
+    click(at, "step")
+    assert session(at).step_count == paused_at + tick and session(at).status == "paused"
+    click(at, "reset")
+    assert session(at).status == "new" and session(at).step_count == 0 and metric(at, "Step") == "0"
+
+
+def test_the_curves_gain_points_as_training_runs():
+    at = app(**TINY)
+    click(at, "start")
+    loss = next(t for t in chart(at, "curves")["data"] if t["xaxis"] == "x")
+    before = len(loss["x"])
+    at.run()
+    at.run()
+    spec = chart(at, "curves")
+    loss = next(t for t in spec["data"] if t["xaxis"] == "x")
+    assert len(loss["x"]) == before + 2 * session(at).steps_per_tick
+    assert loss["x"][-1] == session(at).step_count
+    recall = next(t for t in spec["data"] if t["xaxis"] == "x3" and t["line"].get("dash") != "dash")
+    assert recall["x"][0] == 0 and len(recall["x"]) >= 2  # the untrained model, then evaluations
+
+
+def test_every_loss_can_be_selected_and_trains_a_tick():
+    at = app(**TINY)
+    for name in sorted(LOSSES):
+        at.selectbox(key="w_loss").set_value(name).run()
+        click(at, "step")
+        s = session(at)
+        assert s.runs[0].config.loss == name
+        assert s.error is None and not at.error, (name, s.error)
+        assert s.step_count == s.steps_per_tick, name
+
+
+def test_compare_mode_trains_two_losses_side_by_side():
+    at = app(**TINY, loss="roadmap")
+    at.toggle(key="w_compare").set_value(True).run()
+    at.selectbox(key="w_loss_b").set_value("smooth_ap").run()
+    click(at, "step")
+    runs = session(at).runs
+    assert [r.label for r in runs] == ["A · roadmap", "B · smooth_ap"]
+    assert [r.step_count for r in runs] == [session(at).steps_per_tick] * 2
+    names = {t["name"] for t in chart(at, "curves")["data"]}
+    assert names == {"A · roadmap", "B · smooth_ap"}
+    bars = chart(at, "compare")["data"]
+    assert [b["name"] for b in bars] == ["A · roadmap", "B · smooth_ap"]
+    assert bars[0]["y"][0] == pytest.approx(runs[0].last_eval()["R@1"])
+    assert at.query_params["compare"] == "1" and at.query_params["loss_b"] == "smooth_ap"
+
+
+def test_invalid_inputs_are_refused_with_a_message():
+    at = app(**TINY)
+    at.number_input(key="w_batch").set_value(10).run()  # m = 2 divides it: fine
+    assert not at.error
+    at.number_input(key="w_m").set_value(4).run()  # 10 is not a multiple of 4
+    assert not at.exception
+    assert any("not divisible by m = 4" in e.value for e in at.error)
+    assert at.button(key="start").disabled and at.button(key="step").disabled
+    at.number_input(key="w_batch").set_value(32).run()  # 8 classes wanted, 6 selected
+    assert any("needs 8 classes" in e.value for e in at.error)
+    at.number_input(key="w_batch").set_value(8).run()
+    at.number_input(key="w_m").set_value(2).run()
+    assert not at.error and not at.button(key="start").disabled
+    at.slider(key="w_hp_a_roadmap_alpha").set_value(0.5).run()  # below beta = 0.6
+    assert any("alpha must be larger than beta" in e.value for e in at.error)
+    assert not at.exception
+
+
+def test_a_timm_model_trains_and_an_unknown_model_is_refused():
+    at = app(**TINY)
+    at.selectbox(key="w_model").set_value("resnet18").run()
+    click(at, "step")
+    assert not at.error and session(at).runs[0].trainer.model.name == "resnet18"
+    bad = app(**TINY, model="not_a_net")  # a typed name arrives like a link's
+    assert any("unknown model 'not_a_net'" in e.value for e in bad.error)
+    assert bad.button(key="start").disabled and not bad.exception
+
+
+def test_an_infeasible_batch_for_the_dataset_is_explained_when_the_model_is_built():
+    at = app(dataset="digits", batch="16", m="2")  # 8 classes per batch; digits trains on 5
+    click(at, "step")
+    assert any("only 5 classes" in e.value for e in at.error) and session(at).status == "error"
+    at.number_input(key="w_batch").set_value(8).run()  # 4 classes x 2: a new run, the error gone
+    assert not at.error
+    click(at, "step")
+    assert not at.error and session(at).step_count == session(at).steps_per_tick
+
+
+def test_a_training_error_is_shown_and_the_app_keeps_working(monkeypatch):
+    at = app(**TINY)
+
+    def diverge(self, n=1):
+        raise NonFiniteLossError(self.step_count + 1, "the loss (nan)")
+
+    monkeypatch.setattr(Trainer, "step", diverge)
+    click(at, "step")
+    assert any("not finite" in e.value for e in at.error)
+    assert session(at).status == "error" and at.button(key="start").disabled
+    monkeypatch.undo()
+    click(at, "reset")
+    click(at, "step")
+    assert not at.error and session(at).step_count == session(at).steps_per_tick
+
+
+def test_a_link_opens_on_its_settings_and_a_bad_link_is_explained():
+    at = app(**TINY, loss="smooth_ap", **{"a.tau": "0.05"}, compare="1", loss_b="fast_ap", **{"b.num_bins": "4"})
+    assert at.selectbox(key="w_loss").value == "smooth_ap" and at.selectbox(key="w_loss_b").value == "fast_ap"
+    assert at.select_slider(key="w_hp_a_smooth_ap_tau").value == pytest.approx(0.05)
+    configs = [r.config for r in session(at).runs]
+    assert configs[0].loss_kwargs["tau"] == pytest.approx(0.05) and configs[1].loss_kwargs["num_bins"] == 4
+    assert configs[0].batch_size == 8 and configs[0].dataset_kwargs == {"num_classes": 6}
+    bad = app(batch="lots", foo="1")
+    assert {w.value for w in bad.warning} >= {"Link: ignored batch='lots': not a valid int",
+                                              "Link: ignored the unknown link parameter 'foo'"}
+    assert session(bad).runs[0].config.batch_size == 16  # the default
+
+
+def test_changing_a_hyperparameter_starts_a_new_run_with_it():
+    at = app(**TINY)
+    click(at, "step")
+    assert session(at).step_count > 0
+    at.slider(key="w_hp_a_roadmap_lam").set_value(0.25).run()
+    assert session(at).step_count == 0 and session(at).runs[0].config.loss_kwargs["lam"] == 0.25
+    assert at.query_params["a.lam"] == "0.25"
+
+
+def test_the_held_out_views_show_the_trained_model():
+    at = app(**TINY)
+    click(at, "step")
+    at.segmented_control(key="view").set_value("Retrievals").run()
+    strip = chart(at, "strip_")["layout"]["meta"]
+    assert len(strip["scores"]) == 8 and strip["scores"] == sorted(strip["scores"], reverse=True)
+    assert set(strip["frames"][1:]) <= {"#2ca02c", "#ff7f0e", "#d62728"}
+    at.number_input(key="query_row").set_value(5).run()
+    assert at.session_state["query_row"] == 5
+    at.segmented_control(key="view").set_value("Embeddings").run()
+    assert not at.exception
+    traces = chart(at, "map_")["data"]
+    query = next(t for t in traces if t["name"] == "query")
+    assert query["customdata"] == [5]
+    rows = sorted(r for t in traces if t["name"] not in ("query", "neighbours") for r in t["customdata"])
+    assert rows == list(range(len(rows)))
+    at.segmented_control(key="view").set_value("Scores").run()
+    scores = chart(at, "scores")
+    assert sorted(s["x0"] for s in scores["layout"]["shapes"]) == [0.6, 0.9]  # beta, alpha of ROADMAP
+    aps = chart(at, "aps")["layout"]["meta"]["stats"]
+    assert next(iter(aps.values()))["num_queries"] > 0
+    assert not at.exception
+
+
+def test_the_toy_explorer_redraws_from_its_sliders():
+    at = app()
+    at.segmented_control(key="view").set_value("Toy explorer").run()
+    assert "τ = 0.01" in chart(at, "toy_fig_surrogates")["layout"]["title"]["text"]
+    at.select_slider(key="toy_surrogates_tau").set_value(0.1).run()
+    assert "τ = 0.1," in chart(at, "toy_fig_surrogates")["layout"]["title"]["text"]
+    at.selectbox(key="toy").set_value("gradient_flow").run()
+    flow = chart(at, "toy_fig_gradient_flow")
+    assert "Gradient flow" in flow["layout"]["title"]["text"] and not at.exception

@@ -1,0 +1,121 @@
+"""The dashboard in a real browser: `streamlit run app.py` on 127.0.0.1 and headless Debian chromium
+driven by Playwright (fast mode is inherited from conftest). Screenshots go to test-artifacts/.
+
+Without /usr/bin/chromium these tests skip, unless RANKLAB_REQUIRE_BROWSER=1 (CI), where they fail.
+"""
+import os
+import re
+
+import pytest
+
+from tests._browser import CHROMIUM, INSTALL_HINT, ROOT, chromium_page, streamlit_server, wait_idle
+
+pytestmark = pytest.mark.slow
+ARTIFACTS = ROOT / "test-artifacts"
+STEP = re.compile(r"Step (\d+) / (\d+)")
+
+
+def _require_browser() -> None:
+    problem = None
+    if not CHROMIUM.exists():
+        problem = f"{CHROMIUM} is missing: {INSTALL_HINT}"
+    else:
+        try:
+            import playwright.sync_api  # noqa: F401
+        except ImportError:
+            problem = "the playwright Python package is missing: pip install playwright (never `playwright install`)"
+    if problem:
+        if os.environ.get("RANKLAB_REQUIRE_BROWSER") == "1":
+            pytest.fail(f"RANKLAB_REQUIRE_BROWSER=1 but {problem}")
+        pytest.skip(problem)
+
+
+@pytest.fixture(scope="module")
+def server():
+    _require_browser()
+    ARTIFACTS.mkdir(exist_ok=True)
+    with streamlit_server() as url:
+        yield url
+
+
+@pytest.fixture
+def page(server):
+    with chromium_page() as p:
+        yield p
+
+
+def sidebar_button(page, name: str):
+    return page.get_by_test_id("stSidebar").get_by_role("button", name=name, exact=True)
+
+
+def step_shown(page) -> int:
+    match = STEP.search(page.locator('[data-testid="stProgress"]').first.inner_text())
+    assert match, "no 'Step n / N' progress text"
+    return int(match.group(1))
+
+
+def no_exception(page) -> None:
+    assert page.locator('[data-testid="stException"]').count() == 0, page.locator(
+        '[data-testid="stException"]').first.inner_text()
+
+
+def test_the_page_renders_and_start_trains_until_paused(server, page):
+    page.goto(server)
+    wait_idle(page)
+    no_exception(page)
+    sidebar_button(page, "Step").wait_for()
+    sidebar_button(page, "Start").click()
+    page.get_by_text("· training").wait_for(timeout=60_000)
+    # The timer ticks on its own: two ticks past the first, without touching the page.
+    page.wait_for_function(
+        "() => { const m = document.body.innerText.match(/Step (\\d+) \\//); return m && +m[1] >= 6; }",
+        timeout=120_000)
+    sidebar_button(page, "Pause").click()
+    page.get_by_text("· paused").wait_for(timeout=60_000)
+    wait_idle(page)
+    paused_at = step_shown(page)
+    assert paused_at >= 6
+    page.locator(".js-plotly-plot").first.wait_for()
+    no_exception(page)
+    page.screenshot(path=str(ARTIFACTS / "dashboard-browser.png"), full_page=True)
+    # Another browser session has its own model: it starts untrained whatever this one did.
+    other = page.context.browser.new_page()
+    other.goto(server)
+    wait_idle(other)
+    assert step_shown(other) == 0
+    assert step_shown(page) == paused_at
+    sidebar_button(page, "Reset").click()
+    page.get_by_text("Step 0 /").wait_for(timeout=60_000)
+
+
+def test_clicking_a_point_of_the_embedding_map_picks_the_query(server, page):
+    page.goto(server)
+    wait_idle(page)
+    sidebar_button(page, "Step").click()
+    page.get_by_text("· paused").wait_for(timeout=60_000)
+    page.get_by_role("radio", name="Embeddings", exact=True).click()
+    caption = page.get_by_text(re.compile(r"^row \d+$"))
+    caption.wait_for(timeout=60_000)
+    assert caption.inner_text() == "row 0"
+    wait_idle(page)
+    points = page.locator(".js-plotly-plot .scatterlayer .trace:first-child .points path")
+    points.first.wait_for()
+    box = points.nth(points.count() - 1).bounding_box()
+    page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    page.wait_for_function("() => [...document.querySelectorAll('[data-testid=\"stImageCaption\"], "
+                           "[data-testid=\"caption\"], figcaption, div')].some(e => /^row [1-9]\\d*$/.test(e.innerText))",
+                           timeout=60_000)
+    no_exception(page)
+    page.screenshot(path=str(ARTIFACTS / "dashboard-embeddings.png"), full_page=True)
+
+
+def test_a_missing_browser_skips_locally_and_fails_in_ci(monkeypatch):
+    import tests.test_app_browser as me
+
+    monkeypatch.setattr(me, "CHROMIUM", ROOT / "no-such-chromium")
+    monkeypatch.delenv("RANKLAB_REQUIRE_BROWSER", raising=False)
+    with pytest.raises(pytest.skip.Exception, match="apt-get install -y chromium"):
+        _require_browser()
+    monkeypatch.setenv("RANKLAB_REQUIRE_BROWSER", "1")
+    with pytest.raises(pytest.fail.Exception, match="RANKLAB_REQUIRE_BROWSER=1"):
+        _require_browser()

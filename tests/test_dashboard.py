@@ -1,0 +1,302 @@
+"""The dashboard's logic without Streamlit (lab.dashboard): hyper-parameter widgets read off the
+loss classes, settings validation, URL round trips, the training session and held-out views."""
+import dataclasses
+import inspect
+import threading
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from lab.dashboard import (Settings, TrainingSession, calibration_thresholds, from_query, loss_sliders,
+                           run_labels, slider_options, to_configs, to_query, validate)
+from lab.dashboard.heldout import (HeldOut, describe_item, neighbours, pair_similarities, per_query_ap, project,
+                                   selected_row)
+from lab.dashboard.settings import GLYPH_INSTANCES
+from lab.losses import LOSSES
+from lab.metrics import average_precision
+from lab.train import NonFiniteLossError, Trainer
+
+
+# ------------------------------------------------------------------------------ hparams
+@pytest.mark.parametrize("name", sorted(LOSSES))
+def test_loss_sliders_are_the_class_ranges_and_paper_defaults(name):
+    cls = LOSSES[name]
+    specs = loss_sliders(name)
+    assert set(specs) == set(cls.hparam_ranges)
+    params = inspect.signature(cls.__init__).parameters
+    for key, spec in specs.items():
+        assert spec.value == params[key].default
+        assert (spec.min, spec.max) == tuple(float(v) for v in cls.hparam_ranges[key])
+        assert spec.min <= spec.value <= spec.max
+
+
+def test_slider_kinds_follow_the_ranges():
+    assert loss_sliders("smooth_ap")["tau"].log  # 1e-3 .. 1: three decades
+    assert loss_sliders("fast_ap")["num_bins"].integer
+    lam = loss_sliders("roadmap")["lam"]
+    assert not lam.log and lam.step == pytest.approx(0.01)
+
+
+def test_log_slider_options_hold_the_ends_the_default_and_an_extra_value():
+    spec = loss_sliders("smooth_ap")["tau"]
+    options = slider_options(spec, extra=0.0123)
+    assert options == sorted(options)
+    assert {0.001, 1.0, 0.01, 0.0123} <= set(options)
+    assert all(spec.min <= v <= spec.max for v in options)
+    assert 40 < len(options) < 80
+
+
+def test_calibration_thresholds_only_from_losses_with_alpha_and_beta():
+    assert calibration_thresholds("roadmap", {"alpha": 0.8}) == (0.8, 0.6, True)
+    assert calibration_thresholds("calibration") == (0.9, 0.6, True)
+    # Sup-H-AP's alpha is a relevance exponent, not a threshold: reference values, flagged.
+    assert calibration_thresholds("sup_hap", {"alpha": 3.0}) == (0.9, 0.6, False)
+
+
+# ------------------------------------------------------------------------------ settings
+def test_default_settings_are_valid_and_build_configs():
+    s = Settings()
+    assert validate(s) == []
+    (cfg,) = to_configs(s)
+    assert cfg.loss == "roadmap" and cfg.dataset_kwargs == {"num_classes": s.classes}
+    assert cfg.batch_size % cfg.m == 0
+
+
+@pytest.mark.parametrize("changes, words", [
+    (dict(batch_size=30), ["not divisible by m = 4", "try 28 or 32"]),
+    (dict(m=GLYPH_INSTANCES + 1, batch_size=4 * (GLYPH_INSTANCES + 1)), ["each glyph class has"]),
+    (dict(classes=3, batch_size=32, m=4), ["needs 8 classes", "only 3"]),
+    (dict(batch_size=0), ["batch size must be an integer in [4, 256]"]),
+    (dict(m=1), ["m must be an integer in [2, 32]"]),
+    (dict(lr=0.0), ["lr must be a number"]),
+    (dict(dataset="cub"), ["cub was not found", "CUB_200_2011"]),
+    (dict(dataset="folder", data_root="/nonexistent/folder"), ["one sub-folder per class"]),
+    (dict(dataset="imagenet"), ["unknown dataset 'imagenet'"]),
+    (dict(model="no_such_net"), ["unknown model 'no_such_net'"]),
+    (dict(loss="roadmap", hparams={"alpha": 0.3, "beta": 0.6}), ["alpha must be larger than beta"]),
+    (dict(loss="smooth_ap", hparams={"tau": 5.0}), ["tau must be a number in [0.001, 1]"]),
+    (dict(loss="smooth_ap", hparams={"rho": 1.0}), ["no hyper-parameter 'rho'"]),
+    (dict(compare=True, loss_b="fast_ap", hparams_b={"num_bins": 1000}), ["num_bins must be a number in [2, 100]"]),
+])
+def test_invalid_settings_are_explained(changes, words):
+    errors = validate(Settings().replace(**changes))
+    assert errors, changes
+    text = " ".join(errors)
+    for w in words:
+        assert w in text, (w, errors)
+
+
+def test_large_models_get_a_smaller_batch_limit():
+    errors = validate(Settings().replace(model="resnet18", batch_size=128, m=4, classes=200))
+    assert any("too large for resnet18" in e and "at most 64" in e for e in errors)
+
+
+def test_compare_mode_gives_two_configs_differing_only_in_the_loss():
+    s = Settings().replace(compare=True, loss="smooth_ap", loss_b="roadmap", hparams_b={"lam": 0.3})
+    a, b = to_configs(s)
+    da, db = a.to_dict(), b.to_dict()
+    assert {k for k in da if da[k] != db[k]} == {"loss", "loss_kwargs"}
+    assert b.loss_kwargs == {"lam": 0.3} and run_labels(s) == ["A · smooth_ap", "B · roadmap"]
+
+
+# ------------------------------------------------------------------------------ URL
+@pytest.mark.parametrize("s", [
+    Settings(),
+    Settings().replace(loss="sup_ap", hparams={"tau": 0.05, "rho": 200.0}, batch_size=32, lr=3e-4, seed=7),
+    Settings().replace(compare=True, loss="smooth_ap", loss_b="roadmap", hparams_b={"lam": 0.25}, steps=77),
+    Settings().replace(dataset="folder", data_root="/data/my images", model="resnet18", loss="fast_ap",
+                       hparams={"num_bins": 40}),
+])
+def test_url_round_trip(s):
+    back, notes = from_query(to_query(s))
+    assert notes == []
+    assert back == s
+
+
+def test_url_is_short_but_always_names_the_core_settings():
+    q = to_query(Settings().replace(hparams={"tau": 0.01, "lam": 0.5}))  # roadmap's own defaults
+    assert set(q) == {"dataset", "model", "loss", "batch", "m", "lr", "seed"}
+    q = to_query(Settings().replace(compare=False, loss_b="fast_ap", hparams_b={"num_bins": 3}))
+    assert "b.num_bins" not in q  # run B is not shown: its knobs are not shared
+
+
+def test_bad_links_are_repaired_with_notes():
+    s, notes = from_query({"batch": "100000", "lr": "fast", "a.tau": "9", "a.nope": "1", "x": "1",
+                           "compare": ["0", "1"], "loss": "smooth_ap"})
+    assert s.batch_size == 256 and s.lr == Settings().lr and s.hparams == {"tau": 1.0} and s.compare
+    text = " ".join(notes)
+    for w in ("batch size=100000", "lr='fast'", "a.tau=9", "a.nope", "'x'"):
+        assert w in text, w
+
+
+# ------------------------------------------------------------------------------ session
+def tiny(**changes) -> Settings:
+    base = dict(classes=6, batch_size=8, m=2, steps=6, steps_per_tick=2, eval_every=4)
+    return Settings().replace(**{**base, **changes})
+
+
+def session_for(s: Settings) -> TrainingSession:
+    return TrainingSession(to_configs(s), run_labels(s), s.steps, s.steps_per_tick, s.eval_every)
+
+
+def evals(run) -> list[int]:
+    return [r["step"] for r in run.history if r["kind"] == "eval"]
+
+
+def test_start_tick_pause_step_reset_and_done():
+    session = session_for(tiny())
+    assert session.status == "new" and not session.tick()
+    session.start()
+    assert session.status == "running" and session.step_count == 0 and evals(session.runs[0]) == [0]
+    assert session.tick() and session.step_count == 2
+    session.pause()
+    assert not session.tick() and session.step_count == 2 and session.status == "paused"
+    session.step()
+    assert session.step_count == 4 and session.status == "paused"
+    session.start()
+    session.tick()
+    assert session.step_count == 6 and session.status == "done" and not session.running
+    assert evals(session.runs[0]) == [0, 4, 6]  # step 0, every 4 steps, and the end
+    session.start()
+    assert not session.running and "raise 'steps'" in session.notice
+    session.reset()
+    assert session.status == "new" and session.step_count == 0 and session.runs[0].history == []
+
+
+def test_schedule_changes_keep_the_run_but_training_changes_do_not():
+    s = tiny()
+    session = session_for(s)
+    assert session.matches(to_configs(s.replace(steps=50, steps_per_tick=3)), run_labels(s))
+    assert not session.matches(to_configs(s.replace(lr=0.01)), run_labels(s))
+    assert not session.matches(to_configs(s.replace(compare=True)), run_labels(s.replace(compare=True)))
+
+
+def test_compare_runs_start_from_the_same_seed_and_keep_their_own_randomness():
+    pair = session_for(tiny(compare=True, loss_b="roadmap"))  # the same loss twice
+    pair.step()
+    pair.step()
+    solo = session_for(tiny())
+    solo.step()
+    solo.step()
+    losses = [[r["loss"] for r in run.history if r["kind"] == "train"] for run in pair.runs + solo.runs]
+    assert len(losses[0]) == 4
+    assert losses[0] == losses[1] == losses[2]
+
+
+def test_a_proxy_loss_trains_with_the_datasets_class_count():
+    session = session_for(tiny(loss="proxy_dg"))
+    session.step()
+    assert session.error is None and session.step_count == 2
+    assert session.runs[0].trainer.loss_fn.num_classes == 6
+
+
+def test_a_training_error_stops_training_and_becomes_a_message(monkeypatch):
+    session = session_for(tiny())
+    session.start()
+
+    def diverge(self, n=1):
+        raise NonFiniteLossError(self.step_count + 1, "the loss (nan)")
+
+    monkeypatch.setattr(Trainer, "step", diverge)
+    session.tick()
+    assert session.status == "error" and not session.running
+    assert "training stopped" in session.error and "not finite" in session.error
+    session.step()  # refused until reset
+    assert session.step_count == 0
+    monkeypatch.undo()
+    session.reset()
+    session.step()
+    assert session.error is None and session.step_count == 2
+
+
+def test_a_click_waits_for_the_tick_in_progress(monkeypatch):
+    # Streamlit may run a button's callback in a new script thread while the old one is still
+    # inside a tick: Pause must not slip between the steps of that tick.
+    session = session_for(tiny())
+    session.start()
+    inside, release = threading.Event(), threading.Event()
+    step = Trainer.step
+
+    def held_step(self, n=1):
+        inside.set()
+        release.wait(timeout=60)
+        return step(self, n)
+
+    monkeypatch.setattr(Trainer, "step", held_step)
+    ticker = threading.Thread(target=session.tick)
+    ticker.start()
+    assert inside.wait(timeout=60)
+    seen = []
+    clicker = threading.Thread(target=lambda: (session.pause(), seen.append(session.step_count)))
+    clicker.start()
+    clicker.join(timeout=0.5)
+    assert clicker.is_alive() and seen == []  # blocked behind the tick
+    release.set()
+    ticker.join()
+    clicker.join()
+    assert seen == [session.steps_per_tick] and session.status == "paused"
+
+
+def test_a_build_error_becomes_a_message():
+    s = tiny()
+    session = TrainingSession([dataclasses.replace(c, dataset="folder", data_root="/nonexistent", dataset_kwargs={})
+                               for c in to_configs(s)], run_labels(s), 4, 2, 2)
+    session.start()
+    assert session.status == "error" and session.error.startswith("could not build the model")
+    assert not session.running and not session.built
+
+
+# ------------------------------------------------------------------------------ held-out views
+def toy_heldout() -> HeldOut:
+    # Rows 0-1 class 0, row 2 class 1 (same coarse group 0 as class 0), row 3 class 2 (group 1).
+    emb = torch.tensor([[1.0, 0.0], [0.9, 0.1], [0.7, 0.7], [-1.0, 0.2]])
+    labels = torch.tensor([[0, 0], [0, 0], [1, 0], [2, 1]])
+    return HeldOut(step=3, items=[10, 11, 12, 13], embeddings=emb, labels=labels)
+
+
+def test_neighbours_are_ranked_and_graded():
+    found = neighbours(toy_heldout(), 0, k=3)
+    assert found["rows"] == [1, 2, 3]
+    assert found["levels"] == ["class", "coarse", "other"]
+    assert found["scores"] == sorted(found["scores"], reverse=True)
+    assert neighbours(toy_heldout(), 0, k=99)["rows"] == [1, 2, 3]  # k clamped to the others
+
+
+def test_pair_similarities_count_every_ordered_pair_once():
+    pos, neg = pair_similarities(toy_heldout())
+    assert len(pos) == 2 and len(neg) == 16 - 4 - 2  # 2 same-class ordered pairs; N^2 - N - 2
+    capped_pos, capped_neg = pair_similarities(toy_heldout(), max_pairs=3)
+    assert len(capped_pos) == 2 and len(capped_neg) == 3
+
+
+def test_per_query_ap_matches_the_metric_and_skips_queries_without_positive():
+    h = toy_heldout()
+    aps = per_query_ap(h)
+    assert len(aps) == 2  # rows 2 and 3 have no other item of their class
+    e = torch.nn.functional.normalize(h.embeddings, dim=1)
+    expected = average_precision((e @ e.T)[:2], (h.labels[:, :1] == h.labels[:, 0])[:2], ~torch.eye(4, dtype=bool)[:2])
+    assert aps == pytest.approx(expected.tolist())
+
+
+def test_projections_give_one_point_per_item():
+    g = torch.Generator().manual_seed(0)
+    h = HeldOut(0, list(range(24)), torch.randn(24, 8, generator=g), torch.arange(24)[:, None] // 4)
+    for method in ("pca", "tsne"):
+        points = project(h, method)
+        assert len(points) == 24 and all(len(p) == 2 for p in points)
+    with pytest.raises(ValueError, match="pca"):
+        project(h, "umap")
+
+
+def test_selected_row_reads_the_clicked_points_customdata():
+    assert selected_row({"selection": {"points": [{"customdata": [7], "x": 0}]}}) == 7
+    assert selected_row(SimpleNamespace(selection=SimpleNamespace(points=[{"customdata": 3}]))) == 3
+    assert selected_row({"selection": {"points": []}}) is None
+    assert selected_row(None) is None
+
+
+def test_describe_item_names_class_and_coarse_group():
+    ds = SimpleNamespace(class_names={4: "Ж"}, coarse_names={1: "Cyrillic"})
+    assert describe_item(ds, torch.tensor([4, 1])) == "Ж · Cyrillic"
+    assert describe_item(SimpleNamespace(class_names={}), torch.tensor([9])) == "class 9"

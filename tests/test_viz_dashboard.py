@@ -1,0 +1,131 @@
+"""The dashboard's figure builders (lab.viz.dashboard): the numbers they draw and the specs."""
+import base64
+import io
+import json
+
+import pytest
+from PIL import Image
+
+from lab.viz.dashboard import (LEVEL_COLORS, ap_histogram, plot_ap_histograms, plot_embedding_map,
+                               plot_retrieval_strip, plot_run_comparison, plot_score_histograms,
+                               plot_training_curves, png_data_uri, score_histogram, training_series)
+from lab.viz.retrieval import QUERY
+from lab.viz.style import NEGATIVE, POSITIVE, SERIES
+
+HISTORY = [
+    {"kind": "eval", "step": 0, "R@1": 0.2, "mAP@R": 0.1, "decomposability_gap": 0.3},
+    {"kind": "train", "step": 1, "loss": 0.9, "batch_ap": 0.4},
+    {"kind": "train", "step": 2, "loss": 0.7, "batch_ap": 0.5},
+    {"kind": "eval", "step": 2, "R@1": 0.4, "mAP@R": 0.2, "decomposability_gap": 0.2},
+]
+
+
+def spec(fig) -> dict:
+    text = json.dumps(fig.to_plotly_json(), default=str)
+    assert "bdata" not in text, "figures must be built from lists (plotly 7 base64-encodes arrays)"
+    return json.loads(text)
+
+
+def test_training_series_splits_train_and_eval_records():
+    s = training_series(HISTORY)
+    assert s["loss"] == ([1.0, 2.0], [0.9, 0.7])
+    assert s["batch_ap"] == ([1.0, 2.0], [0.4, 0.5])
+    assert s["R@1"] == ([0.0, 2.0], [0.2, 0.4])
+    assert s["decomposability_gap"] == ([0.0, 2.0], [0.3, 0.2])
+
+
+def test_training_curves_one_colour_per_run_and_the_history_values():
+    other = [dict(r, loss=r["loss"] + 1) if "loss" in r else r for r in HISTORY]
+    fig = spec(plot_training_curves({"A": HISTORY, "B": other}))
+    traces = fig["data"]
+    assert len(traces) == 2 * 5  # loss, batch AP, R@1, mAP@R, gap per run
+    a_loss = next(t for t in traces if t["name"] == "A" and t["xaxis"] == "x")
+    b_loss = next(t for t in traces if t["name"] == "B" and t["xaxis"] == "x")
+    assert a_loss["y"] == [0.9, 0.7] and b_loss["y"] == [1.9, 1.7]
+    assert a_loss["line"]["color"] == SERIES[0] and b_loss["line"]["color"] == SERIES[1]
+    assert sum(t.get("showlegend", True) for t in traces) == 2  # one legend entry per run
+    dashed = [t for t in traces if t["line"].get("dash") == "dash"]
+    assert [t["y"] for t in dashed] == [[0.1, 0.2], [0.1, 0.2]]  # mAP@R, dashed beside R@1
+
+
+def test_score_histogram_densities_and_calibration_fractions():
+    pos, neg = [0.95, 0.5, 0.8, 0.99], [0.1, 0.7, -0.3]
+    h = score_histogram(pos, neg, alpha=0.9, beta=0.6, bins=20)
+    assert h["pos_below_alpha"] == pytest.approx(2 / 4)
+    assert h["neg_above_beta"] == pytest.approx(1 / 3)
+    assert sum(h["pos"]) * h["width"] == pytest.approx(1.0)
+    assert sum(h["neg"]) * h["width"] == pytest.approx(1.0)
+    lo, hi = h["range"]
+    assert lo <= -0.3 and hi >= 0.99 and -1 <= lo and hi <= 1
+    assert h["mean_pos"] == pytest.approx(sum(pos) / 4)
+
+
+def test_score_histogram_zooms_on_collapsed_similarities_but_keeps_the_thresholds():
+    h = score_histogram([0.999, 0.998], [0.997, 0.996], alpha=0.9, beta=0.6)
+    lo, hi = h["range"]
+    assert lo <= 0.6 and hi >= 0.999 and hi - lo < 0.5  # not the whole [-1, 1]
+
+
+def test_score_histogram_figure_draws_alpha_beta_dashed_only_for_reference_values():
+    samples = {"A": ([0.9, 0.8], [0.1, 0.2]), "B": ([0.7], [0.3])}
+    fig = spec(plot_score_histograms(samples, {"A": (0.9, 0.6, True), "B": (0.85, 0.5, False)}))
+    shapes = fig["layout"]["shapes"]
+    lines = sorted((s["x0"], s["line"]["dash"]) for s in shapes)
+    assert lines == [(0.5, "dash"), (0.6, "solid"), (0.85, "dash"), (0.9, "solid")]
+    colours = {t["marker"]["color"] for t in fig["data"]}
+    assert colours == {POSITIVE, NEGATIVE}
+    assert fig["layout"]["meta"]["stats"]["A"]["pos_below_alpha"] == pytest.approx(0.5)
+    titles = [a["text"] for a in fig["layout"]["annotations"] if a["text"].startswith(("A:", "B:"))]
+    assert titles[0].startswith("A: 50% of positives < α")
+
+
+def test_ap_histogram_counts_every_query_and_the_mean():
+    aps = [0.0, 0.25, 0.5, 1.0, 1.0]
+    h = ap_histogram(aps, bins=4)
+    assert sum(h["counts"]) == 5 and h["counts"][-1] == 2  # AP = 1 falls in the last bin
+    assert h["mean"] == pytest.approx(0.55) and h["num_queries"] == 5
+    fig = spec(plot_ap_histograms({"A": aps}, bins=4))
+    assert fig["data"][0]["y"] == h["counts"]
+    assert "mAP 0.550" in fig["data"][0]["name"]
+    assert fig["layout"]["shapes"][0]["x0"] == pytest.approx(0.55)
+
+
+def test_embedding_map_points_carry_their_row_and_the_selection_is_drawn():
+    points = [[0.0, 0.0], [1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]
+    fig = spec(plot_embedding_map(points, [0, 1, 0, 1], {0: "Latin", 1: "Greek"}, ["a", "b", "c", "d"], "t",
+                                  selected=2, neighbours={"rows": [0, 1], "levels": ["class", "other"]}))
+    groups = [t for t in fig["data"] if t["name"] in ("Latin", "Greek")]
+    rows = sorted(r for t in groups for r in t["customdata"])
+    assert rows == [0, 1, 2, 3]
+    latin = next(t for t in groups if t["name"] == "Latin")
+    assert latin["customdata"] == [0, 2] and latin["x"] == [0.0, 0.0] and latin["y"] == [0.0, 1.0]
+    query = next(t for t in fig["data"] if t["name"] == "query")
+    assert query["customdata"] == [2] and query["marker"]["color"] == QUERY
+    ring = next(t for t in fig["data"] if t["name"] == "neighbours")
+    assert ring["marker"]["line"]["color"] == [LEVEL_COLORS["class"], LEVEL_COLORS["other"]]
+
+
+def test_retrieval_strip_frames_by_relevance_level_with_scores():
+    img = Image.new("RGB", (8, 6), "white")
+    fig = spec(plot_retrieval_strip(img, [img, img, img], [0.9, 0.8, 0.7], ["class", "coarse", "other"]))
+    meta = fig["layout"]["meta"]
+    assert meta["frames"] == [QUERY, POSITIVE, LEVEL_COLORS["coarse"], NEGATIVE]
+    assert [s["line"]["color"] for s in fig["layout"]["shapes"]] == meta["frames"]
+    assert meta["scores"] == [0.9, 0.8, 0.7]
+    assert [a["text"] for a in fig["layout"]["annotations"]] == ["query", "#1 · 0.900", "#2 · 0.800", "#3 · 0.700"]
+    assert len(fig["data"]) == 4 and fig["layout"]["shapes"][0]["x1"] == 7.5  # frame around the 8 px image
+    decoded = Image.open(io.BytesIO(base64.b64decode(fig["data"][0]["source"].split(",", 1)[1])))
+    assert decoded.size == (8, 6)
+
+
+def test_png_data_uri_round_trips():
+    img = Image.new("L", (3, 2), 200)
+    uri = png_data_uri(img)
+    assert uri.startswith("data:image/png;base64,")
+    assert Image.open(io.BytesIO(base64.b64decode(uri.split(",", 1)[1]))).getpixel((0, 0)) == 200
+
+
+def test_run_comparison_bars_hold_each_runs_numbers():
+    fig = spec(plot_run_comparison({"A": {"R@1": 0.5, "mAP@R": 0.2}, "B": {"R@1": 0.6, "mAP@R": 0.3, "kind": 1}}))
+    assert [t["name"] for t in fig["data"]] == ["A", "B"]
+    assert fig["data"][0]["x"] == ["R@1", "mAP@R"] and fig["data"][1]["y"] == [0.6, 0.3]
