@@ -5,7 +5,7 @@ are pessimistic: H(0) = 1, so an item counts every item scoring at least as high
 """
 from __future__ import annotations
 
-from typing import Iterator, NamedTuple
+from typing import Iterator, NamedTuple, Optional
 
 import torch
 from torch import Tensor
@@ -35,18 +35,24 @@ def relevance_steps(relevance: Tensor) -> Iterator[tuple[Tensor, Tensor]]:
         prev = torch.where(torch.isfinite(v), v, prev)
 
 
-def exact_graded_ranks(scores: Tensor, relevance: Tensor, mask: Tensor) -> GradedRanks:
+def exact_graded_ranks(scores: Tensor, relevance: Tensor, mask: Tensor,
+                       presorted: Optional[tuple[Tensor, Tensor]] = None) -> GradedRanks:
     """scores, relevance (>= 0, 0 on masked items), mask: (Q, N) -> ``GradedRanks``. No gradient.
 
     Items sorted by decreasing score; for each distinct relevance value v, a cumulative count
     of the items of relevance >= v, read at the last item tied with k, gives both ranks.
+    ``presorted`` = (order, last): a sort of these scores and mask already made (the sorted
+    item indices and, per position, the position of the last item tied with it) is reused.
     """
     with torch.no_grad():
-        s = scores.detach().masked_fill(~mask, float("-inf"))
-        s_sorted, order = torch.sort(s, dim=1, descending=True)
+        if presorted is None:
+            s = scores.detach().masked_fill(~mask, float("-inf"))
+            s_sorted, order = torch.sort(s, dim=1, descending=True)
+            neg = -s_sorted.contiguous()
+            last = torch.searchsorted(neg, neg, right=True) - 1  # the last item tied with each one
+        else:
+            order, last = presorted
         rel = relevance.detach().gather(1, order)
-        neg = -s_sorted.contiguous()
-        last = torch.searchsorted(neg, neg, right=True) - 1  # the last item tied with each one
         h_rank, rank_plus = torch.zeros_like(rel), torch.zeros_like(rel)
         for v, step in relevance_steps(rel):
             at_least = rel >= v[:, None]

@@ -16,6 +16,14 @@ from torch import Tensor
 from ..losses.base import check_scores
 
 
+class Sorted(NamedTuple):
+    """Each query's items sorted by decreasing score, once: every binary metric reads from it."""
+
+    order: Tensor  # (Q, N) item index at each sorted position
+    rank: Tensor  # (Q, N) pessimistic rank at each position: #items with a score >= this one
+    valid: Tensor  # (Q, N) bool, not masked, in sorted order
+
+
 class Ranks(NamedTuple):
     """Items of each query sorted by decreasing score, with tie-aware (pessimistic) ranks."""
 
@@ -25,17 +33,29 @@ class Ranks(NamedTuple):
     num_pos: Tensor  # (Q,)
 
 
-def sorted_ranks(scores: Tensor, targets: Tensor, mask: Optional[Tensor] = None) -> Ranks:
-    scores, targets, mask = check_scores(scores, targets, mask)
-    pos = targets & mask
+def sort_scores(scores: Tensor, mask: Tensor) -> Sorted:
+    """Sort once (masked items last, at -inf); ranks count every item scoring at least as high."""
     s = scores.detach().masked_fill(~mask, float("-inf"))
     s_sorted, order = torch.sort(s, dim=1, descending=True)
-    is_pos = pos.gather(1, order)
-    # rank = number of items with score >= this one; sorted ascending, -s makes it a searchsorted.
+    # Sorted ascending, -s turns "number of items >= s" into a searchsorted.
     neg_sorted = -s_sorted.contiguous()
     rank = torch.searchsorted(neg_sorted, neg_sorted, right=True)
-    rank_pos = is_pos.cumsum(1).gather(1, rank - 1)
-    return Ranks(rank.to(scores.dtype), rank_pos.to(scores.dtype), is_pos, pos.sum(1))
+    return Sorted(order, rank, mask.gather(1, order))
+
+
+def ranks_for(sorted_: Sorted, targets: Tensor) -> Ranks:
+    """rank^+ of the positives ``targets`` (Q, N, item order) read off a shared sort."""
+    is_pos = targets.gather(1, sorted_.order) & sorted_.valid
+    rank_pos = is_pos.cumsum(1).gather(1, sorted_.rank - 1)
+    dtype = torch.get_default_dtype()
+    return Ranks(sorted_.rank.to(dtype), rank_pos.to(dtype), is_pos, is_pos.sum(1))
+
+
+def sorted_ranks(scores: Tensor, targets: Tensor, mask: Optional[Tensor] = None) -> Ranks:
+    """(scores, targets, mask) (Q, N) -> ``Ranks`` in sorted order."""
+    scores, targets, mask = check_scores(scores, targets, mask)
+    r = ranks_for(sort_scores(scores, mask), targets & mask)
+    return r._replace(rank=r.rank.to(scores.dtype), rank_pos=r.rank_pos.to(scores.dtype))
 
 
 def _undefined(num_pos: Tensor, values: Tensor, name: str) -> Tensor:
@@ -47,11 +67,29 @@ def _undefined(num_pos: Tensor, values: Tensor, name: str) -> Tensor:
     return values.masked_fill(missing.view(-1, *[1] * (values.dim() - 1)), float("nan"))
 
 
+def ap_from_ranks(r: Ranks) -> Tensor:
+    """Mean over positives k of rank^+(k) / rank(k); 0 (not NaN) without positive. -> (Q,)"""
+    precision = torch.where(r.is_pos, r.rank_pos / r.rank, torch.zeros_like(r.rank))
+    return precision.sum(1) / r.num_pos.clamp_min(1)
+
+
+def map_at_r_from_ranks(r: Ranks) -> Tensor:
+    """(1/R) sum over the first R positions of precision@i at positives, R = #positives. -> (Q,)"""
+    in_top_r = r.rank <= r.num_pos[:, None]
+    precision = torch.where(r.is_pos & in_top_r, r.rank_pos / r.rank, torch.zeros_like(r.rank))
+    return precision.sum(1) / r.num_pos.clamp_min(1)
+
+
+def hits_from_ranks(r: Ranks, ks: Sequence[int]) -> Tensor:
+    """Number of positives ranked within the top k, for each k. -> (Q, len(ks))"""
+    kk = torch.tensor(list(ks), device=r.rank.device, dtype=r.rank.dtype)
+    return ((r.rank[:, :, None] <= kk) & r.is_pos[:, :, None]).sum(1).to(r.rank.dtype)
+
+
 def average_precision(scores: Tensor, targets: Tensor, mask: Optional[Tensor] = None) -> Tensor:
     """AP per query (ROADMAP Eq. 1): mean over positives k of rank^+(k) / rank(k). -> (Q,)"""
     r = sorted_ranks(scores, targets, mask)
-    precision = torch.where(r.is_pos, r.rank_pos / r.rank, torch.zeros_like(r.rank))
-    return _undefined(r.num_pos, precision.sum(1) / r.num_pos.clamp_min(1), "AP")
+    return _undefined(r.num_pos, ap_from_ranks(r), "AP")
 
 
 def map_at_r(scores: Tensor, targets: Tensor, mask: Optional[Tensor] = None) -> Tensor:
@@ -60,19 +98,21 @@ def map_at_r(scores: Tensor, targets: Tensor, mask: Optional[Tensor] = None) -> 
     (1/R) * sum over the first R retrieved of precision@i if the i-th item is positive.
     """
     r = sorted_ranks(scores, targets, mask)
-    in_top_r = r.rank <= r.num_pos[:, None]
-    precision = torch.where(r.is_pos & in_top_r, r.rank_pos / r.rank, torch.zeros_like(r.rank))
-    return _undefined(r.num_pos, precision.sum(1) / r.num_pos.clamp_min(1), "mAP@R")
+    return _undefined(r.num_pos, map_at_r_from_ranks(r), "mAP@R")
 
 
-def _top_k_counts(scores: Tensor, targets: Tensor, mask: Optional[Tensor], k: Union[int, Sequence[int]]):
+def check_ks(k: Union[int, Sequence[int]]) -> list[int]:
     ks = [k] if isinstance(k, int) else list(k)
     if not ks or any(not isinstance(v, int) or isinstance(v, bool) or v < 1 for v in ks):
         raise ValueError(f"k must be a positive integer or a non-empty list of them, got {k!r}")
+    return ks
+
+
+def _top_k_counts(scores: Tensor, targets: Tensor, mask: Optional[Tensor], k: Union[int, Sequence[int]]):
+    ks = check_ks(k)
     r = sorted_ranks(scores, targets, mask)
     kk = torch.tensor(ks, device=r.rank.device, dtype=r.rank.dtype)
-    hits = ((r.rank[:, :, None] <= kk) & r.is_pos[:, :, None]).sum(1).to(r.rank.dtype)  # (Q, K)
-    return hits, kk, r.num_pos, isinstance(k, int)
+    return hits_from_ranks(r, ks), kk, r.num_pos, isinstance(k, int)
 
 
 def recall_at_k(scores: Tensor, targets: Tensor, mask: Optional[Tensor] = None,

@@ -23,6 +23,18 @@ def graded_ranks(scores: Tensor, relevance: Tensor, mask: Optional[Tensor] = Non
     return exact_graded_ranks(scores, rel, mask)
 
 
+def h_ap_from_ranks(r: GradedRanks) -> Tensor:
+    """H-AP of Eq. 19 from graded ranks; 0 (not NaN) for a query without positive. -> (Q,)"""
+    terms = torch.where(r.relevance > 0, r.h_rank_plus / r.rank.clamp_min(1), torch.zeros_like(r.rank))
+    return terms.sum(1) / r.relevance.sum(1).clamp_min(1e-30)
+
+
+def ndcg_from_ranks(r: GradedRanks) -> Tensor:
+    """NDCG of Eq. 23 from graded ranks; 0 (not NaN) for a query without positive. -> (Q,)"""
+    dcg = (r.relevance / torch.log2(1 + r.rank.clamp_min(1))).sum(1)
+    return dcg / ideal_dcg(r.relevance).clamp_min(1e-30)
+
+
 def h_ap(scores: Tensor, relevance: Tensor, mask: Optional[Tensor] = None) -> Tensor:
     """H-AP (Eq. 19): sum over positives of H-rank^+(k) / rank(k), over sum_k rel(k). -> (Q,)
 
@@ -30,9 +42,7 @@ def h_ap(scores: Tensor, relevance: Tensor, mask: Optional[Tensor] = None) -> Te
     Property 1 (``build_relevance(..., kind="wap")``).
     """
     r = graded_ranks(scores, relevance, mask)
-    terms = torch.where(r.relevance > 0, r.h_rank_plus / r.rank.clamp_min(1), torch.zeros_like(r.rank))
-    total = r.relevance.sum(1)
-    return _undefined((r.relevance > 0).sum(1), terms.sum(1) / total.clamp_min(1e-30), "H-AP")
+    return _undefined((r.relevance > 0).sum(1), h_ap_from_ranks(r), "H-AP")
 
 
 def ndcg(scores: Tensor, relevance: Tensor, mask: Optional[Tensor] = None) -> Tensor:
@@ -42,9 +52,7 @@ def ndcg(scores: Tensor, relevance: Tensor, mask: Optional[Tensor] = None) -> Te
     scores every tied item takes the worst rank of its group, so NDCG <= 1 still holds.
     """
     r = graded_ranks(scores, relevance, mask)
-    dcg = (r.relevance / torch.log2(1 + r.rank.clamp_min(1))).sum(1)
-    idcg = ideal_dcg(r.relevance)
-    return _undefined((r.relevance > 0).sum(1), dcg / idcg.clamp_min(1e-30), "NDCG")
+    return _undefined((r.relevance > 0).sum(1), ndcg_from_ranks(r), "NDCG")
 
 
 def asi(scores: Tensor, relevance: Tensor, mask: Optional[Tensor] = None) -> Tensor:

@@ -10,8 +10,9 @@ from tqdm.auto import tqdm
 
 from ..losses.base import check_embeddings, check_labels, fine
 from ..losses.relevance import check_alpha, hap_relevance, ndcg_relevance, num_levels, shared_levels
-from .exact import average_precision, map_at_r, recall_at_k
-from .hierarchical import asi, h_ap, ndcg
+from .exact import Sorted, ap_from_ranks, hits_from_ranks, map_at_r_from_ranks, ranks_for, sort_scores
+from ..losses.graded_ranks import GradedRanks, exact_graded_ranks
+from .hierarchical import asi, h_ap_from_ranks, ndcg_from_ranks
 
 BACKENDS = ("faiss", "torch")
 # Score entries held at once: chunk of queries x gallery size (2**24 float32 = 64 MB).
@@ -57,14 +58,21 @@ def _level_names(level_names: Optional[Sequence[str]], num: int) -> list[str]:
     return names
 
 
-def _hierarchical_sums(scores: Tensor, levels: Tensor, alpha: float, names: list[str]) -> dict[str, float]:
+def _hierarchical_sums(scores: Tensor, sorted_: Sorted, levels: Tensor, alpha: float,
+                       names: list[str]) -> dict[str, float]:
     """Sums over a chunk of queries of H-AP, NDCG, ASI and the AP of each label level."""
     num = len(names)
-    out = {"H-AP": float(h_ap(scores, hap_relevance(levels, num, alpha=alpha)).sum()),
-           "NDCG": float(ndcg(scores, ndcg_relevance(levels)).sum()),
+    every = torch.ones_like(levels, dtype=torch.bool)
+    presorted = (sorted_.order, sorted_.rank - 1)
+
+    def graded(relevance: Tensor) -> GradedRanks:
+        return exact_graded_ranks(scores, relevance, every, presorted)
+
+    out = {"H-AP": float(h_ap_from_ranks(graded(hap_relevance(levels, num, alpha=alpha))).sum()),
+           "NDCG": float(ndcg_from_ranks(graded(ndcg_relevance(levels))).sum()),
            "ASI": float(asi(scores, levels.float()).sum())}
     for column, name in enumerate(names):  # AP^(l) of Eq. 34: positives share the label at this column
-        out[f"AP@{name}"] = float(average_precision(scores, levels >= num - column).sum())
+        out[f"AP@{name}"] = float(ap_from_ranks(ranks_for(sorted_, levels >= num - column)).sum())
     return out
 
 
@@ -144,13 +152,15 @@ def retrieval_metrics(
         rows = kept[start : start + size]
         scores, items = _ranked_lists(queries[rows], refs, rows if self_retrieval else None, backend, index)
         targets = r_lab[items] == q_lab[rows, None]
-        for k, value in zip(ks, recall_at_k(scores, targets, k=list(ks)).sum(0).tolist()):
+        sorted_ = sort_scores(scores, torch.ones_like(targets))  # one sort serves every metric
+        ranks = ranks_for(sorted_, targets)
+        for k, value in zip(ks, (hits_from_ranks(ranks, ks) > 0).sum(0).tolist()):
             sums[f"R@{k}"] += value
-        sums["mAP@R"] += float(map_at_r(scores, targets).sum())
-        sums["mAP"] += float(average_precision(scores, targets).sum())
+        sums["mAP@R"] += float(map_at_r_from_ranks(ranks).sum())
+        sums["mAP"] += float(ap_from_ranks(ranks).sum())
         if hierarchical:
             levels = shared_levels(q_all[rows], r_all, items)
-            for key, value in _hierarchical_sums(scores, levels, alpha, names).items():
+            for key, value in _hierarchical_sums(scores, sorted_, levels, alpha, names).items():
                 sums[key] += value
     out = {name: total / len(kept) for name, total in sums.items()}
     out["num_queries"] = len(kept)
