@@ -40,9 +40,16 @@ def init_from_url() -> None:
             st.session_state[hparam_key(run, loss, name)] = value
 
 
+def _index(options: list, key: str) -> int:
+    """Position of the widget's current value (see ``widgets``: the fallback if the browser rebuilds it)."""
+    value = st.session_state[key]
+    return options.index(value) if value in options else 0
+
+
 def _number(label: str, name: str, help: Optional[str] = None, step: int = 1) -> int:
     low, high = BOUNDS[name]
-    return int(st.number_input(label, int(low), int(high), step=step, key=KEYS[name], help=help))
+    value = int(st.session_state[KEYS[name]])
+    return int(st.number_input(label, int(low), int(high), value=value, step=step, key=KEYS[name], help=help))
 
 
 def _loss_widgets(run: str, loss: str) -> dict[str, Any]:
@@ -56,25 +63,28 @@ def settings_panel() -> Settings:
     defaults = Settings()
     for name, key in KEYS.items():
         seed_state(key, getattr(defaults, name))
-    dataset = st.selectbox("Dataset", list(DATASETS), key=KEYS["dataset"],
+    dataset = st.selectbox("Dataset", list(DATASETS), index=_index(list(DATASETS), KEYS["dataset"]),
+                           key=KEYS["dataset"],
                            format_func=lambda d: f"{d} (embedded)" if d in EMBEDDED else f"{d} (from disk)")
     classes, root = st.session_state[KEYS["classes"]], st.session_state[KEYS["data_root"]]
     if dataset == "glyphs":
         classes = _number("Glyph classes (train; the test split has as many others)", "classes")
     elif dataset not in EMBEDDED:
-        root = st.text_input("Dataset root folder", key=KEYS["data_root"], placeholder="/data/CUB_200_2011",
-                             help="The dataset's folder or its parent; empty: $RANKLAB_DATA")
+        root = st.text_input("Dataset root folder", value=st.session_state[KEYS["data_root"]], key=KEYS["data_root"],
+                             placeholder="/data/CUB_200_2011", help="The dataset's folder or its parent; empty: $RANKLAB_DATA")
     models = list(MODEL_EXAMPLES) + ([st.session_state[KEYS["model"]]]
                                      if st.session_state[KEYS["model"]] not in MODEL_EXAMPLES else [])
-    model = st.selectbox("Model", models, key=KEYS["model"], accept_new_options=True,
-                         help="small_cnn (fast on a CPU) or any timm model name: type it")
-    loss = st.selectbox("Loss", LOSS_NAMES, key=KEYS["loss"])
+    model = st.selectbox("Model", models, index=_index(models, KEYS["model"]), key=KEYS["model"],
+                         accept_new_options=True, help="small_cnn (fast on a CPU) or any timm model name: type it")
+    loss = st.selectbox("Loss", LOSS_NAMES, index=_index(LOSS_NAMES, KEYS["loss"]), key=KEYS["loss"])
     with st.expander(f"{loss} hyper-parameters (paper defaults)", expanded=False):
         hparams = _loss_widgets("a", loss)
-    compare = st.toggle("Compare with a second loss (same seed)", key=KEYS["compare"])
+    compare = st.toggle("Compare with a second loss (same seed)", value=bool(st.session_state[KEYS["compare"]]),
+                        key=KEYS["compare"])
     loss_b, hparams_b = st.session_state[KEYS["loss_b"]], {}
     if compare:
-        loss_b = st.selectbox("Second loss (run B)", LOSS_NAMES, key=KEYS["loss_b"])
+        loss_b = st.selectbox("Second loss (run B)", LOSS_NAMES, index=_index(LOSS_NAMES, KEYS["loss_b"]),
+                              key=KEYS["loss_b"])
         with st.expander(f"{loss_b} hyper-parameters (run B)", expanded=False):
             hparams_b = _loss_widgets("b", loss_b)
     batch = _number("Batch size", "batch_size", help="At most 256 for the small CNN on embedded data, else 64",

@@ -2,7 +2,10 @@
 
 Streamlit has no log slider: a log spec becomes a select slider over the geometric grid of
 :func:`lab.dashboard.slider_options`. The value lives in ``st.session_state[key]``, seeded with
-the spec's default, so a value from a shared link or a previous run is kept.
+the spec's default, so a value from a shared link or a previous run is kept. Every widget is
+also given that value as ``value=``: should the browser ever rebuild a widget, it falls back to
+the current setting instead of Streamlit's implicit default, the minimum (seen once in CI: every
+number of the sidebar at its minimum after a rerun on a loaded 2-core machine).
 """
 from __future__ import annotations
 
@@ -27,13 +30,13 @@ def spec_slider(label: str, spec: Slider, key: str, help: Optional[str] = None, 
             options = sorted({int(v) for v in options})
         if current not in options:  # e.g. 0.0100000001 from a link: snap to the grid
             st.session_state[key] = min(options, key=lambda v: abs(v - current))
-        return st.select_slider(label, options=options, key=key, help=help, disabled=disabled,
-                                format_func=lambda v: f"{v:.3g}")
+        return st.select_slider(label, options=options, value=st.session_state[key], key=key, help=help,
+                                disabled=disabled, format_func=lambda v: f"{v:.3g}")
     if spec.integer:
-        return st.slider(label, int(spec.min), int(spec.max), step=max(1, int(spec.step)), key=key, help=help,
-                         disabled=disabled)
-    return st.slider(label, float(spec.min), float(spec.max), step=float(spec.step), key=key, help=help,
-                     disabled=disabled)
+        return st.slider(label, int(spec.min), int(spec.max), value=int(current), step=max(1, int(spec.step)),
+                         key=key, help=help, disabled=disabled)
+    return st.slider(label, float(spec.min), float(spec.max), value=float(current), step=float(spec.step), key=key,
+                     help=help, disabled=disabled)
 
 
 def seed_state(key: str, value) -> None:

@@ -180,6 +180,26 @@ def test_a_link_opens_on_its_settings_and_a_bad_link_is_explained():
     assert session(bad).runs[0].config.batch_size == 16  # the default
 
 
+def test_a_rebuilt_widget_falls_back_to_the_current_setting_not_the_minimum():
+    # The browser shows a widget's proto default when it rebuilds it; Streamlit's implicit default
+    # is the minimum (once seen in CI: every sidebar number at its minimum after a rerun).
+    at = app(**TINY, seed="7", lr="0.0003", **{"a.lam": "0.25"})
+    at.number_input(key="w_m").set_value(3).run()
+    for w in at.number_input:
+        if w.key.startswith("w_"):
+            assert w.proto.default == w.value, (w.key, w.proto.default, w.value)
+    assert at.number_input(key="w_seed").proto.default == 7 and at.number_input(key="w_m").proto.default == 3
+    for w in at.slider:
+        if w.key.startswith("w_"):
+            assert w.proto.default[0] == pytest.approx(w.value), w.key
+    for w in at.select_slider:  # options are the formatted values, default an index into them
+        if w.key.startswith("w_"):
+            assert w.proto.options[int(w.proto.default[0])] == f"{w.value:.3g}", w.key
+    assert at.select_slider(key="w_lr").value == pytest.approx(3e-4)
+    loss = at.selectbox(key="w_loss")
+    assert loss.proto.options[loss.proto.default] == loss.value == "roadmap"
+
+
 def test_changing_a_hyperparameter_starts_a_new_run_with_it():
     at = app(**TINY)
     click(at, "step")

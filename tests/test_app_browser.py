@@ -48,6 +48,21 @@ def sidebar_button(page, name: str):
     return page.get_by_test_id("stSidebar").get_by_role("button", name=name, exact=True)
 
 
+def wait_visible(page, locator, what: str, timeout_ms: int = 60_000) -> None:
+    """Wait for ``locator``; on a timeout fail with the URL, the page's text and a screenshot, so a
+    CI failure says what the page showed instead."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    try:
+        locator.wait_for(timeout=timeout_ms)
+    except PlaywrightTimeout:
+        shot = ARTIFACTS / f"timeout-{re.sub(r'[^a-z0-9]+', '-', what.lower())}.png"
+        page.screenshot(path=str(shot), full_page=True)
+        text = page.locator('[data-testid="stApp"]').inner_text()[-3000:]
+        pytest.fail(f"{what} not shown within {timeout_ms / 1000:.0f} s; url={page.url}; screenshot {shot}; "
+                    f"page text:\n{text}")
+
+
 def step_shown(page) -> int:
     match = STEP.search(page.locator('[data-testid="stProgress"]').first.inner_text())
     assert match, "no 'Step n / N' progress text"
@@ -92,10 +107,10 @@ def test_clicking_a_point_of_the_embedding_map_picks_the_query(server, page):
     page.goto(server)
     wait_idle(page)
     sidebar_button(page, "Step").click()
-    page.get_by_text("· paused").wait_for(timeout=60_000)
+    wait_visible(page, page.get_by_text("· paused"), "the paused status after Step")
     page.get_by_role("radio", name="Embeddings", exact=True).click()
     caption = page.get_by_text(re.compile(r"^row \d+$"))
-    caption.wait_for(timeout=60_000)
+    wait_visible(page, caption, "the query thumbnail of the Embeddings view")
     assert caption.inner_text() == "row 0"
     wait_idle(page)
     points = page.locator(".js-plotly-plot .scatterlayer .trace:first-child .points path")
