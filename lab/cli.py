@@ -142,7 +142,7 @@ def evaluate(args: argparse.Namespace) -> None:
     emb, labels = embed_dataset(model, dataset, device, cfg.eval_batch_size, amp_dtype(cfg.amp), indices, True)
     metrics = {"checkpoint": str(args.checkpoint), "step": state["step"], "split": args.split,
                **evaluate_embeddings(emb, labels, args.backend or cfg.eval_backend,
-                                    getattr(dataset, "level_names", None), device)}
+                                    getattr(dataset, "level_names", None), device, ks=args.ks)}
     if args.export:
         metrics["exported"] = str(export_embeddings(args.export, emb, labels, getattr(dataset, "level_names", None)))
     print(json.dumps(metrics, indent=2))
@@ -211,6 +211,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--backend", default=None, choices=("faiss", "torch"))
     p.add_argument("--max-items", type=int, default=None,
                    help="evaluate on a fixed random subset of whole classes with about this many images")
+    p.add_argument("--ks", type=int, nargs="+", default=[1, 2, 4, 8], metavar="K",
+                   help="the R@k reported (default 1 2 4 8; the papers use 1 10 100 on SOP, 1 4 16 32 on iNaturalist)")
     p.add_argument("--export", type=Path, help="also save embeddings and labels (.npz or .pt) for t-SNE")
     p.set_defaults(func=evaluate)
 

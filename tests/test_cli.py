@@ -41,6 +41,10 @@ def test_train_writes_the_run_and_eval_reads_it(tmp_path, capsys):
                                "--export", tmp_path / "emb.npz").out)
     assert evaluated["step"] == 3 and evaluated["R@1"] == pytest.approx(result["R@1"])
     assert Path(evaluated["exported"]).exists()
+    sop_style = json.loads(run(capsys, "eval", "--checkpoint", out / "checkpoint.pt", "--backend", "torch",
+                               "--ks", 1, 10, 100).out)
+    assert {k for k in sop_style if k.startswith("R@")} == {"R@1", "R@10", "R@100"}
+    assert sop_style["R@1"] == pytest.approx(evaluated["R@1"]) and sop_style["R@1"] <= sop_style["R@10"] <= 1
 
 
 def test_resume_continues_and_refuses_another_config(tmp_path, capsys):

@@ -1,0 +1,205 @@
+"""python -m lab study: quick runs end to end, resumability, statistics on hand data, verdicts, figures."""
+import json
+import math
+import os
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import pytest
+from matplotlib.figure import Figure
+
+from lab.cli import main
+from lab.studies import runner, spec as study_spec
+from lab.studies.claims import analyse_methods, trend_verdict
+from lab.studies.report import render
+from lab.studies.stats import (compare, fmt, mean_std, paired, paired_ttest, relative_decrease, relative_gain,
+                               verdict)
+from lab.viz import study as plots
+
+
+# ----------------------------------------------------------------------------- end to end (real training)
+def test_quick_study_trains_and_renders_the_page(tmp_path, capsys):
+    out, docs = tmp_path / "results", tmp_path / "docs"
+    main(["study", "methods", "--quick", "--out", str(out), "--docs", str(docs)])
+    data = json.loads((out / "methods.json").read_text())
+    assert data["mode"] == "quick" and len(data["runs"]) == 4  # 2 methods x 2 seeds
+    rec = next(iter(data["runs"].values()))
+    assert {"R@1", "mAP@R", "gap_heldout", "gap_train_probe", "seconds", "config"} <= set(rec)
+    assert 0 <= rec["R@1"] <= 1 and rec["config"]["steps"] == 3
+    page = (docs / "results.md").read_text()
+    assert "QUICK MODE" in page and "## 1. Rank losses compared" in page
+    assert "| SmoothAP |" in page and "| ROADMAP |" in page
+    assert "ROADMAP > SmoothAP (supp. B.4) | mAP@R" in page
+    assert "## 2. Batch size" in page and "**Not run yet.** Complete with `python -m lab study batch_size --quick" in page
+    assert (docs / "figures" / "study_methods.png").stat().st_size > 1000
+    assert "wrote" in capsys.readouterr().out
+
+
+# ----------------------------------------------------------------------------- fake runs (no training)
+def fake_execute(spec, threads=1):
+    """A record with the fields the analyses read; ROADMAP better than the rest by design."""
+    bonus = {"ROADMAP": 0.03, "ROADMAP (L_DG*)": 0.02, "SupAP": 0.01}.get(spec.method, 0.0)
+    b = spec.config["batch_size"]
+    noise = 0.001 * ((7 * spec.seed + len(spec.method)) % 3)  # differs between methods: the t-test has a variance
+    value = 0.5 + bonus + noise + (0.01 * (256 / b) * (spec.method == "ROADMAP"))
+    return {"key": spec.key, "study": spec.study, "method": spec.method, "seed": spec.seed, "params": spec.params,
+            "loss": spec.config["loss"], "loss_kwargs": spec.config["loss_kwargs"], "batch_size": b,
+            "steps": spec.config["steps"], "R@1": value + 0.3, "mAP@R": value, "mAP": value, "num_queries": 100,
+            "gap_heldout": 0.3 - bonus, "gap_train_probe": 0.1 - bonus / 3, "seconds": 1.0, "train_seconds": 1.0,
+            "train_cpu_seconds": 0.5, "seconds_per_step": 0.1, "seconds_per_step_late": 0.1 + (b == 128) * 0.0,
+            "steps_per_epoch": 10, "config": spec.config}
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    calls = []
+
+    def execute(spec, threads=1):
+        calls.append(spec.key)
+        return fake_execute(spec, threads)
+
+    monkeypatch.setattr(runner, "execute", execute)
+    return calls
+
+
+def test_a_second_call_skips_finished_runs_and_a_shared_run_is_trained_once(tmp_path, fake):
+    runner.run_studies(["batch_size", "gap"], tmp_path, quick=True, log=lambda _: None)
+    specs = study_spec.study_runs("batch_size", quick=True)
+    assert len(fake) == len(specs) == 8  # gap needs the same 8 configs: trained once, recorded in both files
+    gap = runner.load_results(tmp_path / "gap.json")
+    assert len(gap["runs"]) == 8 and all(r["study"] == "gap" for r in gap["runs"].values())
+    runner.run_studies(["batch_size", "gap"], tmp_path, quick=True, log=lambda _: None)
+    assert len(fake) == 8  # nothing left to do
+    data = runner.load_results(tmp_path / "batch_size.json")
+    dropped = next(iter(data["runs"]))
+    del data["runs"][dropped]
+    runner.save_results(tmp_path / "batch_size.json", data)
+    runner.run_studies(["batch_size"], tmp_path, quick=True, log=lambda _: None)
+    assert fake[8:] == []  # gap.json still holds that run: copied, not retrained
+    assert dropped in runner.load_results(tmp_path / "batch_size.json")["runs"]
+    assert not list(tmp_path.glob(".*.tmp"))  # atomic writes leave no temporary file behind
+
+
+def test_a_failed_run_is_listed_and_retried(tmp_path, monkeypatch):
+    def diverge(spec, threads=1):
+        raise RuntimeError("the loss is nan")
+
+    monkeypatch.setattr(runner, "execute", diverge)
+    runner.run_studies(["methods"], tmp_path, quick=True, log=lambda _: None)
+    data = runner.load_results(tmp_path / "methods.json")
+    assert not data["runs"] and len(data["failed"]) == 4
+    monkeypatch.setattr(runner, "execute", fake_execute)
+    runner.run_studies(["methods"], tmp_path, quick=True, log=lambda _: None)
+    data = runner.load_results(tmp_path / "methods.json")
+    assert len(data["runs"]) == 4 and not data["failed"]
+
+
+def test_quick_and_full_results_do_not_mix(tmp_path, fake):
+    runner.run_studies(["methods"], tmp_path, quick=True, log=lambda _: None)
+    with pytest.raises(ValueError, match="quick-mode results"):
+        runner.run_studies(["methods"], tmp_path, quick=False, log=lambda _: None)
+
+
+def test_full_grids_follow_the_brief():
+    methods = study_spec.study_runs("methods")
+    assert len({r.method for r in methods}) == 9 and {r.seed for r in methods} == {0, 1, 2}
+    assert {r.config["steps"] for r in methods} == {300} and {r.config["batch_size"] for r in methods} == {128}
+    sizes = {r.config["batch_size"]: r.config["steps"] for r in study_spec.study_runs("batch_size")}
+    assert sizes == {32: 1200, 64: 600, 128: 300, 256: 150}  # the same images at every batch size
+    keys = {r.key for r in methods}
+    hp = study_spec.study_runs("hparams")
+    defaults = [r for r in hp if (r.params["param"], r.params["value"]) in
+                {("lam", 0.0), ("lam", 0.5), ("rho", 100.0), ("tau", 0.01), ("margin", 0.3)}]
+    assert len(defaults) == 15 and {r.key for r in defaults} <= keys  # the default points are study 1's runs
+
+
+def test_render_only_reads_the_raw_results(tmp_path, fake, monkeypatch, capsys):
+    runner.run_studies(list(study_spec.ORDER), tmp_path / "r", quick=False, log=lambda _: None)
+    monkeypatch.setattr(runner, "run_studies", lambda *a, **k: pytest.fail("--render must not train"))
+    main(["study", "--render", "--out", str(tmp_path / "r"), "--docs", str(tmp_path / "d")])
+    page = (tmp_path / "d" / "results.md").read_text()
+    assert "QUICK MODE" not in page and page.count("**Verdict:") == 6
+    # fake_execute: ROADMAP - SmoothAP = 0.03 + 0.01 * 256 / 128 plus noise differences of -1, +2, -1
+    # thousandths over seeds 0-2: mean 5 points, sample std 0.17 points, t = 0.05 / (0.0017 / sqrt 3) = 50.
+    assert "| ROADMAP > SmoothAP (supp. B.4) | mAP@R | +5.00 ± 0.17 | 50.00 | < 0.001 | reproduces |" in page
+    assert "ROADMAP ranks 1 of 9 on mAP@R" in page
+    assert "| 1. Rank losses compared |" in page and "27 / 27" in page
+    for name in study_spec.ORDER:
+        assert (tmp_path / "d" / "figures" / f"study_{name}.png").exists()
+    # A run removed from the raw file is reported as missing, with the command that completes it.
+    data = runner.load_results(tmp_path / "r" / "bins.json")
+    data["runs"].pop(next(iter(data["runs"])))
+    runner.save_results(tmp_path / "r" / "bins.json", data)
+    render(tmp_path / "r", tmp_path / "d")
+    page = (tmp_path / "d" / "results.md").read_text()
+    assert "**Incomplete: 1 of 30 runs missing**" in page and "`python -m lab study bins --jobs 2`" in page
+
+
+# ----------------------------------------------------------------------------- statistics on hand data
+def test_mean_std_is_the_sample_std():
+    s = mean_std([1.0, 2.0, 3.0, 4.0])
+    assert (s.mean, s.n) == (2.5, 4) and s.std == pytest.approx(math.sqrt(5 / 3))
+    assert math.isnan(mean_std([0.7]).std) and mean_std([]).n == 0
+    assert fmt(mean_std([0.641, 0.645, 0.636])) == "64.1 ± 0.5" and fmt(mean_std([])) == "—"
+
+
+def test_paired_ttest_matches_the_formula_and_scipy():
+    from scipy.stats import t as student, ttest_rel
+
+    a, b = [0.64, 0.65, 0.63, 0.66, 0.645], [0.62, 0.64, 0.62, 0.63, 0.64]
+    d = [x - y for x, y in zip(a, b)]
+    s = mean_std(d)
+    t = s.mean / (s.std / math.sqrt(len(d)))
+    res = paired_ttest(a, b)
+    assert res.t == pytest.approx(t) and res.p == pytest.approx(2 * student.sf(abs(t), len(d) - 1))
+    assert res.p == pytest.approx(ttest_rel(a, b).pvalue) and res.n == 5
+    assert math.isnan(paired_ttest([1.0, 2.0], [0.0, 1.0]).p)  # constant difference: nothing to test
+    with pytest.raises(ValueError, match="one length"):
+        paired_ttest([1.0], [1.0, 2.0])
+
+
+def test_relative_gain_and_decrease():
+    assert relative_gain(25.38, 24.9) == pytest.approx(1.9277, abs=1e-4)  # supp. Table 6, CUB, B = 128
+    assert relative_decrease(0.9, 1.0) == pytest.approx(10.0) and math.isnan(relative_gain(1.0, 0.0))
+
+
+def test_pairing_by_seed_and_verdicts():
+    recs = [{"method": "A", "seed": s, "params": {}, "m": v} for s, v in [(0, 1.0), (1, 2.0), (2, 3.5)]]
+    recs += [{"method": "B", "seed": s, "params": {}, "m": v} for s, v in [(2, 3.0), (0, 0.5), (3, 9.0)]]
+    assert paired(recs, "m", {"method": "A"}, {"method": "B"}) == ([1.0, 3.5], [0.5, 3.0])  # seeds 0 and 2
+    assert verdict([0.01, 0.012, 0.011], paired_ttest([1.01, 1.012, 1.011], [1, 1, 1])) == "reproduces"
+    assert verdict([0.02, -0.01, 0.0], paired_ttest([1.02, 0.99, 1.0], [1, 1, 1])) == "same direction, not significant"
+    assert verdict([-0.02, -0.021, -0.019], paired_ttest([0.98, 0.979, 0.981], [1, 1, 1])) == "reversed (significant)"
+    assert verdict([]) == "not measured"
+    assert compare(recs, "m", {"method": "A"}, {"method": "B"})["n"] == 2
+    assert trend_verdict([3.0, 2.0, 1.0]) == "reproduces"
+    assert trend_verdict([3.0, 4.0, 1.0]).startswith("partly") and trend_verdict([1.0, 2.0]) == "does not reproduce"
+
+
+def test_methods_analysis_names_the_better_method():
+    recs = [fake_execute(s) for s in study_spec.study_runs("methods")]
+    section = analyse_methods(recs)
+    assert section.verdict == "reproduces" and "ROADMAP ranks 1 of 9" in section.measured
+    assert "64.05 / 25.27 (CUB, supp. T4)" in section.body
+
+
+# ----------------------------------------------------------------------------- figures
+@pytest.mark.parametrize("name", study_spec.ORDER)
+def test_each_study_has_a_figure_with_error_bars(name):
+    recs = [fake_execute(s) for s in study_spec.study_runs(name)]
+    fig = plots.plot_hparams(recs, baseline=[0.5, 0.51]) if name == "hparams" else getattr(plots, f"plot_{name}")(recs)
+    assert isinstance(fig, Figure) and fig.axes
+    caps = [c for ax in fig.axes for c in ax.containers if type(c).__name__ in ("ErrorbarContainer", "BarContainer")]
+    assert caps, "mean ± std is drawn"
+    assert "3 seeds" in fig.get_suptitle()
+
+
+def test_batch_size_figure_draws_the_relative_gain():
+    recs = [fake_execute(s) for s in study_spec.study_runs("batch_size")]
+    gains = plots.gains_by(recs, "batch_size")
+    assert list(gains) == [32, 64, 128, 256]
+    seed0 = {(r["method"], r["batch_size"]): r["mAP@R"] for r in recs if r["seed"] == 0}
+    assert all(g[0] == pytest.approx(relative_gain(seed0["ROADMAP", b], seed0["SupAP", b])) for b, g in gains.items())
+    assert gains[32][0] > gains[256][0] > 0  # by design of fake_execute
+    bars = plots.plot_batch_size(recs).axes[1].patches
+    assert [round(p.get_height(), 6) for p in bars] == [round(mean_std(g).mean, 6) for g in gains.values()]
