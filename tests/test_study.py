@@ -203,3 +203,11 @@ def test_batch_size_figure_draws_the_relative_gain():
     assert gains[32][0] > gains[256][0] > 0  # by design of fake_execute
     bars = plots.plot_batch_size(recs).axes[1].patches
     assert [round(p.get_height(), 6) for p in bars] == [round(mean_std(g).mean, 6) for g in gains.values()]
+
+
+def test_proxy_updates_counts_how_often_a_class_is_in_a_batch():
+    from lab.studies.claims import proxy_updates
+
+    cfg = {"dataset": "glyphs", "dataset_kwargs": {"num_classes": 24, "instances_per_class": 8}, "m": 4}
+    record = {"method": "ROADMAP (L_DG*)", "steps": 30, "batch_size": 16, "config": cfg}
+    assert proxy_updates([record]) == pytest.approx(30 * (16 / 4) / 24)  # 4 classes per batch, 24 classes
