@@ -22,6 +22,7 @@ sys.path.insert(0, str(ROOT))
 
 from lab.viz import (binning, decomposability, gradient_flow, hierarchical, hierarchical_training, recall, retrieval,  # noqa: E402
                      surrogates, training)
+from lab.studies.report import TITLES as STUDY_TITLES  # noqa: E402
 from lab.viz.render import save_png  # noqa: E402
 
 OUT = ROOT / "docs" / "figures"
@@ -33,9 +34,10 @@ class Entry(NamedTuple):
     title: str
     source: str  # paper, figure / equation
     statement: str  # what the paper says the figure shows
-    draw: Callable[[], tuple]  # -> (plotly figure, "measured" sentence)
+    draw: Callable[[], tuple] | None  # -> (plotly figure, "measured" sentence); None for a study's figure
     notebook: str
     trained: bool = False
+    study: str = ""  # drawn by `python -m lab study` (3 seeds, docs/results.md), not here
 
 
 def _surrogates():
@@ -200,19 +202,6 @@ def _recall_study(fast: bool):
         f"{r['loss']}: R@1 {r['R@1']:.3f}, R@8 {r['R@8']:.3f}" for r in rows) + "."
 
 
-def _batch_sizes(fast: bool):
-    rows = training.batch_size_study(fast=fast)
-    gain = training.relative_gain(rows)
-    gaps = ", ".join(f"{r['loss']}@{r['batch_size']}: {r['gap']:.3f}" for r in rows)
-    return training.plot_batch_size_study(rows), (f"relative mAP@R gain (%) by batch size: "
-                                                  f"{ {b: round(g, 1) for b, g in gain.items()} }; gaps {gaps}.")
-
-
-def _bins(fast: bool):
-    rows = training.bins_study(fast=fast)
-    return training.plot_bins_study(rows), "R@1 by num_bins: " + ", ".join(f"{r['num_bins']}: {r['R@1']:.3f}" for r in rows) + "."
-
-
 ENTRIES = [
     Entry("surrogates", "Step surrogates", "ROADMAP Fig. 3, SupRank Fig. 2",
           "H⁻ upper-bounds the Heaviside, so L_SupAP ≥ L_AP, and back-propagates gradient (slope ρ beyond δ) until "
@@ -253,11 +242,13 @@ ENTRIES = [
     Entry("recall_gradient_flow", "Gradient flow of the recall surrogates", "SupRank Sec. IV-B (toy of ROADMAP Fig. 7)",
           "Sup-R@k builds on SupRank's rank (exact rank⁺, H⁻ on negatives), so its gradients keep the directions of "
           "SupAP's; the all-sigmoid rank of Smooth-R@k inherits SmoothAP's contradictions.", _recall_flow, "06"),
-    Entry("batch_size_study", "SupAP vs ROADMAP across batch sizes", "ROADMAP Fig. 5, supp. Table 9",
-          "The mAP@R gain from adding L_calibr. grows as the batch size gets smaller; L_calibr. decreases the "
-          "decomposability gap (3.7 % on CUB, 5.4 % on SOP).", _batch_sizes, "02", trained=True),
+    Entry("batch_size_study", "SupAP vs ROADMAP across batch sizes", "ROADMAP Fig. 5, supp. Table 6",
+          "The mAP@R gain from adding L_calibr. grows as the batch size gets smaller.", None, "02",
+          study="batch_size"),
+    Entry("gap_study", "The decomposability gap with and without L_calibr.", "ROADMAP supp. Table 9",
+          "L_calibr. decreases the decomposability gap (3.7 % on CUB, 5.4 % on SOP).", None, "02", study="gap"),
     Entry("bins_study", "R@1 vs number of bins", "FastAP Fig. 4b",
-          "Retrieval performance does not improve with more bins; it peaks around 10.", _bins, "03", trained=True),
+          "Retrieval performance does not improve with more bins; it peaks around 10.", None, "03", study="bins"),
     Entry("retrieval_grid", "What a trained model retrieves", "ROADMAP Fig. 6, supp. Fig. 13-15",
           "A query (purple) and its most similar instances, relevant ones in green.", _retrieval_grid, "04",
           trained=True),
@@ -290,7 +281,7 @@ def render(entries: list[Entry], with_training: bool, fast: bool, out: Path = OU
     """Draw each entry's PNG; {name: measured sentence} for those drawn."""
     measured = {}
     for e in entries:
-        if e.trained and not with_training:
+        if e.study or (e.trained and not with_training):
             continue
         start = time.perf_counter()
         fig, text = e.draw(fast) if e.trained else e.draw()
@@ -326,15 +317,20 @@ def write_doc(entries: list[Entry], measured: dict[str, str], out: Path = OUT, d
              f"run trains a {full['model']} (64-d embedding) on all glyph training classes for {full['steps']} steps of "
              f"{full['batch_size']} images (m = {full['m']} per class, Adam, lr 1e-3, seed {full['seed']}) and is "
              f"evaluated on a fixed subset of ~{full['eval_max_items']} test images (whole classes, every image a "
-             f"query); batch sizes {', '.join(map(str, training.FULL_BATCH_SIZES))}; bins "
-             f"{', '.join(map(str, training.FULL_BINS))}; HAPPIER vs SmoothAP with the hierarchical sampler; t-SNE maps "
-             f"on the first ~{retrieval.FULL_TSNE_ITEMS} test images (by class) or all test class means. One run per "
-             "setting: differences of a point or two are within seed-to-seed noise. The times in brackets were "
-             "measured on 2 CPU cores shared with other jobs.", ""]
+             f"query); HAPPIER vs SmoothAP with the hierarchical sampler; t-SNE maps on the first "
+             f"~{retrieval.FULL_TSNE_ITEMS} test images (by class) or all test class means. One run per setting: "
+             "differences of a point or two are within seed-to-seed noise. The times in brackets were measured on 2 "
+             "CPU cores shared with other jobs. The batch-size, gap and bin-count figures come from the reproduction "
+             "study instead (3 seeds, [results.md](results.md)).", ""]
     for e in entries:
         lines += [f"<!-- figure: {e.name} -->", f"## {e.title} — {e.source}", "",
                   f"*Paper:* {e.statement}", ""]
-        if (out / f"{e.name}.png").exists() and e.name in measured:
+        if e.study:
+            png = out / f"study_{e.study}.png"
+            lines += ([f"![{e.title}]({out.name}/{png.name})", ""] if png.exists() else []) + [
+                f"*Measured* over 3 seeds in the reproduction study, with the paper's numbers, the verdict and the "
+                f"command: [results.md, {STUDY_TITLES[e.study]}](results.md) (`python -m lab study {e.study}`).", ""]
+        elif (out / f"{e.name}.png").exists() and e.name in measured:
             lines += [f"![{e.title}]({out.name}/{e.name}.png)", "", f"*Measured:* {measured[e.name]}", ""]
         else:
             lines += ["*Not rendered yet:* run `python bench/figures.py --training` (full-size training runs).", ""]
