@@ -11,7 +11,11 @@ the reference implementations) to show what the O(Q * P * N) engine saves. Write
 from __future__ import annotations
 
 import argparse
+import contextlib
 import inspect
+import json
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -68,6 +72,18 @@ def run(sizes: list[int], device: torch.device, names: list[str], cubic_max: int
     return results
 
 
+def cpu_memory(args: argparse.Namespace) -> dict:
+    """Peak memory on CPU, measured in a child process where glibc returns every allocation of 64 KB or
+    more to the system when it is freed (``MALLOC_MMAP_THRESHOLD_``): otherwise a step reuses the heap
+    left by earlier, larger batches and its resident-set peak does not move. Timings are taken in this
+    process, with the normal allocator (mmap for every tensor would slow small batches down)."""
+    cmd = [sys.executable, __file__, "--memory-json", "--sizes", *map(str, args.sizes), "--losses", *args.losses,
+           "--cubic-max", str(args.cubic_max)]
+    env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536"}
+    out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True).stdout
+    return {name: {int(b): v for b, v in per.items()} for name, per in json.loads(out.splitlines()[-1]).items()}
+
+
 def table(results: dict, sizes: list[int], index: int, fmt: str) -> str:
     head = "| loss | " + " | ".join(f"B={b}" for b in sizes) + " |\n|---|" + "---:|" * len(sizes) + "\n"
     rows = []
@@ -83,11 +99,21 @@ def main() -> None:
     parser.add_argument("--losses", nargs="+", default=list(L.LOSSES), choices=list(L.LOSSES))
     parser.add_argument("--cubic-max", type=int, default=512, help="largest B for the cubic reference")
     parser.add_argument("--no-write", action="store_true", help="print only, leave docs/benchmarks.md alone")
+    parser.add_argument("--memory-json", action="store_true", help=argparse.SUPPRESS)  # the child of cpu_memory
     args = parser.parse_args()
+    if args.memory_json:
+        with contextlib.redirect_stdout(sys.stderr):
+            results = run(args.sizes, torch.device("cpu"), args.losses, args.cubic_max)
+        print(json.dumps({n: {b: v for b, v in per.items()} for n, per in results.items()}))
+        return
     devices = [torch.device("cpu")] + ([torch.device("cuda")] if torch.cuda.is_available() else [])
     sections = []
+    load = os.getloadavg()[0]
     for device in devices:
         results = run(args.sizes, device, args.losses, args.cubic_max)
+        if device.type == "cpu":
+            memory = cpu_memory(args)
+            results = {n: {b: (t, memory[n][b][1]) for b, (t, _) in per.items()} for n, per in results.items()}
         sections.append(
             f"### {device.type.upper()}: {machine() if device.type == 'cpu' else torch.cuda.get_device_name()}\n\n"
             f"Forward + backward, median milliseconds:\n\n{table(results, args.sizes, 0, '{:.1f}')}\n\n"
@@ -96,9 +122,12 @@ def main() -> None:
     text = (
         "## Losses: time and memory (`python bench/losses.py`)\n\n"
         f"B L2-normalised {DIM}-d embeddings, {PER_CLASS} samples per class, the batch retrieving from itself. "
-        "Memory is the rise of the process's peak resident set on CPU (allocator noise of a few MB), "
+        "Memory is the rise of the process's peak resident set on CPU (measured in a separate process whose "
+        "allocator returns freed tensors to the system, see `cpu_memory`; noise of a few MB), "
         "`torch.cuda.max_memory_allocated` on CUDA. The cubic reference builds the B x B x B tensor of the "
-        "public SmoothAP / SupAP code; it is run only up to the size that fits.\n\n" + "\n".join(sections)
+        "public SmoothAP / SupAP code; it is run only up to the size that fits. Load average (1 min) at the "
+        f"start: {load:.1f} on {os.cpu_count()} cores (times are comparable between rows, less between "
+        "machines).\n\n" + "\n".join(sections)
     )
     if args.no_write:
         print(text)
