@@ -65,3 +65,34 @@ def test_every_eval_command_parses():
     assert len(evals) == 3
     ks = [build_parser().parse_args(c).ks for c in evals]
     assert ks == [[1, 2, 4, 8], [1, 10, 100], [1, 4, 16, 32]]  # the R@k of Table 3 per dataset
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("dataset", ["cub", "sop", "inat"])
+def test_the_first_command_of_each_dataset_trains_on_a_tiny_copy_in_its_published_layout(dataset, tmp_path):
+    """Table 3's command for the dataset, on a fixture in the dataset's own file layout; only the
+    backbone (a small CNN, no download), the image size and the run length are shrunk."""
+    from lab.cli import main
+    from lab.train import load_checkpoint
+    from tests._disk_fixtures import make_cub, make_inaturalist, make_sop
+
+    if dataset == "cub":
+        root = make_cub(tmp_path / "CUB_200_2011", classes=(1, 2, 3, 101, 102), per_class=4)
+    elif dataset == "sop":
+        root = make_sop(tmp_path / "Stanford_Online_Products", [(1, 1, "bicycle"), (2, 1, "bicycle"), (3, 4, "chair"),
+                                                                 (4, 4, "chair"), (5, 1, "bicycle"), (6, 4, "chair")],
+                        per_class=4, first_test=5)
+    else:
+        root = make_inaturalist(tmp_path / "Inaturalist", {"train": [("Aves", 1), ("Aves", 2), ("Plantae", 3)],
+                                                             "test": [("Insecta", 4), ("Aves", 5)]}, per_class=4)
+    argv = next(c for c in commands() if c[0] == "train" and f"roadmap_{dataset}_resnet50" in c[c.index("--config") + 1]
+                and "--loss" not in c)
+    out = tmp_path / "run"
+    argv = [a if a != argv[argv.index("--out") + 1] else str(out) for a in argv]
+    argv[argv.index("--config") + 1] = str(ROOT / argv[argv.index("--config") + 1])
+    main(argv + ["--data-root", str(root), "--model", "small_cnn", "--no-pretrained", "--image-size", "32",
+                 "--batch-size", "4", "--m", "2", "--epochs", "0", "--steps", "2", "--eval-every", "2",
+                 "--num-workers", "0", "--no-progress"])
+    state = load_checkpoint(out / "checkpoint.pt")
+    assert state["step"] == 2 and state["config"]["dataset"] in ("cub", "sop", "inaturalist")
+    assert state["config"]["sampler"] == ("hierarchical" if dataset == "sop" else "m_per_class")
