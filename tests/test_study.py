@@ -2,6 +2,7 @@
 import json
 import math
 import os
+from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -211,3 +212,13 @@ def test_proxy_updates_counts_how_often_a_class_is_in_a_batch():
     cfg = {"dataset": "glyphs", "dataset_kwargs": {"num_classes": 24, "instances_per_class": 8}, "m": 4}
     record = {"method": "ROADMAP (L_DG*)", "steps": 30, "batch_size": 16, "config": cfg}
     assert proxy_updates([record]) == pytest.approx(30 * (16 / 4) / 24)  # 4 classes per batch, 24 classes
+
+
+def test_the_committed_results_page_is_what_the_raw_results_render_to(tmp_path):
+    """docs/results.md is generated: re-rendering results/*.json gives it back (the date line aside)."""
+    root = Path(__file__).resolve().parents[1]
+    if not any((root / "results").glob("*.json")):
+        pytest.skip("no raw results in results/")
+    page = render(root / "results", tmp_path).read_text()
+    undated = lambda text: [line for line in text.splitlines() if not line.startswith("_Rendered ")]  # noqa: E731
+    assert undated(page) == undated((root / "docs" / "results.md").read_text())
