@@ -15,10 +15,22 @@ def test_every_linked_figure_exists_and_is_small():
         assert path.stat().st_size < 300_000, f"{link} is {path.stat().st_size} bytes"
 
 
+def _section(text: str, link: str, marker: str) -> str:
+    """The part of ``text`` between the ``marker`` lines around ``link``."""
+    before, after = text.split(link, 1)
+    return before.rsplit(marker, 1)[-1] + link + after.split(marker, 1)[0]
+
+
 def test_every_png_is_linked_with_a_paper_statement():
-    text = DOC.read_text()
+    """Each PNG sits in a section of docs/figures.md (figure builders) or docs/results.md (the
+    reproduction study) that states the paper's claim and what was measured."""
+    figures, results = DOC.read_text(), (ROOT / "docs" / "results.md").read_text()
     for png in (ROOT / "docs" / "figures").glob("*.png"):
-        section = text.split(f"<!-- figure: {png.stem} -->", 1)
-        assert len(section) == 2, f"{png.name} is not in docs/figures.md"
-        body = section[1].split("<!-- figure:", 1)[0]
-        assert f"(figures/{png.name})" in body and "*Paper:*" in body and "*Measured:*" in body
+        link = f"(figures/{png.name})"
+        assert link in figures or link in results, f"{png.name} is linked from neither figures.md nor results.md"
+        if link in figures:
+            body = _section(figures, link, "<!-- figure:")
+            assert "*Paper:*" in body and "*Measured" in body, png.name
+        if link in results:
+            body = _section(results, link, "\n## ")
+            assert "**Paper.**" in body and "**Measured**" in body, png.name
