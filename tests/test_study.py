@@ -125,6 +125,10 @@ def test_render_only_reads_the_raw_results(tmp_path, fake, monkeypatch, capsys):
     assert "| ROADMAP > SmoothAP (supp. B.4) | mAP@R | +5.00 ± 0.17 | 50.00 | < 0.001 | reproduces |" in page
     assert "ROADMAP ranks 1 of 9 on mAP@R" in page
     assert "| 1. Rank losses compared |" in page and "27 / 27" in page
+    # One SupAP run is the lam = 0, rho = 100 and tau = 0.01 points: each is a row of its sweep.
+    assert "| 3. Hyper-parameters |" in page and "48 / 48" in page
+    hparams = page.split("## 3. Hyper-parameters")[1].split("## 4.")[0]
+    assert "| 0 | SupAP |" in hparams and "| 100 | SupAP |" in hparams and "| 0.01 | SupAP |" in hparams
     for name in study_spec.ORDER:
         assert (tmp_path / "d" / "figures" / f"study_{name}.png").exists()
     # A run removed from the raw file is reported as missing, with the command that completes it.

@@ -90,11 +90,18 @@ def _train_images(quick: bool) -> Optional[int]:
         return None
 
 
+def study_records(name: str, data: dict[str, Any], quick: bool, seeds: Optional[int]) -> list[dict[str, Any]]:
+    """One record per run of the study, in the order it lists them (methods as in the paper's tables).
+    A finished run stands for every spec of the study with its config: e.g. the default SupAP run is
+    the λ = 0, ρ = 100 and τ = 0.01 points of study 3 at once, so it is listed once per point."""
+    runs = data.get("runs", {})
+    return [{**runs[spec.key], "method": spec.method, "seed": spec.seed, "params": spec.params}
+            for spec in study_runs(name, quick, seeds) if spec.key in runs]
+
+
 def _section(name: str, data: dict[str, Any], quick: bool, seeds: Optional[int], figures: Path,
              docs: Path) -> tuple[str, list[str]]:
-    # In the order the study lists its runs (methods as in the paper's tables), not the file's key order.
-    order = {spec.key: i for i, spec in enumerate(study_runs(name, quick, seeds))}
-    records = sorted(data.get("runs", {}).values(), key=lambda r: order.get(r["key"], len(order)))
+    records = study_records(name, data, quick, seeds)
     missing = missing_runs(name, data, quick, seeds)
     failed = data.get("failed", {})
     command = f"python -m lab study {name}{' --quick' if quick else ''} --jobs 2"
