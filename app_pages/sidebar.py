@@ -71,7 +71,8 @@ def settings_panel() -> Settings:
         classes = _number("Glyph classes (train; the test split has as many others)", "classes")
     elif dataset not in EMBEDDED:
         root = st.text_input("Dataset root folder", value=st.session_state[KEYS["data_root"]], key=KEYS["data_root"],
-                             placeholder="/data/CUB_200_2011", help="The dataset's folder or its parent; empty: $RANKLAB_DATA")
+                             placeholder="/data/CUB_200_2011",
+                             help="The dataset's folder or its parent; empty: $RANKLAB_DATA")
     models = list(MODEL_EXAMPLES) + ([st.session_state[KEYS["model"]]]
                                      if st.session_state[KEYS["model"]] not in MODEL_EXAMPLES else [])
     model = st.selectbox("Model", models, index=_index(models, KEYS["model"]), key=KEYS["model"],

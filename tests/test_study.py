@@ -129,6 +129,7 @@ def test_render_only_reads_the_raw_results(tmp_path, fake, monkeypatch, capsys):
     assert "| 3. Hyper-parameters |" in page and "48 / 48" in page
     hparams = page.split("## 3. Hyper-parameters")[1].split("## 4.")[0]
     assert "| 0 | SupAP |" in hparams and "| 100 | SupAP |" in hparams and "| 0.01 | SupAP |" in hparams
+    assert "over the 33 runs trained for it (+ 6 runs shared with methods" in hparams  # distinct runs, not points
     for name in study_spec.ORDER:
         assert (tmp_path / "d" / "figures" / f"study_{name}.png").exists()
     # A run removed from the raw file is reported as missing, with the command that completes it.

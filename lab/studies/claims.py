@@ -121,8 +121,8 @@ def _why_not_methods(records: Records, unmet: list[str]) -> str:
     if any(u.startswith("ROADMAP (L_DG*)") for u in unmet):
         n = proxy_updates(records)
         text += (f" L_DG* learns one proxy per training class, and a proxy is pulled towards its class only when "
-                 f"that class is in the batch: about {n:.0f} times in one of our runs, against ~130 times on SOP (100 epochs of "
-                 "~233 batches of 64 classes, 11,318 classes) and ~1,400 on iNaturalist in SupRank's setting. "
+                 f"that class is in the batch: about {n:.0f} times in one of our runs, against ~130 times on SOP "
+                 "(100 epochs of ~233 batches of 64 classes, 11,318 classes) and ~1,400 on iNaturalist in SupRank's setting. "
                  "Pulling embeddings towards proxies that are still close to their random start costs "
                  "accuracy at this budget; the claim needs the long schedules the paper uses.")
     return text

@@ -39,6 +39,7 @@ def _minutes(seconds: float) -> str:
 
 
 def _timing(data: dict[str, Any], records: list[dict[str, Any]]) -> str:
+    records = list({r["key"]: r for r in records}.values())  # a run that is several sweep points counts once
     own = [r for r in records if "shared_from" not in r]
     shared = sorted({r["shared_from"] for r in records if "shared_from" in r})
     if own:
