@@ -20,11 +20,12 @@ import streamlit as st  # noqa: E402
 import torch  # noqa: E402
 
 from app_pages import live, sidebar, toys  # noqa: E402
+from lab.core.env import dashboard_threads  # noqa: E402
 from lab.dashboard import validate  # noqa: E402
 
 # One thread per session's training leaves a core to the server and the browser; on a busy
 # 2-core machine two threads are several times slower (contention), not faster.
-torch.set_num_threads(int(os.environ.get("RANKLAB_THREADS", "1")))
+torch.set_num_threads(dashboard_threads())
 VIEWS = ["Training", "Retrievals", "Embeddings", "Scores", "Toy explorer"]
 
 st.set_page_config(page_title="RankLab", page_icon="📈", layout="wide")

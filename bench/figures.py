@@ -20,9 +20,10 @@ from typing import Callable, NamedTuple
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from lab.viz import (binning, decomposability, gradient_flow, hierarchical, hierarchical_training, recall, retrieval,  # noqa: E402
-                     surrogates, training)
-from lab.studies.report import TITLES as STUDY_TITLES  # noqa: E402
+from lab.experiments import hierarchical as hierarchical_runs  # noqa: E402
+from lab.experiments import runs
+from lab.studies.results_page import TITLES as STUDY_TITLES  # noqa: E402
+from lab.viz import binning, comparisons, decomposability_toys, gradient_flow, hierarchical, recall, retrieval, surrogates  # noqa: E402
 from lab.viz.render import save_png  # noqa: E402
 
 OUT = ROOT / "docs" / "figures"
@@ -61,8 +62,8 @@ def _flow():
 
 
 def _fig1b():
-    a, b = (decomposability.gap_summary(*decomposability.fig1b_toy(c)) for c in (False, True))
-    return decomposability.plot_fig1b(), (f"AP_b = 1 in both batches; global AP {a['global_ap']:.4f} (DG = {a['gap']:.4f}) "
+    a, b = (decomposability_toys.gap_summary(*decomposability_toys.fig1b_toy(c)) for c in (False, True))
+    return decomposability_toys.plot_fig1b(), (f"AP_b = 1 in both batches; global AP {a['global_ap']:.4f} (DG = {a['gap']:.4f}) "
                                           f"before calibration, {b['global_ap']:.1f} (DG = {b['gap']:.1f}) after.")
 
 
@@ -70,13 +71,13 @@ def _juxtaposed():
     from lab.metrics import dg_upper_bound, juxtaposed_batches, query_gap
 
     gap = query_gap(*juxtaposed_batches([2] * 3, [4] * 3))
-    return decomposability.plot_juxtaposed(3, 2, 4), f"3 batches of 2+/4−: ranked gap {gap:.4f} = Eq. 8 {dg_upper_bound([2] * 3, [4] * 3):.4f}."
+    return decomposability_toys.plot_juxtaposed(3, 2, 4), f"3 batches of 2+/4−: ranked gap {gap:.4f} = Eq. 8 {dg_upper_bound([2] * 3, [4] * 3):.4f}."
 
 
 def _calibration():
-    r = decomposability.gap_summary(*decomposability.toy_batches(shift=0.4), 0.6, 0.5)
-    r0 = decomposability.gap_summary(*decomposability.toy_batches(shift=0.0), 0.8, 0.6)
-    return decomposability.plot_calibration_bounds(), (
+    r = decomposability_toys.gap_summary(*decomposability_toys.toy_batches(shift=0.4), 0.6, 0.5)
+    r0 = decomposability_toys.gap_summary(*decomposability_toys.toy_batches(shift=0.0), 0.8, 0.6)
+    return decomposability_toys.plot_calibration_bounds(), (
         f"shift 0.4: DG {r['gap']:.3f} ≤ Eq. 9 {r['eq9']:.3f} ≤ Eq. 8 {r['eq8']:.3f}; unshifted and calibrated: "
         f"DG {r0['gap']:.1f}, Eq. 9 {r0['eq9']:.1f}. Eq. 9 as printed exceeds Eq. 8 when most negatives violate β "
         f"and few positives pass α (see the notebook).")
@@ -123,7 +124,7 @@ def _recall_flow():
 
 
 def _retrieval_grid(fast: bool):
-    trainer = training.trained_model("roadmap", fast=fast)
+    trainer = runs.trained_model("roadmap", fast=fast)
     emb, labels = trainer.embed("test")
     queries = [0, 8, 16, 24, 32, 40]
     found = retrieval.retrieve(emb, labels, queries, k=6)
@@ -134,7 +135,7 @@ def _retrieval_grid(fast: bool):
 
 
 def _embedding(fast: bool):
-    trainer = training.trained_model("roadmap", fast=fast)
+    trainer = runs.trained_model("roadmap", fast=fast)
     emb, labels = trainer.embed("test", max_items=3000)
     points = retrieval.project_2d(emb)
     return (retrieval.plot_embedding_2d(points, labels[:, 1], trainer.test_set.coarse_names),
@@ -142,15 +143,15 @@ def _embedding(fast: bool):
 
 
 def _loss_comparison(fast: bool):
-    rows = training.loss_comparison(fast=fast)
-    return training.plot_loss_comparison(rows), "; ".join(
+    rows = runs.loss_comparison(fast=fast)
+    return comparisons.plot_loss_comparison(rows), "; ".join(
         f"{r['loss']}: R@1 {100 * r['R@1']:.1f}, mAP@R {100 * r['mAP@R']:.1f}, gap {r['gap']:.3f}" for r in rows) + (
         f" (%, {rows[0]['steps']} steps of {rows[0]['batch_size']}, seed {rows[0]['seed']}, one run each).")
 
 
 @functools.lru_cache(maxsize=2)
 def _class_tsne(fast: bool):
-    trainer = training.trained_model("roadmap", fast=fast)
+    trainer = runs.trained_model("roadmap", fast=fast)
     emb, labels = trainer.embed("test")
     max_items = retrieval.FAST_TSNE_ITEMS if fast else retrieval.FULL_TSNE_ITEMS
     return trainer, retrieval.class_tsne(emb, labels, trainer.test_set.class_names, max_items=max_items)
@@ -177,28 +178,28 @@ def _tsne_scripts(fast: bool):
 
 
 def _hierarchical_levels(fast: bool):
-    rows = hierarchical_training.hierarchical_study(fast=fast)
-    keys = hierarchical_training.LEVEL_METRICS
-    return hierarchical_training.plot_level_metrics(rows), "; ".join(
+    rows = hierarchical_runs.hierarchical_study(fast=fast)
+    keys = hierarchical_runs.LEVEL_METRICS
+    return comparisons.plot_level_metrics(rows), "; ".join(
         f"{r['loss']}: " + ", ".join(f"{k} {100 * r[k]:.1f}" for k in keys) for r in rows) + (
         f" (%, {rows[0]['steps']} steps of {rows[0]['batch_size']}, hierarchical sampler, seed {rows[0]['seed']}).")
 
 
 def _class_means_tsne(fast: bool):
     maps, names = {}, {}
-    for loss in hierarchical_training.HIERARCHICAL_LOSSES:
-        trainer = hierarchical_training.hierarchical_model(loss, fast=fast)
-        maps[loss] = hierarchical_training.class_mean_map(*trainer.embed("test"))
+    for loss in hierarchical_runs.HIERARCHICAL_LOSSES:
+        trainer = hierarchical_runs.hierarchical_model(loss, fast=fast)
+        maps[loss] = retrieval.class_mean_map(*trainer.embed("test"))
         names = trainer.test_set.coarse_names
-    return hierarchical_training.plot_class_mean_maps(maps, names), "; ".join(
+    return retrieval.plot_class_mean_maps(maps, names), "; ".join(
         f"{loss}: {m['embedding_agreement']:.3f} of each class mean's 5 nearest class means share its script "
         f"({m['map_agreement']:.3f} on the map)" for loss, m in maps.items()) + (
         f"; chance {next(iter(maps.values()))['chance']:.3f}, {next(iter(maps.values()))['num_classes']} test classes.")
 
 
 def _recall_study(fast: bool):
-    rows = training.recall_study(fast=fast)
-    return training.plot_recall_study(rows), "; ".join(
+    rows = runs.recall_study(fast=fast)
+    return comparisons.plot_recall_study(rows), "; ".join(
         f"{r['loss']}: R@1 {r['R@1']:.3f}, R@8 {r['R@8']:.3f}" for r in rows) + "."
 
 
@@ -308,7 +309,7 @@ def previous_measurements(doc: Path = DOC) -> dict[str, str]:
 
 
 def write_doc(entries: list[Entry], measured: dict[str, str], out: Path = OUT, doc: Path = DOC) -> None:
-    full = training.run_settings(fast=False)
+    full = runs.run_settings(fast=False)
     lines = ["# Figures", "",
              "Each figure of the notebooks, rendered by `python bench/figures.py` (trained-model figures: "
              "`--training`), next to the statement of the paper it reproduces and the numbers measured when it was "

@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from report import machine, measure, write_section  # noqa: E402
+from measure import machine, measure, write_section  # noqa: E402
 
 import lab.losses as L  # noqa: E402
 

@@ -23,7 +23,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from report import machine, measure, write_section  # noqa: E402
+from measure import machine, measure, write_section  # noqa: E402
 
 from lab.losses import build_loss  # noqa: E402
 from lab.models import build_model, num_parameters  # noqa: E402

@@ -25,9 +25,13 @@ HELP = {
     "m": "images per class in a batch", "lr": "backbone learning rate", "lr_head": "head learning rate; None = lr",
     "lr_loss": "learning rate of the loss's own parameters; None = lr_head", "epochs": "run length in epochs (0: use --steps)",
     "milestones": "multistep milestones (epochs if --epochs > 0, else steps)", "xbm_size": "cross-batch memory size (0: off)",
-    "chunk_size": "staged backprop: images per re-forward chunk", "amp": "mixed precision",
+    "stage_size": "staged backprop: images per re-forward stage (formerly --chunk-size)", "amp": "mixed precision",
     "out": "output folder (config.yaml, metrics.jsonl, checkpoint.pt)", "eval_every": "steps between evaluations (0: never)",
 }
+
+
+# Extra spellings of a flag: torchrun itself reads --m; --chunk-size is stage_size's old name.
+ALIASES = {"m": ["--per-class"], "stage_size": ["--chunk-size"]}
 
 
 def _optional(kind: type):
@@ -59,7 +63,7 @@ def add_config_flags(parser: argparse.ArgumentParser) -> None:
     defaults = TrainConfig()
     group = parser.add_argument_group("config (each overrides --config)")
     for f in dataclasses.fields(TrainConfig):
-        flags = [f"--{f.name.replace('_', '-')}"] + (["--per-class"] if f.name == "m" else [])  # torchrun reads --m
+        flags = [f"--{f.name.replace('_', '-')}"] + ALIASES.get(f.name, [])
         kind, default = field_type(f.name), getattr(defaults, f.name)
         help_text = f"{HELP.get(f.name, f.name.replace('_', ' '))} (default: {default!r})"
         kw: dict[str, Any] = dict(dest=f.name, default=None, help=help_text)
@@ -121,28 +125,22 @@ def train(args: argparse.Namespace) -> None:
 
 
 def evaluate(args: argparse.Namespace) -> None:
-    from .data import build_dataset, build_transforms
-    from .models import build_model
-    from .train import TrainConfig, class_subset, embed_dataset, evaluate_embeddings, export_embeddings, load_checkpoint
+    from .train import TrainConfig, export_embeddings, load_checkpoint
     from .train.checkpoint import check_format
-    from .train.loading import transform_kind
-    from .train.optim import amp_dtype, select_device
+    from .train.evaluation import evaluate_split
+    from .train.loading import build_split, model_for
+    from .train.optim import select_device
 
     state = check_format(load_checkpoint(args.checkpoint), args.checkpoint)
     cfg = TrainConfig.from_dict(state["config"])
-    transform = build_transforms(transform_kind(cfg), train=False, image_size=cfg.image_size)
-    dataset = build_dataset(cfg.dataset, split=args.split, root=args.data_root or cfg.data_root, transform=transform,
-                            **cfg.dataset_kwargs)
+    dataset = build_split(cfg, args.split, data_root=args.data_root)
     device = select_device(args.device)
-    model = build_model(cfg.model, cfg.embed_dim, int(dataset[0][0].shape[0]), False, cfg.pooling, cfg.layer_norm,
-                        cfg.freeze_bn)
+    model = model_for(cfg, int(dataset[0][0].shape[0]), pretrained=False)  # the checkpoint's weights replace any
     model.load_state_dict(state["model"])
     model.to(device)
-    indices = class_subset(dataset.labels, args.max_items, cfg.seed)
-    emb, labels = embed_dataset(model, dataset, device, cfg.eval_batch_size, amp_dtype(cfg.amp), indices, True)
-    metrics = {"checkpoint": str(args.checkpoint), "step": state["step"], "split": args.split,
-               **evaluate_embeddings(emb, labels, args.backend or cfg.eval_backend,
-                                    getattr(dataset, "level_names", None), device, ks=args.ks)}
+    result, emb, labels = evaluate_split(model, dataset, device, cfg, max_items=args.max_items, ks=args.ks,
+                                         backend=args.backend, progress=True)
+    metrics = {"checkpoint": str(args.checkpoint), "step": state["step"], "split": args.split, **result}
     if args.export:
         metrics["exported"] = str(export_embeddings(args.export, emb, labels, getattr(dataset, "level_names", None)))
     print(json.dumps(metrics, indent=2))

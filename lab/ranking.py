@@ -1,94 +1,11 @@
-"""Step functions and their smooth surrogates (ROADMAP Eq. 3-4, SupRank Eq. 3-5).
+"""Step functions and their smooth surrogates (ROADMAP Eq. 3-4, SupRank Eq. 3-5): the public face
+of :mod:`lab.core.steps`, where they are defined.
 
-Every rank loss in the lab counts, for a positive k of a query, how many items j score
-above it: ``rank(k) = 1 + sum_j H(s_j - s_k)``. The functions below are the choices of H.
-They take ``t = s_j - s_k`` (any shape) and return a tensor of the same shape.
+Every rank loss in the lab counts, for a positive k of a query, how many items j score above
+it: ``rank(k) = 1 + sum_j H(s_j - s_k)``. The functions below are the choices of H.
 """
-from __future__ import annotations
+from .core.checks import check_positive
+from .core.steps import STEPS, check_h_minus, default_delta, h_minus, heaviside, histogram_ap, sigmoid, soft_histogram
 
-import math
-
-import torch
-from torch import Tensor
-
-
-def check_positive(name: str, value: float) -> None:
-    if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
-        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
-
-
-def check_h_minus(tau: float, rho: float, delta: float) -> None:
-    """Validate the hyper-parameters of H^-: tau > 0, rho >= 0, delta >= 0."""
-    check_positive("tau", tau)
-    for name, value in (("rho", rho), ("delta", delta)):
-        if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
-            raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
-
-
-def heaviside(t: Tensor) -> Tensor:
-    """Exact step H(t) = 1 if t >= 0 else 0 (ROADMAP Eq. 3). No gradient.
-
-    H(0) = 1: a tie counts as ranked above, so ranks are pessimistic and the resulting
-    AP equals scikit-learn's ``average_precision_score`` even with tied scores.
-    """
-    return (t >= 0).to(t.dtype if t.is_floating_point() else torch.float32)
-
-
-def sigmoid(t: Tensor, tau: float = 0.01) -> Tensor:
-    """Temperature sigmoid sigma(t / tau), SmoothAP's surrogate of H (Brown et al.)."""
-    check_positive("tau", tau)
-    return torch.sigmoid(t / tau)
-
-
-def default_delta(tau: float = 0.01, eps: float = 1e-2) -> float:
-    """delta = tau * ln((1 - eps) / eps): where sigma(t/tau)'s slope falls below eps/tau.
-
-    ROADMAP supp. A.3 (Fig. 11): tau = 0.01, eps = 0.01 gives delta ~= 0.046, rounded to 0.05.
-    """
-    check_positive("tau", tau)
-    if not 0 < eps < 0.5:
-        raise ValueError(f"eps must be in (0, 0.5), got {eps!r}")
-    return tau * math.log((1 - eps) / eps)
-
-
-def h_minus(t: Tensor, tau: float = 0.01, rho: float = 100.0, delta: float = 0.05) -> Tensor:
-    """SupRank's H^- (ROADMAP Eq. 4, SupRank Eq. 4), the surrogate used for rank^-.
-
-    sigma(t/tau) for t < 0; sigma(t/tau) + 0.5 on [0, delta]; rho * (t - delta) +
-    sigma(delta/tau) + 0.5 beyond delta. It is >= heaviside(t) everywhere (so Sup-AP
-    upper-bounds the AP loss) and keeps slope rho where the sigmoid saturates, so a
-    negative ranked far above a positive still receives gradient.
-    """
-    check_h_minus(tau, rho, delta)
-    sig = torch.sigmoid(t / tau)
-    sig_delta = 1.0 / (1.0 + math.exp(-delta / tau))
-    # clamp_min keeps the unused linear branch from contributing gradient where t <= delta.
-    linear = rho * (t - delta).clamp_min(0) + sig_delta + 0.5
-    return torch.where(t < 0, sig, torch.where(t <= delta, sig + 0.5, linear))
-
-
-def soft_histogram(values: Tensor, centres: Tensor, width: float, weights: Tensor) -> Tensor:
-    """Weighted soft bin counts with the triangular kernel max(0, 1 - |v - c| / width).
-
-    values, weights: (Q, N); centres: (L,). Returns (Q, L). With width = the spacing of the
-    centres every value in range splits a total weight of 1 between its two nearest bins
-    (FastAP supp. Eq. 22-23, Revaud et al. supp. Eq. 7).
-    """
-    kernel = (1 - (values[..., None] - centres).abs() / width).clamp_min(0)  # (Q, N, L)
-    return torch.einsum("qnl,qn->ql", kernel, weights.to(kernel.dtype))
-
-
-def histogram_ap(values: Tensor, centres: Tensor, width: float, pos: Tensor, valid: Tensor) -> Tensor:
-    """AP from soft histograms, bins ordered best-first: (1/N+) sum_l H+_l h+_l / H_l -> (Q,).
-
-    h+/h: soft counts of positives / of all valid items per bin; H+/H their cumulative sums
-    (FastAP Eq. 14; Revaud's AP_Q, Eq. 1-3 of the supplementary, is the same expression).
-    """
-    h_pos = soft_histogram(values, centres, width, pos)
-    h_all = soft_histogram(values, centres, width, valid)
-    # An empty prefix has H = H+ = h+ = 0: the term is 0, and clamp keeps its gradient finite.
-    terms = h_pos.cumsum(-1) * h_pos / h_all.cumsum(-1).clamp_min(1e-12)
-    return terms.sum(-1) / pos.sum(-1).clamp_min(1).to(terms.dtype)
-
-
-STEPS = {"heaviside": heaviside, "sigmoid": sigmoid, "h_minus": h_minus}
+__all__ = ["heaviside", "sigmoid", "h_minus", "default_delta", "soft_histogram", "histogram_ap", "check_h_minus",
+           "check_positive", "STEPS"]

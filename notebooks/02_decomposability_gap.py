@@ -44,11 +44,12 @@
 import torch
 
 from lab.metrics import calibration_counts, dg_upper_bound, dg_upper_bound_calibrated, juxtaposed_batches, query_gap
-from lab.viz import fast_mode
+from lab.core.env import fast_mode
 from lab.viz.controls import explore
-from lab.viz.decomposability import bound_is_tighter, fig1b_toy, gap_summary, plot_calibration_bounds, plot_fig1b, plot_juxtaposed, toy_batches
+from lab.viz.decomposability_toys import bound_is_tighter, fig1b_toy, gap_summary, plot_calibration_bounds, plot_fig1b, plot_juxtaposed, toy_batches
 from lab.viz.registry import INTERACTIVE
-from lab.viz.training import batch_size_study, plot_batch_size_study, relative_gain
+from lab.experiments.runs import batch_size_study
+from lab.viz.comparisons import plot_batch_size_study, relative_gain
 
 print("fast mode:", fast_mode())
 

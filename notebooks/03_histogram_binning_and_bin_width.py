@@ -44,12 +44,13 @@
 import torch
 
 from lab.losses.functional import fast_ap
-from lab.viz import fast_mode
+from lab.core.env import fast_mode
 from lab.viz.binning import (apq_vs_ap, bin_tradeoff, bins, histogram_summary, margin_list, plot_apq_scatter,
                              plot_bin_tradeoff, plot_soft_binning, soft_assignment)
 from lab.viz.controls import explore
 from lab.viz.registry import INTERACTIVE
-from lab.viz.training import bins_study, plot_bins_study
+from lab.experiments.runs import bins_study
+from lab.viz.comparisons import plot_bins_study
 
 print("fast mode:", fast_mode())
 

@@ -39,7 +39,7 @@
 #
 # $$\text{mAP@}R = \frac{1}{M}\sum_{i=1}^M \frac{1}{R_i}\sum_{r=1}^{R_i} P(r)\,\mathbb{1}[\text{item } r \text{ is positive}],\quad R_i = |\mathcal{P}_i| \tag{11}$$
 #
-# Training uses `lab.train.Trainer` through `lab.viz.training` (cached per kernel). In fast mode
+# Training uses `lab.train.Trainer` through `lab.experiments` (cached per kernel). In fast mode
 # (`LAB_FAST=1`, set by the tests) each run is 3 steps on 24 classes — the numbers and pictures are
 # those of almost untrained models; without it each run is 300 steps of 128 images on all 1,844
 # training classes (a few minutes per loss on a 2-core CPU), evaluated on ~2,000 test images.
@@ -47,12 +47,12 @@
 # %%
 from IPython.display import Markdown
 
-from lab.viz import fast_mode
+from lab.core.env import fast_mode
 from lab.viz.controls import explore
 from lab.viz.retrieval import (RETRIEVAL_SLIDERS, chance_neighbours, class_tsne, plot_embedding_2d, plot_retrieval,
                                project_2d, retrieval_browser, retrieve, same_group_neighbours)
-from lab.viz.training import (ABLATION, RETRIEVAL, loss_comparison, metrics_table, plot_loss_comparison, run_settings,
-                              trained_model, untrained_metrics)
+from lab.experiments.runs import ABLATION, RETRIEVAL, loss_comparison, run_settings, trained_model, untrained_metrics
+from lab.viz.comparisons import metrics_table, plot_loss_comparison
 
 print("fast mode:", fast_mode(), "| run settings:", {k: v for k, v in run_settings().items() if k in ("steps", "batch_size", "dataset_kwargs", "seed")})
 

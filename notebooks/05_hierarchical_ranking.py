@@ -44,7 +44,7 @@
 # $$\mathcal{L}_{\text{HAPPIER}} = (1 - \lambda)\, \mathcal{L}_{\text{Sup-}\mathcal{H}\text{-AP}} + \lambda\, \mathcal{L}_{\text{DG}}^* \tag{22}$$
 #
 # The numbers come from `lab.metrics.graded_ranks` and `lab.metrics.h_ap`; training from
-# `lab.viz.hierarchical_training`.
+# `lab.experiments.hierarchical`.
 
 # %%
 import torch
@@ -52,13 +52,14 @@ import torch
 from lab.metrics import average_precision, h_ap
 from IPython.display import Markdown
 
-from lab.viz import fast_mode
+from lab.core.env import fast_mode
 from lab.viz.controls import explore
 from lab.viz.hierarchical import LADA_RANKINGS, LEVEL_NAMES, hierarchical_pr, lada_example, lada_relevance, plot_lada
-from lab.viz.hierarchical_training import (LEVEL_METRICS, class_mean_map, hierarchical_model, hierarchical_overrides,
-                                          hierarchical_study, plot_class_mean_maps, plot_level_metrics)
+from lab.experiments.hierarchical import LEVEL_METRICS, hierarchical_model, hierarchical_overrides, hierarchical_study
+from lab.experiments.runs import run_settings
+from lab.viz.comparisons import metrics_table, plot_level_metrics
+from lab.viz.retrieval import class_mean_map, plot_class_mean_maps
 from lab.viz.registry import INTERACTIVE
-from lab.viz.training import metrics_table, run_settings
 
 # %% [markdown]
 # ## 1. Relevance of each level
@@ -219,8 +220,8 @@ plot_class_mean_maps(maps, trainer.test_set.coarse_names)
 #    then check with `lada_example()`.
 # 2. Move the bus of rank 3 to rank 1 in the top row (edit a copy of `LADA_RANKINGS`): what
 #    are AP and H-AP now? Which single swap of two adjacent items increases H-AP the most?
-# 3. With Eq. 20's normalisation by $|\Omega^{(l)}|$ (`lab.losses.relevance.hap_relevance`),
+# 3. With Eq. 20's normalisation by $|\Omega^{(l)}|$ (`lab.core.relevance.hap_relevance`),
 #    recompute H-AP of both rows. Why do the authors divide by the level sizes in training?
 # 4. Train HAPPIER$_F$: `train_and_evaluate("happier", {"alpha": 5.0}, **hierarchical_overrides())`
-#    (`train_and_evaluate` is in `lab.viz.training`).
+#    (`train_and_evaluate` is in `lab.experiments.runs`).
 #    Does a larger $\alpha$ move AP@glyph and AP@script the way SupRank Fig. 8a and Tab. IX say?

@@ -36,12 +36,13 @@
 # instead of $\text{rank}^+ + \text{rank}^-_s$ (SupRank Eq. 3-5).
 
 # %%
-from lab.viz import fast_mode
+from lab.core.env import fast_mode
 from lab.viz.controls import explore
 from lab.viz.gradient_flow import RECALL_KS, TOY_SCORES, plot_gradient_flow, recall_loss, toy_gradients
 from lab.viz.recall import RECALL_LIST, plot_recall_at_k, plot_recall_surrogate, recall_curves, surrogate_step
 from lab.viz.registry import INTERACTIVE
-from lab.viz.training import plot_recall_study, recall_study
+from lab.experiments.runs import recall_study
+from lab.viz.comparisons import plot_recall_study
 
 print("fast mode:", fast_mode())
 

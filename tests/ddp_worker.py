@@ -30,7 +30,7 @@ def one_step(**changes) -> dict:
 
 if __name__ == "__main__":
     out = Path(sys.argv[1])
-    results = {"plain": one_step(), "staged": one_step(chunk_size=3)}
+    results = {"plain": one_step(), "staged": one_step(stage_size=3)}
     name = f"rank{os.environ['RANK']}.pt" if "RANK" in os.environ else "single.pt"
     torch.save(results, out / name)
     if torch.distributed.is_initialized():

@@ -9,10 +9,10 @@ from hypothesis import strategies as st
 
 import lab.losses as L
 import lab.losses.functional as LF
-from lab.losses.relevance import build_relevance, hap_relevance, ndcg_relevance, shared_levels, wap_relevance
+from lab.core.relevance import build_relevance, hap_relevance, ndcg_relevance, shared_levels, wap_relevance
 from lab.metrics import asi, average_precision, graded_ranks, h_ap, ndcg, retrieval_metrics
-from tests.reference_graded import (asi_loop, assert_same_values_and_grads, h_ap_loop, hap_relevance_loop,
-                                    level_loop, ndcg_loop, sup_hap_loop, sup_ndcg_loop, wap_relevance_loop)
+from tests.reference_graded import (asi_loop, assert_same_values_and_grads, h_ap_loop, hap_relevance_loop, level_loop,
+                                    ndcg_loop, sup_hap_loop, sup_ndcg_loop, wap_relevance_loop)
 from tests.test_losses_inputs import LargestTensor
 
 # Appendix B, Fig. 13-14: a "Lada #2" query; relevances 1 (Lada #2), 2/3 (another Lada), 1/3 (a car),

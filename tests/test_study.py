@@ -10,12 +10,12 @@ import pytest
 from matplotlib.figure import Figure
 
 from lab.cli import main
-from lab.studies import runner, spec as study_spec
+from lab.studies import figures as plots
+from lab.studies import runner
+from lab.studies import spec as study_spec
 from lab.studies.claims import analyse_methods, trend_verdict
-from lab.studies.report import render
-from lab.studies.stats import (compare, fmt, mean_std, paired, paired_ttest, relative_decrease, relative_gain,
-                               verdict)
-from lab.viz import study as plots
+from lab.studies.results_page import render
+from lab.studies.stats import compare, fmt, mean_std, paired, paired_ttest, relative_decrease, relative_gain, verdict
 
 
 # ----------------------------------------------------------------------------- end to end (real training)
@@ -150,7 +150,8 @@ def test_mean_std_is_the_sample_std():
 
 
 def test_paired_ttest_matches_the_formula_and_scipy():
-    from scipy.stats import t as student, ttest_rel
+    from scipy.stats import t as student
+    from scipy.stats import ttest_rel
 
     a, b = [0.64, 0.65, 0.63, 0.66, 0.645], [0.62, 0.64, 0.62, 0.63, 0.64]
     d = [x - y for x, y in zip(a, b)]

@@ -21,10 +21,10 @@ def gradients_after_one_step(model_fn, loss_name="roadmap", **changes):
 
 
 @pytest.mark.parametrize("loss_name", ["roadmap", "fast_ap"])
-@pytest.mark.parametrize("chunk_size", [5, 8])
-def test_staged_gradients_equal_full_batch(chunk_size, loss_name):
+@pytest.mark.parametrize("stage_size", [5, 8])
+def test_staged_gradients_equal_full_batch(stage_size, loss_name):
     full, _ = gradients_after_one_step(small_model, loss_name)
-    staged, _ = gradients_after_one_step(small_model, loss_name, chunk_size=chunk_size)
+    staged, _ = gradients_after_one_step(small_model, loss_name, stage_size=stage_size)
     assert full.keys() == staged.keys() and len(full) > 0
     for name in full:
         torch.testing.assert_close(staged[name], full[name], rtol=1e-4, atol=1e-6, msg=name)
@@ -32,7 +32,7 @@ def test_staged_gradients_equal_full_batch(chunk_size, loss_name):
 
 def test_staged_with_memory_loss_equals_full_batch():
     full, a = gradients_after_one_step(small_model, xbm_size=40)
-    staged, b = gradients_after_one_step(small_model, xbm_size=40, chunk_size=4)
+    staged, b = gradients_after_one_step(small_model, xbm_size=40, stage_size=4)
     for name in full:
         torch.testing.assert_close(staged[name], full[name], rtol=1e-4, atol=1e-6, msg=name)
     assert int(a.memory.filled) == int(b.memory.filled) == 16
@@ -42,7 +42,7 @@ def test_staged_replays_dropout_exactly():
     """Stage 3 must re-draw stage 1's dropout masks. Reference: the same chunked forward WITH
     graph, from the same RNG state, and one ordinary backward."""
     train, test = tiny_splits()
-    trainer = Trainer(tiny_config(chunk_size=6, lr=0.0), train_set=train, test_set=test, model=DropoutMLP(),
+    trainer = Trainer(tiny_config(stage_size=6, lr=0.0), train_set=train, test_set=test, model=DropoutMLP(),
                       loss=build_loss("roadmap"))
     start = rng_state()
     images, labels, _ = trainer.stream.next()
@@ -60,6 +60,19 @@ def test_staged_replays_dropout_exactly():
 
 
 def test_staged_updates_batchnorm_statistics_once_per_chunk():
-    _, trainer = gradients_after_one_step(lambda: small_model(freeze_bn=False), chunk_size=8)
+    _, trainer = gradients_after_one_step(lambda: small_model(freeze_bn=False), stage_size=8)
     counts = {int(m.num_batches_tracked) for m in trainer.model.batch_norms()}
     assert counts == {2}  # two chunks re-forwarded once each; the no-graph pass left no trace
+
+
+def test_the_old_name_chunk_size_still_sets_stage_size():
+    # stage_size was called chunk_size, a name the losses and metrics use for queries per chunk.
+    from lab.cli import build_parser, config_from_args
+    from lab.train import TrainConfig
+
+    with pytest.warns(DeprecationWarning, match="stage_size"):
+        assert TrainConfig(stage_size=None, chunk_size=6).stage_size == 6
+    assert TrainConfig.from_dict({"chunk_size": 5}).stage_size == 5  # old recipes and checkpoints
+    args = build_parser().parse_args(["train", "--chunk-size", "7"])
+    assert config_from_args(args).stage_size == 7
+    assert "chunk_size" not in TrainConfig().to_dict() and TrainConfig().to_dict()["stage_size"] is None

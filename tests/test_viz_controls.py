@@ -6,7 +6,7 @@ import math
 import plotly.graph_objects as go
 import pytest
 
-from lab.viz import fast_mode
+from lab.core.env import fast_mode
 from lab.viz.controls import Slider, explore, make_widget, slider_points
 from lab.viz.registry import INTERACTIVE
 

@@ -12,13 +12,13 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..core.env import fast_mode
 from ..data import DATASETS, EMBEDDED, GlyphDataset
 from ..data.disk import DATA_ENV, SOURCES, find_root
 from ..losses import LOSSES
 from ..models import check_model_name
 from ..models.timm_backbone import EXAMPLES
 from ..train import TrainConfig
-from ..viz import fast_mode
 from ..viz.controls import Slider
 from .hparams import check_hparams, loss_defaults, loss_sliders, needs_num_classes
 

@@ -6,7 +6,6 @@ untransformed PIL image. ``dataset[i]`` is ``(image (C, H, W) float, labels (L,)
 """
 from __future__ import annotations
 
-import numbers
 from typing import Callable, Optional
 
 from PIL import Image
@@ -25,14 +24,6 @@ class DatasetNotFoundError(FileNotFoundError, ValueError):
 def check_split(split: str) -> None:
     if split not in SPLITS:
         raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
-
-
-def check_int(name: str, value, minimum: int = 1) -> int:
-    """``value`` as an int (numpy integers welcome) if it is an integer >= minimum, else ValueError."""
-    # bool is an int subclass: True would silently mean 1.
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    return int(value)
 
 
 class LabeledImages(Dataset):

@@ -15,7 +15,8 @@ import numpy as np
 import torch
 from PIL import Image
 
-from .base import LabeledImages, check_int, check_split
+from ..core.checks import check_int
+from .base import LabeledImages, check_split
 
 SPLIT_BY = ("classes", "images")
 

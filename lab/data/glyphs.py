@@ -27,7 +27,8 @@ from fontTools import unicodedata as ucd
 from fontTools.ttLib import TTFont
 from PIL import Image, ImageFont, features
 
-from .base import LabeledImages, check_int, check_split
+from ..core.checks import check_int
+from .base import LabeledImages, check_split
 
 FONT_DIR = Path(matplotlib.get_data_path()) / "fonts" / "ttf"
 # Left out: LastResortHE (its cmap claims everything, it draws placeholders), cm*10 (TeX

@@ -28,7 +28,7 @@ import numpy as np
 import torch
 from torch.utils.data import Sampler
 
-from .base import check_int
+from ..core.checks import check_int
 
 Labels = Union[torch.Tensor, np.ndarray, Sequence[int], Sequence[Sequence[int]]]
 

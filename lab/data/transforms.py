@@ -23,7 +23,7 @@ from typing import Callable, Optional
 
 from torchvision import transforms as T
 
-from .base import check_int
+from ..core.checks import check_int
 
 KINDS = ("paper", "small")
 IMAGENET_MEAN = (0.485, 0.456, 0.406)

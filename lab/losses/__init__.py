@@ -1,19 +1,22 @@
 """Rank losses, embedding level: ``loss = LossClass(**hparams)(embeddings, labels)``.
 
-The score-level forms live in :mod:`lab.losses.functional`.
+The score-level forms live in :mod:`lab.losses.functional`. One loss per file; the three other
+files are shared machinery: ``base`` (the ``nn.Module`` bases and the reduction over queries),
+``engine`` (the chunked (query, positive, item) blocks) and ``functional`` (the score-level names).
+Input checks, step surrogates and graded relevance come from :mod:`lab.core`.
 """
 from __future__ import annotations
 
 from typing import Optional
 
+from ..core.relevance import build_relevance
 from . import functional
-from .base import RankLoss
+from .base import HierarchicalRankLoss, RankLoss
 from .blackbox_ap import BlackBoxAP
 from .calibration import CalibrationLoss
 from .fast_ap import FastAP
 from .proxy import ProxyDecompositionLoss
 from .recall import SmoothRecall, SupRecall
-from .relevance import HierarchicalRankLoss, build_relevance
 from .roadmap import ROADMAP
 from .rod import HAPPIER, RODNDCG, ROADMAPProxy, RODLoss
 from .rod_recall import RODRecall

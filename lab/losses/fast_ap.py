@@ -6,8 +6,10 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from ..ranking import histogram_ap
-from .base import MAX_BLOCK_ELEMENTS, RankLoss, check_chunk_size, check_reduction, check_scores, map_query_chunks, reduce
+from ..core.checks import check_chunk_size, check_reduction, check_scores
+from ..core.steps import histogram_ap
+from .base import RankLoss, reduce
+from .engine import MAX_BLOCK_ELEMENTS, map_query_chunks
 
 
 def check_num_bins(num_bins: int) -> None:

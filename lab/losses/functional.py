@@ -3,7 +3,7 @@
 scores (Q, N) similarities, higher = closer; targets (Q, N) bool; mask (Q, N) bool, False =
 ignored. "mean" averages over queries with at least one positive; "none" gives (Q,).
 The graded (hierarchical) losses ``sup_hap`` and ``sup_ndcg`` take ``relevance`` (Q, N) float
->= 0 (0 = negative; see :func:`lab.losses.relevance.build_relevance`) in place of ``targets``.
+>= 0 (0 = negative; see :func:`lab.core.relevance.build_relevance`) in place of ``targets``.
 """
 from .blackbox_ap import blackbox_ap
 from .calibration import calibration

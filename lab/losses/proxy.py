@@ -15,8 +15,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..ranking import check_positive
-from .base import RankLoss, check_embeddings, check_labels, check_reduction, fine
+from ..core.checks import check_embeddings, check_labels, check_positive, check_reduction, fine
+from .base import RankLoss
 
 
 def check_count(name: str, value: int) -> None:

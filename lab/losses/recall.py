@@ -12,19 +12,13 @@ from typing import Callable, Optional, Sequence
 import torch
 from torch import Tensor
 
-from ..ranking import check_h_minus, check_positive, sigmoid
-from .base import Block, RankLoss, check_reduction, check_scores, per_query, reduce, sum_items
+from ..core.checks import check_ks, check_positive, check_reduction, check_scores
+from ..core.steps import check_h_minus, sigmoid
+from .base import RankLoss, reduce
+from .engine import Block, per_query, sum_items
 from .sup_ap import sup_ranks
 
 DEFAULT_KS = (1, 2, 4, 8, 16)
-
-
-def check_ks(ks: Sequence[int]) -> tuple[int, ...]:
-    """``ks`` as a tuple of positive integers; a clear error for an empty or invalid list."""
-    values = (ks,) if isinstance(ks, int) else tuple(ks) if isinstance(ks, (list, tuple)) else None
-    if not values or any(not isinstance(k, int) or isinstance(k, bool) or k < 1 for k in values):
-        raise ValueError(f"ks must be a non-empty list of positive integers, got {ks!r}")
-    return values
 
 
 def recall_loss_from_ranks(ranks: Tensor, b: Block, ks: tuple[int, ...], tau_star: float) -> Tensor:

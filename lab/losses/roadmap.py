@@ -5,8 +5,8 @@ from typing import Optional
 
 from torch import Tensor
 
-from .base import RankLoss, check_reduction, check_scores, check_unit_interval, reduce
-from .calibration import calibration
+from .base import RankLoss
+from .rod import rod_calibrated
 from .sup_ap import sup_ap
 
 
@@ -25,13 +25,8 @@ def roadmap(
     chunk_size: Optional[int] = None,
 ) -> Tensor:
     """L_ROADMAP = (1 - lam) * L_SupAP + lam * L_calibr. (ROADMAP Eq. 2). scores etc. (Q, N)."""
-    scores, targets, mask = check_scores(scores, targets, mask)
-    check_reduction(reduction)
-    check_unit_interval("lam", lam)
-    rank_term = sup_ap(scores, targets, mask=mask, reduction="none", tau=tau, rho=rho, delta=delta,
-                       chunk_size=chunk_size)
-    calib_term = calibration(scores, targets, mask=mask, reduction="none", alpha=alpha, beta=beta)
-    return reduce((1 - lam) * rank_term + lam * calib_term, (targets & mask).any(1), reduction)
+    return rod_calibrated(sup_ap, scores, targets, mask=mask, reduction=reduction, lam=lam, alpha=alpha, beta=beta,
+                          tau=tau, rho=rho, delta=delta, chunk_size=chunk_size)
 
 
 class ROADMAP(RankLoss):

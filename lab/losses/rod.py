@@ -7,15 +7,35 @@ configuration weighs 0.9 / 0.1): HAPPIER (Eq. 22), ROD-NDCG (Eq. 25), ROADMAP wi
 """
 from __future__ import annotations
 
-from typing import Optional
+from typing import Callable, Optional
 
 from torch import Tensor, nn
 
-from .base import RankLoss, check_unit_interval
+from ..core.checks import check_reduction, check_scores, check_unit_interval
+from .base import RankLoss, reduce
+from .calibration import calibration
 from .proxy import ProxyDecompositionLoss
 from .sup_ap import SupAP
 from .sup_hap import SupHAP
 from .sup_ndcg import SupNDCG
+
+
+def rod_mix(rank: Tensor, decomposability: Tensor, lam: float) -> Tensor:
+    """(1 - lam) * rank + lam * decomposability: SupRank Eq. 2 (ROADMAP Eq. 2, ROD-R@k Eq. 17,
+    HAPPIER Eq. 22, ROD-NDCG Eq. 25 are instances). Same shapes in, same shape out."""
+    return (1 - lam) * rank + lam * decomposability
+
+
+def rod_calibrated(rank_loss: Callable[..., Tensor], scores: Tensor, targets: Tensor, *, mask: Optional[Tensor],
+                   reduction: str, lam: float, alpha: float, beta: float, **rank_kwargs) -> Tensor:
+    """Score level: ``rod_mix`` of ``rank_loss`` and the calibration loss L_DG (ROADMAP Eq. 7), query by
+    query, then reduced. scores, targets, mask (Q, N); ``rank_kwargs`` go to ``rank_loss``."""
+    scores, targets, mask = check_scores(scores, targets, mask)
+    check_reduction(reduction)
+    check_unit_interval("lam", lam)
+    rank_term = rank_loss(scores, targets, mask=mask, reduction="none", **rank_kwargs)
+    calib_term = calibration(scores, targets, mask=mask, reduction="none", alpha=alpha, beta=beta)
+    return reduce(rod_mix(rank_term, calib_term, lam), (targets & mask).any(1), reduction)
 
 
 class RODLoss(RankLoss):
@@ -46,7 +66,7 @@ class RODLoss(RankLoss):
         if rank.shape != decomposability.shape:
             raise ValueError(f"rank_loss gives shape {tuple(rank.shape)} but decomposability_loss gives "
                              f"{tuple(decomposability.shape)}: build both with the same reduction")
-        return (1 - self.lam) * rank + self.lam * decomposability
+        return rod_mix(rank, decomposability, self.lam)
 
 
 class _ProxyROD(RODLoss):

@@ -5,9 +5,10 @@ from typing import Optional, Sequence
 
 from torch import Tensor
 
-from .base import RankLoss, check_reduction, check_scores, check_unit_interval, reduce
-from .calibration import calibration
-from .recall import DEFAULT_KS, check_ks, sup_recall
+from ..core.checks import check_ks
+from .base import RankLoss
+from .recall import DEFAULT_KS, sup_recall
+from .rod import rod_calibrated
 
 
 def rod_recall(
@@ -31,13 +32,8 @@ def rod_recall(
     With the proxy decomposability loss L_DG* instead (Tab. II), use
     ``RODLoss(SupRecall(), ProxyDecompositionLoss(num_classes, embed_dim), lam=0.1)``.
     """
-    scores, targets, mask = check_scores(scores, targets, mask)
-    check_reduction(reduction)
-    check_unit_interval("lam", lam)
-    rank_term = sup_recall(scores, targets, mask=mask, reduction="none", tau=tau, rho=rho, delta=delta,
-                           tau_star=tau_star, ks=ks, chunk_size=chunk_size)
-    calib_term = calibration(scores, targets, mask=mask, reduction="none", alpha=alpha, beta=beta)
-    return reduce((1 - lam) * rank_term + lam * calib_term, (targets & mask).any(1), reduction)
+    return rod_calibrated(sup_recall, scores, targets, mask=mask, reduction=reduction, lam=lam, alpha=alpha, beta=beta,
+                          tau=tau, rho=rho, delta=delta, tau_star=tau_star, ks=ks, chunk_size=chunk_size)
 
 
 class RODRecall(RankLoss):

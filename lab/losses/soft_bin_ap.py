@@ -6,7 +6,8 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from .base import RankLoss, check_reduction, check_scores
+from ..core.checks import check_reduction, check_scores
+from .base import RankLoss
 from .fast_ap import binned_ap_loss, check_num_bins
 
 

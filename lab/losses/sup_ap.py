@@ -6,9 +6,10 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from ..ranking import check_h_minus, h_minus, heaviside
-from .base import (Block, RankLoss, check_reduction, check_scores, mean_over_positives,
-                   per_query, reduce, sum_items)
+from ..core.checks import check_reduction, check_scores
+from ..core.steps import check_h_minus, h_minus, heaviside
+from .base import RankLoss, reduce
+from .engine import Block, mean_over_positives, per_query, sum_items
 
 
 def sup_ranks(b: Block, tau: float, rho: float, delta: float) -> tuple[Tensor, Tensor]:

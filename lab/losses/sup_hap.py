@@ -6,10 +6,12 @@ from typing import Optional, Sequence
 import torch
 from torch import Tensor
 
-from ..ranking import check_h_minus, h_minus
-from .base import Block, check_reduction, per_query, reduce
-from .graded_ranks import exact_graded_ranks
-from .relevance import HierarchicalRankLoss, check_relevance, check_relevance_kind
+from ..core.checks import check_reduction
+from ..core.graded_ranks import exact_graded_ranks
+from ..core.relevance import check_relevance, check_relevance_kind
+from ..core.steps import check_h_minus, h_minus
+from .base import HierarchicalRankLoss, reduce
+from .engine import Block, per_query
 
 
 def graded_sup_ranks(b: Block, tau: float, rho: float, delta: float) -> tuple[Tensor, Tensor, Tensor]:

@@ -6,8 +6,9 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from .base import Block, per_query, reduce
-from .relevance import HierarchicalRankLoss, ideal_dcg
+from ..core.relevance import ideal_dcg
+from .base import HierarchicalRankLoss, reduce
+from .engine import Block, per_query
 from .sup_hap import check_graded_loss, graded_sup_ranks
 
 

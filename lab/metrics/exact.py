@@ -13,7 +13,7 @@ from typing import NamedTuple, Optional, Sequence, Union
 import torch
 from torch import Tensor
 
-from ..losses.base import check_scores
+from ..core.checks import check_ks, check_scores
 
 
 class Sorted(NamedTuple):
@@ -101,15 +101,8 @@ def map_at_r(scores: Tensor, targets: Tensor, mask: Optional[Tensor] = None) -> 
     return _undefined(r.num_pos, map_at_r_from_ranks(r), "mAP@R")
 
 
-def check_ks(k: Union[int, Sequence[int]]) -> list[int]:
-    ks = [k] if isinstance(k, int) else list(k)
-    if not ks or any(not isinstance(v, int) or isinstance(v, bool) or v < 1 for v in ks):
-        raise ValueError(f"k must be a positive integer or a non-empty list of them, got {k!r}")
-    return ks
-
-
 def _top_k_counts(scores: Tensor, targets: Tensor, mask: Optional[Tensor], k: Union[int, Sequence[int]]):
-    ks = check_ks(k)
+    ks = list(check_ks(k, name="k"))
     r = sorted_ranks(scores, targets, mask)
     kk = torch.tensor(ks, device=r.rank.device, dtype=r.rank.dtype)
     return hits_from_ranks(r, ks), kk, r.num_pos, isinstance(k, int)

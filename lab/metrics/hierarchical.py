@@ -1,6 +1,6 @@
 """Graded (hierarchical) retrieval metrics at score level: (scores, relevance, mask) -> (Q,).
 
-relevance (Q, N) >= 0, 0 = negative (see :func:`lab.losses.relevance.build_relevance`).
+relevance (Q, N) >= 0, 0 = negative (see :func:`lab.core.relevance.build_relevance`).
 Ties are pessimistic as in :mod:`lab.metrics.exact`: rank(k) = 1 + #{j != k : s_j >= s_k}.
 Memory O(Q * N) per distinct relevance value of a query (a few for hierarchical labels).
 A query without positive gets NaN and a warning.
@@ -12,8 +12,8 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from ..losses.graded_ranks import GradedRanks, exact_graded_ranks, relevance_steps
-from ..losses.relevance import check_relevance, ideal_dcg
+from ..core.graded_ranks import GradedRanks, exact_graded_ranks, relevance_steps
+from ..core.relevance import check_relevance, ideal_dcg
 from .exact import _undefined
 
 

@@ -8,13 +8,15 @@ import torch.nn.functional as F
 from torch import Tensor
 from tqdm.auto import tqdm
 
-from ..losses.base import check_embeddings, check_labels, fine
-from ..losses.relevance import check_alpha, hap_relevance, ndcg_relevance, num_levels, shared_levels
+from ..core.checks import check_chunk_size, check_ks, check_references, fine
+from ..core.graded_ranks import GradedRanks, exact_graded_ranks
+from ..core.relevance import check_alpha, hap_relevance, ndcg_relevance, num_levels, shared_levels
 from .exact import Sorted, ap_from_ranks, hits_from_ranks, map_at_r_from_ranks, ranks_for, sort_scores
-from ..losses.graded_ranks import GradedRanks, exact_graded_ranks
 from .hierarchical import asi, h_ap_from_ranks, ndcg_from_ranks
 
 BACKENDS = ("faiss", "torch")
+EVAL_KS = (1, 2, 4, 8)  # the R@k ROADMAP reports on CUB (and the default here)
+RETRIEVAL_KEYS = (*(f"R@{k}" for k in EVAL_KS), "mAP@R")  # what the lab's tables and figures show by default
 # Score entries held at once: chunk of queries x gallery size (2**24 float32 = 64 MB).
 MAX_CHUNK_ELEMENTS = 2**24
 
@@ -81,7 +83,7 @@ def retrieval_metrics(
     query_labels: Tensor,
     ref_emb: Optional[Tensor] = None,
     ref_labels: Optional[Tensor] = None,
-    ks: Sequence[int] = (1, 2, 4, 8),
+    ks: Sequence[int] = EVAL_KS,
     backend: str = "faiss",
     chunk_size: Optional[int] = None,
     progress: bool = False,
@@ -102,26 +104,11 @@ def retrieval_metrics(
     """
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
-    if not ks or any(not isinstance(k, int) or k < 1 for k in ks):
-        raise ValueError(f"ks must be a non-empty list of positive integers, got {ks!r}")
+    ks = check_ks(ks)
     check_alpha(alpha)
-    check_embeddings("query_emb", query_emb)
-    query_labels = check_labels("query_labels", query_labels, query_emb.shape[0], query_emb.device)
-    if (ref_emb is None) != (ref_labels is None):
-        raise ValueError("ref_emb and ref_labels must be given together (or neither)")
-    self_retrieval = ref_emb is None
-    if self_retrieval:
-        ref_emb, ref_labels = query_emb, query_labels
-    else:
-        check_embeddings("ref_emb", ref_emb)
-        ref_labels = check_labels("ref_labels", ref_labels, ref_emb.shape[0], ref_emb.device)
-        if ref_emb.shape[1] != query_emb.shape[1]:
-            raise ValueError(f"ref_emb has dim {ref_emb.shape[1]}, query_emb has dim {query_emb.shape[1]}")
-        if num_levels(ref_labels) != num_levels(query_labels):
-            raise ValueError(f"query_labels have L={num_levels(query_labels)} levels but ref_labels have "
-                             f"L={num_levels(ref_labels)}")
-    if chunk_size is not None and not (isinstance(chunk_size, int) and chunk_size >= 1):
-        raise ValueError(f"chunk_size must be None or an integer >= 1, got {chunk_size!r}")
+    check_chunk_size(chunk_size)
+    query_labels, ref_emb, ref_labels, self_retrieval = check_references(
+        query_emb, query_labels, ref_emb, ref_labels, names=("query_emb", "query_labels", "ref_emb", "ref_labels"))
 
     device = query_emb.device
     queries = F.normalize(query_emb.detach().float(), dim=1)

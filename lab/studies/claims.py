@@ -10,9 +10,7 @@ from __future__ import annotations
 import math
 from typing import Any, NamedTuple, Sequence
 
-from .stats import compare, fmt, fmt_p, mean_std, paired, relative_decrease, select, summarise
-
-Records = Sequence[dict[str, Any]]
+from .stats import Records, compare, fmt, fmt_p, gains_by, mean_std, paired, relative_decrease, select, summarise
 
 
 class Section(NamedTuple):
@@ -152,8 +150,6 @@ def trend_verdict(values: Sequence[float]) -> str:
 
 
 def analyse_batch_size(records: Records) -> Section:
-    from ..viz.study import gains_by
-
     gains = gains_by(records, "batch_size")
     rows = []
     for b, g in gains.items():

@@ -25,7 +25,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> None:
-    from .report import render
+    from .results_page import render
     from .runner import run_studies
 
     names = list(ORDER) if not args.names or "all" in args.names else list(args.names)

@@ -58,8 +58,11 @@ class RunSpec:
 
 def config_key(config: dict[str, Any]) -> str:
     from ..train import TrainConfig  # the full config, defaults filled in, is what is hashed
+    from ..train.config import RENAMED
 
-    full = TrainConfig.from_dict(config).to_dict()
+    # A renamed field is hashed under its old name: the results in results/ stay findable.
+    old_name = {new: old for old, new in RENAMED.items()}
+    full = {old_name.get(k, k): v for k, v in TrainConfig.from_dict(config).to_dict().items()}
     for name in ("progress", "log_every", "out", "device", "num_workers", "eval_batch_size", "checkpoint_every"):
         full.pop(name, None)  # how a run reports, not what it trains
     return hashlib.sha1(json.dumps(full, sort_keys=True).encode()).hexdigest()[:16]

@@ -9,6 +9,8 @@ from __future__ import annotations
 import math
 from typing import Any, Iterable, NamedTuple, Optional, Sequence
 
+Records = Sequence[dict[str, Any]]  # a study's raw results: one dict per run (results/NAME.json)
+
 SIGNIFICANCE = 0.05  # a claim "reproduces" when the paired test rejects equality at this level
 
 
@@ -122,3 +124,19 @@ def compare(records: Sequence[dict[str, Any]], metric: str, better: dict[str, An
 
 def fmt_p(p: float) -> str:
     return "—" if math.isnan(p) else ("< 0.001" if p < 0.001 else f"{p:.3f}")
+
+
+def gains_by(records: Records, field: str, metric: str = "mAP@R", base: str = "SupAP",
+             new: str = "ROADMAP") -> dict[Any, list[float]]:
+    """{value of ``field``: per-seed relative gains (%) of ``new`` over ``base``}, seeds paired."""
+    out: dict[Any, list[float]] = {}
+    for value in sorted({r["params"][field] for r in records if field in r["params"]}):
+        a, b = paired(records, metric, {"method": new, field: value}, {"method": base, field: value})
+        out[value] = [relative_gain(x, y) for x, y in zip(a, b)]
+    return out
+
+
+def epoch_minutes(record: dict[str, Any]) -> float:
+    """Minutes per epoch of a run: its late-run seconds per step x steps per epoch."""
+    per_step = record.get("seconds_per_step_late", record["seconds_per_step"])
+    return per_step * record["steps_per_epoch"] / 60.0

@@ -9,7 +9,7 @@ import math
 from typing import Any, Sequence
 
 from .claims import Records, Section, comparison_rows, table
-from .stats import fmt, mean_std, select, summarise
+from .stats import epoch_minutes, fmt, mean_std, select, summarise
 
 STABLE_TAU = (0.001, 0.05)  # supp. Fig. 12a: "stable with small values of tau, i.e. in [0.001, 0.05]"
 
@@ -146,8 +146,6 @@ def analyse_bins(records: Records) -> Section:
 
 
 def analyse_memory(records: Records) -> Section:
-    from ..viz.study import epoch_minutes
-
     methods = list(dict.fromkeys(r["method"] for r in records))
     rows = []
     for m in methods:

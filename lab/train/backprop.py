@@ -44,7 +44,7 @@ def plain_backward(net: nn.Module, images: Tensor, labels: Tensor, index: Tensor
 
 
 def staged_backward(model: nn.Module, net: nn.Module, images: Tensor, labels: Tensor, index: Tensor,
-                    loss_fn: LossFn, scaler: torch.amp.GradScaler, autocast: dict, chunk_size: int, dist: DistInfo):
+                    loss_fn: LossFn, scaler: torch.amp.GradScaler, autocast: dict, stage_size: int, dist: DistInfo):
     """Revaud et al. supp. Alg. 1 / FastAP Sec. 4.1: parameter gradients of the full batch
     with the activation memory of one chunk (``model`` unwrapped, ``net`` maybe DDP-wrapped).
 
@@ -54,7 +54,7 @@ def staged_backward(model: nn.Module, net: nn.Module, images: Tensor, labels: Te
     (BN statistics would be per chunk, i.e. ghost batch norm; use freeze_bn) — dropout is
     replayed exactly, the RNG state of stage 1 being restored for stage 3.
     """
-    chunks = images.split(chunk_size)
+    chunks = images.split(stage_size)
     device = images.device
     bn = [m for m in model.modules() if isinstance(m, _BatchNorm) and m.training]
     bn_saved = [{k: v.clone() for k, v in m.state_dict().items()} for m in bn]
@@ -81,7 +81,7 @@ def staged_backward(model: nn.Module, net: nn.Module, images: Tensor, labels: Te
             set_device_rng_state(device, rng_states[k])
             with torch.autocast(**autocast):
                 out = net(chunk).float()
-            start = k * chunk_size
+            start = k * stage_size
             out.backward(grad[start : start + len(chunk)])
     set_device_rng_state(device, after_loss)
     return total, loss_parts, emb.detach(), labels, index

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import dataclasses
 import typing
-from dataclasses import dataclass, field
+import warnings
+from dataclasses import InitVar, dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Union
 
@@ -16,6 +17,7 @@ AMP = ("none", "bf16", "fp16")
 TRANSFORMS = ("small", "paper")
 EVAL_BACKENDS = ("faiss", "torch")
 
+RENAMED = {"chunk_size": "stage_size"}  # old config key -> its name now (recipes, saved checkpoints)
 # Keys that may change between a run and its resumption without changing its trajectory
 # (how long it runs, where it writes, how often it reports, where it runs).
 RESUME_FREE = frozenset({"steps", "epochs", "out", "checkpoint_every", "eval_every", "log_every", "progress",
@@ -68,7 +70,7 @@ class TrainConfig:
     xbm_size: int = 0  # 0: off
     xbm_start: int = 0  # step from which the memory loss is added (the memory fills from step 0)
     xbm_weight: float = 1.0
-    chunk_size: Optional[int] = None  # staged backprop: images per re-forward chunk; None: off
+    stage_size: Optional[int] = None  # staged backprop: images per re-forward stage; None: off
     # evaluation and bookkeeping
     eval_every: int = 500
     eval_split: str = "test"
@@ -82,8 +84,15 @@ class TrainConfig:
     checkpoint_every: int = 0
     log_every: int = 10
     progress: bool = True
+    # The old name of ``stage_size`` (``chunk_size`` now means queries per chunk in the losses and
+    # metrics only); accepted, with a DeprecationWarning, from code, recipes and checkpoints.
+    chunk_size: InitVar[Optional[int]] = None
 
-    def __post_init__(self) -> None:
+    def __post_init__(self, chunk_size: Optional[int] = None) -> None:
+        if chunk_size is not None:
+            warnings.warn("TrainConfig(chunk_size=...) is now stage_size (images per staged-backprop stage)",
+                          DeprecationWarning, stacklevel=3)
+            self.stage_size = chunk_size
         self.validate()
 
     def validate(self) -> None:
@@ -108,8 +117,8 @@ class TrainConfig:
         for name in ("xbm_size", "xbm_start", "warmup_steps", "num_workers", "checkpoint_every", "eval_every"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)!r}")
-        if self.chunk_size is not None and self.chunk_size < 1:
-            raise ValueError(f"chunk_size must be None or >= 1, got {self.chunk_size!r}")
+        if self.stage_size is not None and self.stage_size < 1:
+            raise ValueError(f"stage_size must be None or >= 1, got {self.stage_size!r}")
         if self.log_every < 1:
             raise ValueError(f"log_every must be >= 1, got {self.log_every!r}")
         if sorted(self.milestones) != list(self.milestones):
@@ -122,6 +131,7 @@ class TrainConfig:
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> "TrainConfig":
         """Build from a dict (e.g. a YAML recipe); unknown keys are an error naming the valid ones."""
+        values = {RENAMED.get(k, k): v for k, v in values.items()}
         unknown = sorted(set(values) - set(field_names()))
         if unknown:
             raise ValueError(f"unknown config key(s) {unknown}; valid keys: {', '.join(field_names())}")

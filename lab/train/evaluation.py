@@ -1,4 +1,7 @@
-"""Embedding a dataset, full-gallery retrieval metrics, the decomposability probe, export."""
+"""Embedding a dataset, full-gallery retrieval metrics, the decomposability probe, export.
+
+:func:`evaluate_split` is the one evaluation path: the trainer's ``evaluate`` and
+``python -m lab eval`` both go through it."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -10,8 +13,10 @@ from torch import Tensor, nn
 from torch.utils.data import DataLoader, Dataset, Subset
 from tqdm.auto import tqdm
 
-from ..metrics import average_precision, decomposability_gap, retrieval_metrics
+from ..metrics import EVAL_KS, average_precision, decomposability_gap, retrieval_metrics
 from .checkpoint import preserved_rng
+from .loading import transform_of
+from .optim import amp_dtype
 
 
 @torch.no_grad()
@@ -61,7 +66,7 @@ def class_subset(labels: Tensor, max_items: Optional[int], seed: int = 0) -> Opt
 
 def evaluate_embeddings(embeddings: Tensor, labels: Tensor, backend: str = "faiss",
                         level_names: Optional[Sequence[str]] = None, device: Optional[torch.device] = None,
-                        ks: Sequence[int] = (1, 2, 4, 8)) -> dict[str, float]:
+                        ks: Sequence[int] = EVAL_KS) -> dict[str, float]:
     """Full-gallery R@k, mAP@R and mAP (and, with several label levels, H-AP, NDCG, ASI):
     every image queries all the others (lab.metrics.retrieval_metrics). The ranking runs on
     ``device`` (a GPU sorts a large gallery much faster than the CPU)."""
@@ -74,6 +79,26 @@ def evaluate_embeddings(embeddings: Tensor, labels: Tensor, backend: str = "fais
         embeddings, labels = embeddings.to(device), labels.to(device)
     names = list(level_names) if level_names is not None and len(level_names) == labels.shape[1] else None
     return retrieval_metrics(embeddings, labels, ks=ks, backend=backend, level_names=names)
+
+
+def embed_split(model: nn.Module, dataset: Dataset, device: torch.device, cfg, max_items: Optional[int] = None,
+                progress: bool = False, transform=None) -> tuple[Tensor, Tensor]:
+    """(embeddings (N, D), labels (N, L)) of ``dataset`` (a fixed subset of whole classes with about
+    ``max_items`` images, or all), with ``transform`` in place of its own when given."""
+    indices = class_subset(dataset.labels, max_items, cfg.seed)
+    with transform_of(dataset, transform):
+        return embed_dataset(model, dataset, device, cfg.eval_batch_size, amp_dtype(cfg.amp), indices, progress)
+
+
+def evaluate_split(model: nn.Module, dataset: Dataset, device: torch.device, cfg, *, max_items: Optional[int] = None,
+                   ks: Sequence[int] = EVAL_KS, backend: Optional[str] = None, progress: bool = False,
+                   transform=None) -> tuple[dict[str, float], Tensor, Tensor]:
+    """(metrics, embeddings, labels): :func:`embed_split` then :func:`evaluate_embeddings` with the
+    config's backend (unless ``backend``). ``cfg`` is the run's :class:`lab.train.TrainConfig`."""
+    emb, labels = embed_split(model, dataset, device, cfg, max_items, progress, transform)
+    metrics = evaluate_embeddings(emb, labels, backend or cfg.eval_backend, getattr(dataset, "level_names", None),
+                                  device, ks=ks)
+    return metrics, emb, labels
 
 
 def batch_ap(embeddings: Tensor, labels: Tensor) -> float:

@@ -1,4 +1,5 @@
-"""Datasets, batch samplers and an endless, resumable stream of training batches."""
+"""What a config builds before training: datasets, the model, batch samplers, and an endless,
+resumable stream of training batches. The trainer and ``python -m lab eval`` build through here."""
 from __future__ import annotations
 
 import contextlib
@@ -6,7 +7,7 @@ import itertools
 from typing import Callable, Iterator, Optional
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 from torch.utils.data import DataLoader, Dataset, Sampler
 
 from .config import TrainConfig
@@ -19,17 +20,29 @@ def transform_kind(cfg: TrainConfig) -> str:
     return cfg.transform or TRANSFORM_KIND.get(cfg.dataset, "paper")
 
 
-def build_datasets(cfg: TrainConfig) -> tuple[Dataset, Dataset, Callable]:
-    """(train split with training augmentation, test split, the evaluation transform)."""
+def build_split(cfg: TrainConfig, split: str, train: bool = False, data_root: Optional[str] = None) -> Dataset:
+    """One split of the config's dataset with the training augmentation (``train``) or the
+    evaluation transform; ``data_root`` overrides ``cfg.data_root``."""
     from ..data import build_dataset, build_transforms
 
-    kind = transform_kind(cfg)
-    train_tf = build_transforms(kind, train=True, image_size=cfg.image_size)
-    eval_tf = build_transforms(kind, train=False, image_size=cfg.image_size)
-    kwargs = dict(root=cfg.data_root, **cfg.dataset_kwargs)
-    train = build_dataset(cfg.dataset, split="train", transform=train_tf, **kwargs)
-    test = build_dataset(cfg.dataset, split="test", transform=eval_tf, **kwargs)
-    return train, test, eval_tf
+    transform = build_transforms(transform_kind(cfg), train=train, image_size=cfg.image_size)
+    return build_dataset(cfg.dataset, split=split, root=data_root or cfg.data_root, transform=transform,
+                         **cfg.dataset_kwargs)
+
+
+def build_datasets(cfg: TrainConfig) -> tuple[Dataset, Dataset, Callable]:
+    """(train split with training augmentation, test split, the evaluation transform)."""
+    train, test = build_split(cfg, "train", train=True), build_split(cfg, "test")
+    return train, test, test.transform
+
+
+def model_for(cfg: TrainConfig, in_chans: int, pretrained: Optional[bool] = None) -> nn.Module:
+    """The config's embedding model for images of ``in_chans`` channels (``pretrained`` overrides
+    ``cfg.pretrained``: a checkpoint's weights replace them anyway)."""
+    from ..models import build_model
+
+    return build_model(cfg.model, cfg.embed_dim, in_chans, cfg.pretrained if pretrained is None else pretrained,
+                       cfg.pooling, cfg.layer_norm, cfg.freeze_bn)
 
 
 def build_batch_sampler(labels: Tensor, cfg: TrainConfig, seed: int, num_replicas: int = 1, rank: int = 0):

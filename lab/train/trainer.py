@@ -23,15 +23,14 @@ from torch.nn.parallel import DistributedDataParallel
 from tqdm.auto import tqdm
 
 from ..losses import LOSSES, build_loss
-from ..models import build_model, check_model_name
+from ..models import check_model_name
 from .backprop import plain_backward, staged_backward
-from .checkpoint import (FORMAT, NonFiniteLossError, all_finite, check_format, deferred_interrupt,
-                         load_checkpoint, preserved_rng, rng_state, save_checkpoint, seed_everything, set_rng_state,
-                         truncate_jsonl)
+from .checkpoint import (FORMAT, NonFiniteLossError, all_finite, check_format, deferred_interrupt, load_checkpoint,
+                         preserved_rng, rng_state, save_checkpoint, seed_everything, set_rng_state, truncate_jsonl)
 from .config import RESUME_FREE, TrainConfig, config_diff
 from .distributed import average_gradients, init_distributed
-from .evaluation import batch_ap, class_subset, embed_dataset, evaluate_embeddings, export_embeddings, probe_gap
-from .loading import BatchStream, build_batch_sampler, build_datasets, probe_batches, transform_of
+from .evaluation import batch_ap, embed_dataset, embed_split, evaluate_split, export_embeddings, probe_gap
+from .loading import BatchStream, build_batch_sampler, build_datasets, model_for, probe_batches, transform_of
 from .memory import CrossBatchMemory, exclude_self
 from .optim import amp_dtype, build_optimizer, build_scheduler, param_groups, select_device
 
@@ -64,8 +63,7 @@ class Trainer:
         labels = train_set.labels.view(len(train_set.labels), -1)
         with preserved_rng():
             in_chans = int(train_set[0][0].shape[0])
-        self.model = model if model is not None else build_model(
-            cfg.model, cfg.embed_dim, in_chans, cfg.pretrained, cfg.pooling, cfg.layer_norm, cfg.freeze_bn)
+        self.model = model if model is not None else model_for(cfg, in_chans)
         self.model.to(self.device).train()
         dim = getattr(self.model, "embed_dim", cfg.embed_dim)
         # Proxy-based losses own one learnable proxy per training class (ids 0 .. max).
@@ -122,9 +120,9 @@ class Trainer:
             self.net.train()
             self.optimizer.zero_grad(set_to_none=True)
             autocast = dict(device_type=self.device.type, dtype=self.amp_dtype, enabled=self.amp_dtype is not None)
-            if cfg.chunk_size is not None and cfg.chunk_size < len(images):
+            if cfg.stage_size is not None and cfg.stage_size < len(images):
                 total, parts, emb, labels, index = staged_backward(
-                    self.model, self.net, images, labels, index, self._loss, self.scaler, autocast, cfg.chunk_size,
+                    self.model, self.net, images, labels, index, self._loss, self.scaler, autocast, cfg.stage_size,
                     self.dist)
             else:
                 total, parts, emb, labels, index = plain_backward(
@@ -192,11 +190,8 @@ class Trainer:
         The train split is embedded with the evaluation transform. ``max_items``: a fixed
         random subset of whole classes with about that many images (fast dashboards).
         """
-        dataset = self._dataset(split)
-        indices = class_subset(dataset.labels, max_items, self.config.seed)
-        with transform_of(dataset, self.eval_transform if split == "train" else None):
-            return embed_dataset(self.model, dataset, self.device, self.config.eval_batch_size, self.amp_dtype,
-                                 indices, progress)
+        return embed_split(self.model, self._dataset(split), self.device, self.config, max_items, progress,
+                           self.eval_transform if split == "train" else None)
 
     def decomposability_gap(self) -> float:
         """ROADMAP Eq. 6 on the fixed probe (``probe_batches`` sampler batches of the train split)."""
@@ -214,10 +209,10 @@ class Trainer:
         max_items = self.config.eval_max_items if max_items is None else max_items
         result: dict[str, Any] = {}
         if self.dist.is_main:
-            emb, labels = self.embed(split, max_items, progress)
-            result = {"kind": "eval", "step": self.step_count, "split": split,
-                      **evaluate_embeddings(emb, labels, self.config.eval_backend,
-                                            getattr(self._dataset(split), "level_names", None), self.device),
+            metrics, _, _ = evaluate_split(self.model, self._dataset(split), self.device, self.config,
+                                           max_items=max_items, progress=progress,
+                                           transform=self.eval_transform if split == "train" else None)
+            result = {"kind": "eval", "step": self.step_count, "split": split, **metrics,
                       "decomposability_gap": self.decomposability_gap()}
             self._remember(result)
             self._log(result)

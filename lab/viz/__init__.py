@@ -7,24 +7,9 @@ matplotlib for ``docs/figures`` (no browser needed). Interactive knobs: ``contro
 
 Modules: ``surrogates`` (ROADMAP Fig. 3, 11), ``gradient_flow`` (Fig. 1a, 7-8),
 ``decomposability`` (Fig. 1b, 9-10, Eq. 8-9), ``binning`` (FastAP Fig. 4c, Revaud supp.
-Fig. 1), ``hierarchical`` (SupRank Fig. 13-14), ``training`` (short runs with the trainer; ROADMAP
-Table 2, Fig. 5), ``hierarchical_training`` (HAPPIER vs SmoothAP, SupRank Tab. IX, Fig. 9),
-``retrieval`` (retrieval grids, PCA / t-SNE maps).
+Fig. 1), ``hierarchical`` (SupRank Fig. 13-14), ``recall`` (SupRank Eq. 13-16), ``comparisons``
+(trained runs' rows: ROADMAP Table 2, Fig. 5, FastAP Fig. 4b, SupRank Tab. II, IX), ``retrieval``
+(retrieval grids, PCA / t-SNE maps, class-mean maps of SupRank Fig. 9), ``dashboard`` (the
+dashboard's charts). The runs themselves are made by :mod:`lab.experiments`; this package draws
+what it is given and trains nothing.
 """
-from __future__ import annotations
-
-import os
-
-FAST_ENV = "LAB_FAST"
-
-
-def fast_mode() -> bool:
-    """True when ``LAB_FAST`` is set to anything but "", "0", "false", "no" (tests set it to 1).
-
-    Fast mode shrinks training runs and sample sizes so a notebook runs in well under a minute
-    on 2 CPU cores; without it the figures are computed at documentation quality.
-    """
-    return os.environ.get(FAST_ENV, "").strip().lower() not in ("", "0", "false", "no")
-
-
-__all__ = ["fast_mode", "FAST_ENV"]

@@ -9,7 +9,7 @@ from typing import Callable
 
 from .binning import APQ_SLIDERS, BINNING_SLIDERS, TRADEOFF_SLIDERS, plot_apq_scatter, plot_bin_tradeoff, plot_soft_binning
 from .controls import Slider
-from .decomposability import CALIBRATION_SLIDERS, JUXTAPOSED_SLIDERS, plot_calibration_bounds, plot_juxtaposed
+from .decomposability_toys import CALIBRATION_SLIDERS, JUXTAPOSED_SLIDERS, plot_calibration_bounds, plot_juxtaposed
 from .gradient_flow import FLOW_SLIDERS, plot_gradient_flow, plot_recall_gradient_flow
 from .hierarchical import LADA_SLIDERS, plot_lada
 from .recall import SURROGATE_STEP_SLIDERS, plot_recall_surrogate

@@ -9,6 +9,9 @@ SupRank Fig. 9).
   embeddings, coloured by a label level (plotly, lists); :func:`leading_classes` picks the
   whole first classes of a split for the slower t-SNE; :func:`same_group_neighbours` (vs
   :func:`chance_neighbours`) says how much a group's points sit together, in either space.
+* :func:`class_means`, :func:`class_mean_map`, :func:`plot_class_mean_maps`: SupRank Fig. 9, a
+  t-SNE of each fine class's mean embedding coloured by the coarse label; the neighbour
+  agreement of the means in the embedding space itself says what the map only pictures.
 """
 from __future__ import annotations
 
@@ -18,8 +21,10 @@ import plotly.graph_objects as go
 import torch
 import torch.nn.functional as F
 from matplotlib.figure import Figure
+from plotly.subplots import make_subplots
 from torch import Tensor
 
+from ..core.env import fast_mode
 from .controls import Slider
 from .style import CATEGORIES, NEGATIVE, NEUTRAL, POSITIVE, SERIES, TEMPLATE, floats
 
@@ -165,8 +170,6 @@ def class_tsne(embeddings: Tensor, labels: Tensor, class_names: Optional[dict[in
     same-class fraction on the map (``map_agreement``), in the embedding space (cosine,
     ``embedding_agreement``) and by chance (``chance``).
     """
-    from . import fast_mode
-
     max_items = max_items or (FAST_TSNE_ITEMS if fast_mode() else FULL_TSNE_ITEMS)
     labels = labels.view(len(labels), -1)
     index = leading_classes(labels, max_items)
@@ -231,3 +234,63 @@ def retrieval_browser(embeddings: Tensor, labels: Tensor, images: Sequence, name
         return plot_retrieval(images, queries, retrieve(embeddings, labels, queries, int(k)), names)
 
     return show
+
+
+def class_means(embeddings: Tensor, labels: Tensor) -> tuple[Tensor, Tensor]:
+    """Mean of the L2-normalised embeddings of each fine class (SupRank Fig. 9 plots these).
+
+    embeddings (N, D), labels (N,) or (N, L), finest level first. Returns (means (C, D), class
+    labels (C, L)): classes in increasing fine label, each with its labels row (a class has one
+    coarse label; the first item's row is kept).
+    """
+    labels = labels.view(len(labels), -1)
+    classes, inverse = torch.unique(labels[:, 0], return_inverse=True)
+    e = F.normalize(embeddings.detach().double(), dim=1)
+    sums = torch.zeros(len(classes), e.shape[1], dtype=e.dtype).index_add_(0, inverse, e)
+    counts = torch.bincount(inverse, minlength=len(classes)).to(e.dtype)
+    first = torch.full((len(classes),), len(labels), dtype=torch.long).scatter_reduce(
+        0, inverse, torch.arange(len(labels)), reduce="amin")
+    return sums / counts[:, None], labels[first]
+
+
+def class_mean_map(embeddings: Tensor, labels: Tensor, seed: int = 0) -> dict[str, Any]:
+    """t-SNE of the class means: points (C, 2), coarse (C,) and the neighbour agreement of the
+    means (k = 5) in the embedding space (cosine) and on the map (euclidean), with chance."""
+    means, rows = class_means(embeddings, labels)
+    coarse = rows[:, 1]
+    points = tsne_2d(means, seed=seed)
+    return {"points": points, "coarse": coarse, "num_classes": len(means),
+            "embedding_agreement": same_group_neighbours(means, coarse, 5, "cosine"),
+            "map_agreement": same_group_neighbours(points, coarse, 5, "euclidean"),
+            "chance": chance_neighbours(coarse)}
+
+
+def plot_class_mean_maps(maps: dict[str, dict[str, Any]], group_names: Optional[dict[int, str]] = None,
+                         max_groups: int = 10) -> go.Figure:
+    """One panel per model (SupRank Fig. 9a Smooth-AP, 9b HAPPIER): each dot a class mean,
+    coloured by its coarse label. The ``max_groups`` largest groups (over all panels) get a
+    colour, the same in every panel; the others are grey."""
+    names = group_names or {}
+    first = next(iter(maps.values()))
+    values, counts = torch.unique(first["coarse"], return_counts=True)
+    shown = values[counts.argsort(descending=True, stable=True)][:max_groups].tolist()
+    fig = make_subplots(rows=1, cols=len(maps), horizontal_spacing=0.06,
+                        subplot_titles=[f"{name}: same-script 5-NN {m['embedding_agreement']:.2f} "
+                                        f"(chance {m['chance']:.2f})" for name, m in maps.items()])
+    for col, m in enumerate(maps.values(), start=1):
+        points, coarse = m["points"], m["coarse"]
+        rest = ~torch.isin(coarse, torch.tensor(shown, dtype=coarse.dtype))
+        fig.add_trace(go.Scatter(x=floats(points[rest, 0]), y=floats(points[rest, 1]), mode="markers",
+                                 name="other groups", showlegend=col == 1,
+                                 marker=dict(size=4, color=NEUTRAL, opacity=0.3)), row=1, col=col)
+        for i, g in enumerate(shown):
+            sel = coarse == g
+            fig.add_trace(go.Scatter(x=floats(points[sel, 0]), y=floats(points[sel, 1]), mode="markers",
+                                     name=names.get(int(g), str(g)), showlegend=col == 1,
+                                     marker=dict(size=5, color=CATEGORIES[i], opacity=0.85)), row=1, col=col)
+        fig.update_xaxes(showticklabels=False, title_text="t-SNE 1", row=1, col=col)
+        fig.update_yaxes(showticklabels=False, title_text="t-SNE 2" if col == 1 else "", row=1, col=col)
+    fig.update_layout(template=TEMPLATE, height=520, width=460 * len(maps) + 40, margin=dict(l=40, r=20, t=80, b=130),
+                      legend=dict(orientation="h", y=-0.08),
+                      title=f"t-SNE of the test class means, coloured by script ({first['num_classes']} classes)")
+    return fig

@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ..losses.base import check_embeddings, check_labels, fine
+from ..core.checks import check_embeddings, check_labels, fine
 from .exact import average_precision
 
 

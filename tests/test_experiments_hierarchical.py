@@ -3,7 +3,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from lab.viz import hierarchical_training as ht
+from lab.experiments import hierarchical as ht
+from lab.viz import comparisons, retrieval
 from lab.viz.retrieval import chance_neighbours, same_group_neighbours
 
 
@@ -17,7 +18,7 @@ def toy(seed=0, classes=12, per_class=5, dim=6):
 
 def test_class_means_are_plain_loop_means_of_normalised_embeddings():
     emb, labels = toy()
-    means, rows = ht.class_means(emb, labels)
+    means, rows = retrieval.class_means(emb, labels)
     e = F.normalize(emb.double(), dim=1)
     assert means.shape == (12, 6) and rows.shape == (12, 2)
     for c in range(12):
@@ -28,21 +29,21 @@ def test_class_means_are_plain_loop_means_of_normalised_embeddings():
 
 def test_class_means_accept_flat_labels_and_keep_label_order():
     emb = torch.tensor([[1.0, 0.0], [0.0, 2.0], [3.0, 0.0]])
-    means, rows = ht.class_means(emb, torch.tensor([7, 2, 7]))
+    means, rows = retrieval.class_means(emb, torch.tensor([7, 2, 7]))
     assert rows.view(-1).tolist() == [2, 7]
     assert means.tolist() == [[0.0, 1.0], [1.0, 0.0]]  # normalised first: [1, 0] and [1, 0] for class 7
 
 
 def test_class_mean_map_and_its_figure():
     emb, labels = toy(classes=24, per_class=3)
-    maps = {name: ht.class_mean_map(emb * scale, labels) for name, scale in (("a", 1.0), ("b", 2.0))}
+    maps = {name: retrieval.class_mean_map(emb * scale, labels) for name, scale in (("a", 1.0), ("b", 2.0))}
     m = maps["a"]
     assert m["points"].shape == (24, 2) and m["num_classes"] == 24 and m["coarse"].tolist() == [c % 3 for c in range(24)]
-    means, _ = ht.class_means(emb, labels)
+    means, _ = retrieval.class_means(emb, labels)
     assert m["embedding_agreement"] == pytest.approx(same_group_neighbours(means, m["coarse"], 5))
     assert m["chance"] == pytest.approx(7 / 23)
     assert torch.equal(maps["b"]["points"], m["points"])  # t-SNE of normalised means: scale-free, seeded
-    fig = ht.plot_class_mean_maps(maps, {0: "Latin", 1: "Greek", 2: "Arrows"}, max_groups=2)
+    fig = retrieval.plot_class_mean_maps(maps, {0: "Latin", 1: "Greek", 2: "Arrows"}, max_groups=2)
     by_panel = {}
     for t in fig.data:
         by_panel.setdefault(t.xaxis, []).append(t)
@@ -59,7 +60,7 @@ def test_class_mean_map_and_its_figure():
 def test_level_metrics_figure_draws_the_rows():
     rows = [{"loss": loss, "steps": 5, **{m: v + i / 10 for i, m in enumerate(ht.LEVEL_METRICS)}}
             for loss, v in (("smooth_ap", 0.1), ("happier", 0.2))]
-    fig = ht.plot_level_metrics(rows)
+    fig = comparisons.plot_level_metrics(rows)
     assert [t.name for t in fig.data] == ["smooth_ap", "happier"]
     assert list(fig.data[1].x) == list(ht.LEVEL_METRICS)
     assert list(fig.data[1].y) == pytest.approx([0.2 + i / 10 for i in range(len(ht.LEVEL_METRICS))])
@@ -72,7 +73,7 @@ def test_both_losses_use_the_hierarchical_sampler():
 
 @pytest.mark.slow
 def test_one_tiny_hierarchical_run_reports_every_level():
-    from lab.viz import training
+    from lab.experiments import runs as training
 
     kw = ht.hierarchical_overrides(fast=True)
     row = training.train_and_evaluate("happier", fast=True, steps=1, **kw)

@@ -4,7 +4,7 @@ One query, K batches. In every batch the positives outrank the negatives (AP_b =
 global AP is below 1 because the batches' scores are not comparable: DG (Eq. 6) > 0. The
 calibration loss (Eq. 7) asks positives for s >= alpha and negatives for s <= beta in every
 batch; the fewer items violate these thresholds, the smaller the bound of Eq. 9.
-The numbers come from :mod:`lab.metrics.decomposability`.
+The numbers come from :mod:`lab.metrics.decomposability_gap`.
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from plotly.subplots import make_subplots
 from torch import Tensor
 
 from ..metrics import average_precision
-from ..metrics.decomposability import (calibration_counts, dg_upper_bound, dg_upper_bound_calibrated,
+from ..metrics.decomposability_gap import (calibration_counts, dg_upper_bound, dg_upper_bound_calibrated,
                                        juxtaposed_batches, query_gap)
 from .controls import Slider
 from .style import NEGATIVE, NEUTRAL, POSITIVE, SERIES, TEMPLATE, floats

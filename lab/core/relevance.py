@@ -22,7 +22,7 @@ from typing import Optional, Sequence
 import torch
 from torch import Tensor
 
-from .base import RankLoss, _as_bool, check_scores
+from .checks import as_bool, check_scores
 
 RELEVANCE_KINDS = ("hap", "wap", "ndcg")
 
@@ -66,7 +66,7 @@ def _check_levels(levels: Tensor, num: Optional[int], mask: Optional[Tensor]) ->
     if bool((levels < 0).any()) or (num is not None and bool((levels > num).any())):
         raise ValueError(f"levels must lie in [0, {num if num is not None else 'L'}]")
     return torch.ones(levels.shape, dtype=torch.bool, device=levels.device) if mask is None else \
-        _as_bool("mask", mask, levels.shape, levels.device)
+        as_bool("mask", mask, levels.shape, levels.device)
 
 
 def level_sizes(levels: Tensor, num: int, mask: Tensor) -> Tensor:
@@ -176,24 +176,3 @@ def ideal_dcg(relevance: Tensor) -> Tensor:
     ideal = relevance.sort(1, descending=True).values
     positions = torch.arange(2, relevance.shape[1] + 2, device=relevance.device, dtype=relevance.dtype)
     return (ideal / torch.log2(positions)).sum(1)
-
-
-# ------------------------------------------------------------------- embedding level
-class HierarchicalRankLoss(RankLoss):
-    """Embedding-level base of the graded losses: ``functional(scores, relevance, ...)``.
-
-    Subclasses store ``relevance`` (a kind of ``build_relevance``), ``alpha`` and ``weights``
-    as attributes and list them in ``forward_hparams``. The relevance is built per batch over
-    the items the mask keeps, so |Omega^(l)| never counts the query itself.
-    """
-
-    relevance: str = "hap"
-    alpha: float = 1.0
-    weights: Optional[Sequence[float]] = None
-
-    def targets_for(self, labels: Tensor, ref_labels: Tensor, mask: Tensor) -> Tensor:
-        return build_relevance(labels, ref_labels, mask, self.relevance, self.alpha, self.weights)
-
-    def extra_repr(self) -> str:
-        extra = {n: getattr(self, n) for n in self.forward_hparams}
-        return ", ".join(f"{k}={v!r}" for k, v in {**self.hparams, **extra}.items())

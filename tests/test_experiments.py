@@ -1,7 +1,9 @@
-"""The training figures' computations (ROADMAP Fig. 5, FastAP Fig. 4b) on given rows, and one tiny run."""
+"""The notebooks' runs (lab.experiments) and the figures of their rows (lab.viz.comparisons: ROADMAP Fig. 5,
+FastAP Fig. 4b, Table 2), with one tiny run."""
 import pytest
 
-from lab.viz import training
+from lab.experiments import runs
+from lab.viz import comparisons
 
 
 def rows():
@@ -11,11 +13,11 @@ def rows():
 
 
 def test_relative_gain_is_fig_5s_axis():
-    assert training.relative_gain(rows()) == pytest.approx({32: 25.0, 128: 5.0})
+    assert comparisons.relative_gain(rows()) == pytest.approx({32: 25.0, 128: 5.0})
 
 
 def test_batch_size_figure_draws_the_rows():
-    fig = training.plot_batch_size_study(rows())
+    fig = comparisons.plot_batch_size_study(rows())
     lines = {t.name: (list(t.x), list(t.y)) for t in fig.data if t.type == "scatter"}
     assert lines["sup_ap"] == ([32.0, 128.0], [0.30, 0.10]) and lines["roadmap"] == ([32.0, 128.0], [0.20, 0.09])
     bars = [t for t in fig.data if t.type == "bar"][0]
@@ -24,27 +26,27 @@ def test_batch_size_figure_draws_the_rows():
 
 def test_bins_figure_draws_the_rows():
     data = [{"loss": "fast_ap", "steps": 3, "num_bins": n, "R@1": r, "mAP@R": r / 2} for n, r in ((4, 0.3), (20, 0.5))]
-    fig = training.plot_bins_study(data)
+    fig = comparisons.plot_bins_study(data)
     assert list(fig.data[0].x) == [4.0, 20.0] and list(fig.data[0].y) == [0.3, 0.5]
 
 
 def test_fast_mode_shrinks_the_runs(monkeypatch):
     monkeypatch.setenv("LAB_FAST", "1")
-    fast = training.notebook_config("roadmap")
+    fast = runs.notebook_config("roadmap")
     monkeypatch.setenv("LAB_FAST", "0")
-    full = training.notebook_config("roadmap")
+    full = runs.notebook_config("roadmap")
     assert fast.steps < full.steps and fast.dataset_kwargs["num_classes"] <= 64 and full.dataset_kwargs == {}
-    assert training.notebook_config("fast_ap", {"num_bins": 7}, fast=True).loss_kwargs == {"num_bins": 7}
+    assert runs.notebook_config("fast_ap", {"num_bins": 7}, fast=True).loss_kwargs == {"num_bins": 7}
 
 
 @pytest.mark.slow
 def test_one_tiny_run_is_evaluated_and_cached():
     kw = dict(fast=True, steps=1, batch_size=16)
-    first = training.train_and_evaluate("sup_ap", **kw)
+    first = runs.train_and_evaluate("sup_ap", **kw)
     assert first["steps"] == 1 and first["batch_size"] == 16 and first["loss"] == "sup_ap"
     assert 0 <= first["R@1"] <= first["R@8"] <= 1 and 0 <= first["mAP@R"] <= 1
-    assert training.trained_model("sup_ap", **kw) is training.trained_model("sup_ap", **kw)  # one run, reused
-    assert training.train_and_evaluate("sup_ap", **kw) == first
+    assert runs.trained_model("sup_ap", **kw) is runs.trained_model("sup_ap", **kw)  # one run, reused
+    assert runs.train_and_evaluate("sup_ap", **kw) == first
 
 
 def ablation_rows():
@@ -54,27 +56,27 @@ def ablation_rows():
 
 def test_loss_comparison_changes_only_the_loss(monkeypatch):
     calls = []
-    monkeypatch.setattr(training, "train_and_evaluate", lambda loss, **kw: calls.append((loss, kw)) or {"loss": loss})
-    rows = training.loss_comparison(fast=True, seed=3)
+    monkeypatch.setattr(runs, "train_and_evaluate", lambda loss, **kw: calls.append((loss, kw)) or {"loss": loss})
+    rows = runs.loss_comparison(fast=True, seed=3)
     assert [r["loss"] for r in rows] == ["smooth_ap", "sup_ap", "roadmap"]  # ROADMAP Table 2's rows
     assert [kw for _, kw in calls] == [{"fast": True, "seed": 3}] * 3
 
 
 def test_metrics_table_prints_percent_and_bolds_the_best():
-    lines = training.metrics_table(ablation_rows()).splitlines()
+    lines = comparisons.metrics_table(ablation_rows()).splitlines()
     assert lines[0] == "| loss | R@1 | R@2 | R@4 | R@8 | mAP@R |" and lines[1] == "|---|---|---|---|---|---|"
     assert lines[2] == "| smooth_ap | 62.1 | 67.1 | 72.1 | 77.1 | 23.9 |"
     assert lines[4] == "| roadmap | **64.2** | **69.2** | **74.2** | **79.2** | **25.3** |"
-    assert training.metrics_table(ablation_rows(), ["mAP@R"]).splitlines()[3] == "| sup_ap | 24.6 |"
+    assert comparisons.metrics_table(ablation_rows(), ["mAP@R"]).splitlines()[3] == "| sup_ap | 24.6 |"
 
 
 def test_loss_comparison_figure_draws_the_rows():
-    fig = training.plot_loss_comparison(ablation_rows())
+    fig = comparisons.plot_loss_comparison(ablation_rows())
     assert [t.name for t in fig.data] == ["smooth_ap", "sup_ap", "roadmap"]
-    assert list(fig.data[2].x) == list(training.RETRIEVAL)
+    assert list(fig.data[2].x) == list(comparisons.RETRIEVAL)
     assert list(fig.data[2].y) == pytest.approx([0.642, 0.692, 0.742, 0.792, 0.253])
     assert fig.layout.barmode == "group" and "300 steps" in fig.layout.title.text
-    recall = training.plot_recall_study(ablation_rows())  # the same builder, R@k only
+    recall = comparisons.plot_recall_study(ablation_rows())  # the same builder, R@k only
     assert list(recall.data[0].x) == ["R@1", "R@2", "R@4", "R@8"]
 
 
@@ -83,9 +85,9 @@ def test_fast_runs_use_one_thread_and_give_it_back(monkeypatch):
 
     before = torch.get_num_threads()
     monkeypatch.setenv("LAB_FAST", "1")
-    with training.fast_threads():
+    with runs.fast_threads():
         assert torch.get_num_threads() == 1
     assert torch.get_num_threads() == before
     monkeypatch.setenv("LAB_FAST", "0")
-    with training.fast_threads():
+    with runs.fast_threads():
         assert torch.get_num_threads() == before

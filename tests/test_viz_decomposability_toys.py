@@ -6,7 +6,7 @@ import torch
 
 from lab.metrics import (calibration_counts, dg_upper_bound, dg_upper_bound_calibrated, juxtaposed_batches,
                          query_gap)
-from lab.viz.decomposability import bound_is_tighter, fig1b_toy, gap_summary, plot_calibration_bounds, toy_batches
+from lab.viz.decomposability_toys import bound_is_tighter, fig1b_toy, gap_summary, plot_calibration_bounds, toy_batches
 
 
 def interleavings(counts):
@@ -166,7 +166,7 @@ def test_bad_counts_are_refused():
 
 
 def test_juxtaposed_figure_draws_one_band_per_batch_and_the_ranked_gap():
-    from lab.viz.decomposability import plot_juxtaposed
+    from lab.viz.decomposability_toys import plot_juxtaposed
 
     fig = plot_juxtaposed(num_batches=4, num_pos=2, num_neg=3)
     bands = [s for s in fig.layout.shapes if s.type == "rect"]

@@ -27,7 +27,7 @@ TITLES = {"methods": "1. Rank losses compared", "batch_size": "2. Batch size", "
 
 
 def _figure(name: str, records: list[dict[str, Any]]):
-    from ..viz import study as plots
+    from . import figures as plots  # matplotlib is imported only when a figure is drawn
 
     if name == "hparams":
         return plots.plot_hparams(records, baseline=hparam_baseline(records))

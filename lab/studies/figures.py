@@ -11,10 +11,8 @@ from typing import Any, Sequence
 
 from matplotlib.figure import Figure
 
-from ..studies.stats import mean_std, paired, relative_gain, select
-from .style import SERIES
-
-Records = Sequence[dict[str, Any]]
+from ..viz.style import SERIES
+from .stats import Records, epoch_minutes, gains_by, mean_std, paired, relative_gain, select
 
 
 def _figure(width: float, height: float, cols: int, title: str) -> tuple[Figure, list]:
@@ -60,16 +58,6 @@ def plot_methods(records: Records, metrics: Sequence[str] = ("R@1", "mAP@R")) ->
         ax.set_xlim(-0.5, len(methods) - 0.5)
         ax.set_ylabel(metric)
     return fig
-
-
-def gains_by(records: Records, field: str, metric: str = "mAP@R", base: str = "SupAP",
-             new: str = "ROADMAP") -> dict[Any, list[float]]:
-    """{value of ``field``: per-seed relative gains (%) of ``new`` over ``base``}, seeds paired."""
-    out: dict[Any, list[float]] = {}
-    for value in sorted({r["params"][field] for r in records if field in r["params"]}):
-        a, b = paired(records, metric, {"method": new, field: value}, {"method": base, field: value})
-        out[value] = [relative_gain(x, y) for x, y in zip(a, b)]
-    return out
 
 
 def plot_batch_size(records: Records) -> Figure:
@@ -146,12 +134,6 @@ def plot_gap(records: Records) -> Figure:
         ax.set_ylabel(f"gap, {where}")
         ax.legend(frameon=False, fontsize=8)
     return fig
-
-
-def epoch_minutes(record: dict[str, Any]) -> float:
-    """Minutes per epoch of a run: its late-run seconds per step x steps per epoch."""
-    per_step = record.get("seconds_per_step_late", record["seconds_per_step"])
-    return per_step * record["steps_per_epoch"] / 60.0
 
 
 def plot_memory(records: Records) -> Figure:

@@ -1,0 +1,13 @@
+"""The neutral layer under :mod:`lab.losses` and :mod:`lab.metrics`: both depend on it, it depends
+on neither (``tests/test_layers.py`` checks it).
+
+* ``checks`` — input validation with messages that name the argument;
+* ``steps`` — the step function H and its surrogates (sigmoid, H⁻, soft histograms), ROADMAP
+  Eq. 3-4; :mod:`lab.ranking` is their public face;
+* ``relevance`` — graded relevance from hierarchical labels (SupRank Eq. 20, Property 1, NDCG);
+* ``graded_ranks`` — exact ranks under graded relevance (H-rank⁺, rank⁺, rank);
+* ``env`` — the switches read from the environment (fast mode).
+"""
+from .env import fast_mode
+
+__all__ = ["fast_mode"]
