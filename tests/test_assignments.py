@@ -141,6 +141,22 @@ def test_student_versions_hold_no_solution(generated):
             (g.student_dir / ASSIGNMENTS[name].modules[0]).read_text()  # nbgrader copies .py files verbatim
 
 
+def test_nbgrader_source_carries_the_weight_tables_and_keeps_the_students_modules(generated):
+    from traitlets.config import Config
+
+    gens, out = generated
+    for name in gens:
+        a = ASSIGNMENTS[name]
+        nb = nbformat.read(out / "nbgrader" / "source" / name / a.notebook, as_version=4)
+        graded = {c.id: c.metadata["nbgrader"] for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade")}
+        assert {cell: meta["points"] for cell, meta in graded.items()} == a.points
+        assert all(meta["locked"] for cell, meta in graded.items() if cell in {t.cell for t in a.tests})
+    config = Config()
+    exec((out / "nbgrader" / "nbgrader_config.py").read_text(), {"get_config": lambda: config})
+    assert config.Autograde.exclude_overwriting == {n: list(a.modules) for n, a in ASSIGNMENTS.items()}
+    assert config.Execute.timeout >= 60
+
+
 def test_student_modules_import_and_every_todo_raises(generated):
     gens, _ = generated
     for name, g in gens.items():
