@@ -116,6 +116,7 @@ def test_a_bad_submission_costs_only_itself(three, tmp_path):
     (subs / "no_module").mkdir()
     shutil.copy(notebook, subs / "no_module" / A.notebook)
     (subs / "empty").mkdir()
+    (subs / "broken.zip").write_bytes(b"not a zip at all")
     (subs / "grades_from_last_year.txt").write_text("not a submission")  # stray files are skipped
 
     grade(subs, tmp_path / "grades.csv", timeout=3, jobs=2)
@@ -128,7 +129,8 @@ def test_a_bad_submission_costs_only_itself(three, tmp_path):
         ("zipped", "hist-check"): "passed", ("zipped", "fast-check"): "passed",
         ("tampered", "hist-check"): "passed", ("tampered", "fast-check"): "passed",
         ("no_module", "hist-check"): "missing", ("no_module", "fast-check"): "missing",
-        ("empty", "hist-check"): "missing", ("empty", "fast-check"): "missing"}
+        ("empty", "hist-check"): "missing", ("empty", "fast-check"): "missing",
+        ("broken", "hist-check"): "missing", ("broken", "fast-check"): "missing"}
     assert "sys.exit(3)" in rows[("exit_then_hang", "hist-check")]["feedback"]
     assert "did not finish within 3 s" in rows[("exit_then_hang", "fast-check")]["feedback"]
     assert "killed by SIGSEGV" in rows[("segfault", "hist-check")]["feedback"]
@@ -139,6 +141,7 @@ def test_a_bad_submission_costs_only_itself(three, tmp_path):
     assert "does not match its manifest" in totals["tampered"]["notes"]
     assert totals["exit_then_hang"]["status"] == "timeout" and totals["segfault"]["status"] == "crashed"
     assert float(totals["exit_then_hang"]["points"]) == 0 and totals["empty"]["status"] == "missing"
+    assert "broken.zip is not a readable zip" in totals["broken"]["notes"]
 
 
 # ----------------------------------------------------------------------------- without processes

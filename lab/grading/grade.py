@@ -92,7 +92,10 @@ def find_submissions(folder: Path, forced: Optional[str] = None) -> list[Submiss
         if entry.name.startswith(".") or (entry.is_file() and entry.suffix != ".zip"):
             continue
         sub = Submission(entry.stem if entry.is_file() else entry.name, _locate(entry))
-        if sub.path is None:
+        if sub.path is not None and sub.path.suffix == ".zip" and not zipfile.is_zipfile(sub.path):
+            sub.path = None
+            sub.notes.append(f"{entry.name} is not a readable zip")
+        elif sub.path is None:
             sub.notes.append("no submission found (a zip from lab.grading.collect, or the assignment's files)")
         if forced:
             sub.assignment = ASSIGNMENTS[forced]
@@ -227,7 +230,11 @@ def grade(folder: Path, output: Path, *, assignment: Optional[str] = None, sourc
     def one(sub: Submission) -> StudentResult:
         if sub.assignment is None:
             return StudentResult(sub.student, "", [], 0.0, sub.notes)
-        return run_submission(sub, tests[sub.assignment.name], timeout)
+        try:
+            return run_submission(sub, tests[sub.assignment.name], timeout)
+        except Exception as exc:  # the grader's own trouble with this submission (disk, permissions): note it, go on
+            return StudentResult(sub.student, sub.assignment.name, [], 0.0,
+                                 sub.notes + [f"could not be graded: {type(exc).__name__}: {exc}"])
 
     with ThreadPoolExecutor(max(1, jobs)) as pool:  # threads only wait: each submission is its own process
         results = list(tqdm(pool.map(one, subs), total=len(subs), desc="grading", unit="student"))

@@ -80,7 +80,7 @@ def feedback_text(result: StudentResult) -> str:
         body.append(f"[{t.status}] {t.test} ({t.function}): {_number(t.points)} / {_number(t.max_points)} points, "
                     f"{t.seconds:.1f} s")
         if t.status != "passed":
-            body.append("\n".join("    " + line for line in t.message.strip().splitlines()))
+            body.append("\n".join(("    " + line).rstrip() for line in t.message.strip().splitlines()))
     return "\n".join(head) + "\n\n" + "\n\n".join(body) + "\n"
 
 
