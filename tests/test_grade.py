@@ -186,13 +186,14 @@ def test_first_paragraph_is_one_line():
     assert first_paragraph("fast_ap is wrong: it\nsplits.\n\nCase 'x': details") == "fast_ap is wrong: it splits."
 
 
-@pytest.mark.parametrize("make, phrase", [
-    (lambda p: p / "nowhere", "is not a folder"),
-    (lambda p: p, "holds no submission"),
-], ids=["missing", "empty"])
-def test_cli_errors_are_one_line_with_status_2(tmp_path, capsys, make, phrase):
+@pytest.mark.parametrize("make, extra, phrase", [
+    (lambda p: p / "nowhere", [], "is not a folder"),
+    (lambda p: p, [], "holds no submission"),
+    (lambda p: p, ["--timeout", "0"], "timeout must be > 0 seconds"),
+], ids=["missing", "empty", "timeout"])
+def test_cli_errors_are_one_line_with_status_2(tmp_path, capsys, make, extra, phrase):
     with pytest.raises(SystemExit) as info:
-        main([str(make(tmp_path)), "-o", str(tmp_path / "g.csv")])
+        main([str(make(tmp_path)), "-o", str(tmp_path / "g.csv"), *extra])
     err = capsys.readouterr().err
     assert info.value.code == 2 and phrase in err and err.count("\n") == 1 and err.startswith("grade: ")
 

@@ -218,6 +218,8 @@ def grade(folder: Path, output: Path, *, assignment: Optional[str] = None, sourc
           timeout: float = 120, jobs: int = 1, totals: Optional[Path] = None,
           feedback: Optional[Path] = None) -> list[StudentResult]:
     """Grade every submission of ``folder``; write the grade sheet, the totals and the feedback files."""
+    if not timeout > 0 or jobs < 1:
+        raise ValueError(f"timeout must be > 0 seconds and jobs >= 1, got timeout={timeout}, jobs={jobs}")
     folder = Path(folder)
     if not folder.is_dir():
         raise FileNotFoundError(f"{folder} is not a folder")
