@@ -14,18 +14,30 @@ NAN = float("nan")
 
 
 def h_minus(t, tau, rho, delta, bug=None):
-    sig = torch.sigmoid(t if bug == "no_temperature" else t / tau)
-    sig_d = 1 / (1 + math.exp(-(delta if bug == "no_temperature" else delta / tau)))
+    if bug == "no_temperature":
+        sig, sig_d = torch.sigmoid(t), 1 / (1 + math.exp(-delta))
+    elif bug == "tau_multiplied":
+        sig, sig_d = torch.sigmoid(t * tau), 1 / (1 + math.exp(-delta * tau))
+    elif bug == "manual_sigmoid":  # overflows in float32 for t/tau < -88
+        sig, sig_d = 1 / (1 + torch.exp(-t / tau)), 1 / (1 + math.exp(-delta / tau))
+    else:
+        sig, sig_d = torch.sigmoid(t / tau), 1 / (1 + math.exp(-delta / tau))
     jump = 0.0 if bug == "no_jump" else 0.5
     lin = rho * (t - delta) + sig_d + jump
     if bug == "linear_one":
         lin = rho * (t - delta) + 1.5
     if bug == "linear_from_zero":
         lin = rho * t + sig_d + jump
+    if bug == "slope_one":
+        lin = (t - delta) + sig_d + jump
     if bug == "sigmoid":
         out = sig
     elif bug == "step":
         out = (t >= 0).to(t.dtype)
+    elif bug == "delta_ignored":  # sigma(0) + 0.5 = 1 where the linear branch starts
+        out = torch.where(t < 0, sig, rho * t + 1.0)
+    elif bug == "no_linear":
+        out = torch.where(t < 0, sig, sig + 0.5)
     else:
         left = (t <= 0) if bug == "tie_left" else (t < 0)
         out = torch.where(left, sig, torch.where(t <= delta, sig + jump, lin))
@@ -57,6 +69,10 @@ def _surrogate_ap(scores, targets, mask, pos_step, neg_step, bug=None):
             start = 0.0 if bug == "off_by_one" else 1.0
             rank_pos = start + pos_step(s[others] - s[k]).sum()
             rank_neg = neg_step(s[neg] - s[k]).sum()
+            if bug == "rank_without_one":  # rank(k) = sum over the other valid items, without the 1
+                rank = pos_step(s[others] - s[k]).sum() + rank_neg
+                precisions.append(rank_pos / rank)
+                continue
             precisions.append(rank_pos / (rank_pos + rank_neg))
         total = torch.stack(precisions).sum() if precisions else s.sum() * 0
         ap = total / (m.sum() if bug == "divide_by_n" else pos.sum())
@@ -65,17 +81,37 @@ def _surrogate_ap(scores, targets, mask, pos_step, neg_step, bug=None):
     return out.mean() if bug == "mean" else out
 
 
+def _in_float32(fn):
+    """The student computes in float32 (scores.float()) and casts the result back."""
+    def run(scores, *args, **kwargs):
+        return fn(scores.float(), *args, **kwargs).to(scores.dtype)
+    return run
+
+
 def smooth_ap(scores, targets, mask, tau, bug=None):
-    sig = (lambda d: torch.sigmoid(d)) if bug == "no_temperature" else (lambda d: torch.sigmoid(d / tau))
+    if bug == "float32":
+        return _in_float32(smooth_ap)(scores, targets, mask, tau)
+    if bug == "no_temperature":
+        sig = lambda d: torch.sigmoid(d)  # noqa: E731
+    elif bug == "tau_multiplied":
+        sig = lambda d: torch.sigmoid(d * tau)  # noqa: E731
+    else:
+        sig = lambda d: torch.sigmoid(d / tau)  # noqa: E731
     pos_step = (lambda d: (d >= 0).to(d.dtype)) if bug == "exact_rank_pos" else sig
     return _surrogate_ap(scores, targets, mask, pos_step, sig, bug)
 
 
 def sup_ap(scores, targets, mask, tau, rho, delta, bug=None, h_bug=None):
+    if bug == "float32":
+        return _in_float32(sup_ap)(scores, targets, mask, tau, rho, delta)
     exact = (lambda d: (d > 0).to(d.dtype)) if bug == "strict" else (lambda d: (d >= 0).to(d.dtype))
     pos_step = (lambda d: torch.sigmoid(d / tau)) if bug == "sigmoid_rank_pos" else exact
-    neg_step = (lambda d: torch.sigmoid(d / tau)) if bug == "sigmoid_rank_neg" else \
-        (lambda d: h_minus(d, tau, rho, delta, bug=h_bug))
+    if bug == "sigmoid_rank_neg":
+        neg_step = lambda d: torch.sigmoid(d / tau)  # noqa: E731
+    elif bug == "step_rank_neg":
+        neg_step = exact
+    else:
+        neg_step = lambda d: h_minus(d, tau, rho, delta, bug=h_bug)  # noqa: E731
     if bug == "detached":
         return _surrogate_ap(scores.detach(), targets, mask, pos_step, neg_step)
     if bug == "float":
@@ -106,9 +142,11 @@ def calibration(scores, targets, mask, alpha, beta, bug=None):
             out.append(s.sum() * 0)
             continue
         reduce = torch.sum if bug == "sum" else torch.mean
-        loss = reduce(hinge(alpha - pos_s)) if len(pos_s) else s.sum() * 0
+        up = pos_s - alpha if bug == "hinge_sign_pos" else alpha - pos_s
+        down = beta - neg_s if bug == "hinge_sign_neg" else neg_s - beta
+        loss = reduce(hinge(up)) if len(pos_s) else s.sum() * 0
         if len(neg_s) or bug == "nan_no_negative":
-            loss = loss + reduce(hinge(neg_s - beta))
+            loss = loss + reduce(hinge(down))
         out.append(loss)
     return torch.stack(out)
 
@@ -133,8 +171,13 @@ def soft_histogram(values, centres, width, weights, bug=None):
 
 
 def fast_ap(scores, targets, mask, num_bins, bug=None, hist_bug=None):
+    if bug == "float32":
+        return _in_float32(fast_ap)(scores, targets, mask, num_bins)
     centres = torch.linspace(0, 4, num_bins if bug == "num_bins_centres" else num_bins + 1, dtype=scores.dtype)
     width = float(centres[1] - centres[0])
+    if bug == "num_bins_step":  # num_bins centres, every 4 / num_bins from 0
+        width = 4 / num_bins
+        centres = width * torch.arange(num_bins, dtype=scores.dtype)
     if bug == "far_first":
         centres = centres.flip(0)
     dist = scores if bug == "raw_scores" else 2 - 2 * scores
@@ -147,7 +190,7 @@ def fast_ap(scores, targets, mask, num_bins, bug=None, hist_bug=None):
     else:
         terms = torch.where(cum > 0, cum_pos * h_pos / cum.clamp_min(1e-9), torch.zeros_like(cum))
     n = mask.sum(1).to(scores.dtype) if bug == "divide_by_n" else pos.sum(1)
-    ap = terms.sum(1) / n.clamp_min(1)
+    ap = terms.sum(1) if bug == "no_norm" else terms.sum(1) / n.clamp_min(1)
     return torch.where(pos.sum(1) > 0, 1 - ap, torch.zeros_like(ap))
 
 
@@ -180,10 +223,15 @@ def average_precision(scores, targets, mask, bug=None):
             prec, rel_b = rel.cumsum(0) / rank, rel.bool()
         else:
             rank, rank_pos, rel_b = _pessimistic_flags(s, t, m, bug)
+            if bug == "no_one":  # counts the items above k, k excluded: 0 / 0 for the first positive
+                rank, rank_pos = rank - 1, rank_pos - 1
             prec = rank_pos / (rank - 1 if bug == "zero_based" else rank)
         n_pos = rel_b.sum()
         if n_pos == 0:
             out.append(torch.tensor(0.0 if bug == "zero_no_positive" else NAN, dtype=s.dtype))
+            continue
+        if bug == "first_positive":  # stops at the best-ranked positive
+            out.append(prec[rel_b][rank[rel_b].argmin()])
             continue
         ap = prec[rel_b].sum() / (len(rel_b) if bug == "divide_by_n" else n_pos)
         out.append(1 - ap if bug == "returns_loss" else ap)

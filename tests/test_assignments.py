@@ -19,9 +19,11 @@ from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 
 from lab.grading import CHECKS, get_case
-from lab.grading.collect import collect, load_submission, verify
-from lab.grading.generate import SOLUTION, _regions, generate, strip_code
-from lab.grading.registry import ASSIGNMENTS
+from lab.grading.assignments import ASSIGNMENTS
+from lab.grading.collect import collect
+from lab.grading.generate import generate
+from lab.grading.markers import HIDDEN, SOLUTION, regions, strip_code
+from lab.grading.submission import grading_names, load_submission, verify
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCE = ROOT / "assignments"
@@ -59,11 +61,20 @@ def test_registry_matches_the_assignment_folders():
     assert folders == set(ASSIGNMENTS)
     for a in ASSIGNMENTS.values():
         assert (SOURCE / a.name / a.notebook).is_file()
-        source = (SOURCE / a.name / a.notebook).read_text()
+        cells = {c.get("id"): c for c in nbformat.read(SOURCE / a.name / a.notebook, as_version=4).cells}
         for module in a.modules:
             assert (SOURCE / a.name / module).is_file()
-        for function, check in a.checks:
-            assert f"{check}({function})" in source  # the notebook self-checks every graded function
+        for test in a.tests:  # each weighted test cell self-checks its function and holds hidden tests
+            source = cells[test.cell].source
+            assert f"{test.check}({test.function})" in source and HIDDEN[0] in source and test.points > 0
+        for cell, points in a.written:  # each weighted written answer is a markdown solution cell
+            assert cells[cell].cell_type == "markdown" and SOLUTION[0] in cells[cell].source and points > 0
+
+
+def test_hidden_tests_see_everything_lab_grading_exports():
+    import lab.grading
+
+    assert set(lab.grading.__all__) | {"torch"} <= set(grading_names())
 
 
 @pytest.mark.parametrize("name", sorted(ASSIGNMENTS))
@@ -121,13 +132,29 @@ def test_student_versions_hold_no_solution(generated):
             student, source = _text(g.student_dir / path.name), _text(path)
             assert "BEGIN SOLUTION" not in student and "HIDDEN TESTS" not in student
             lines = source.split("\n")
-            for begin, end in _regions(lines, SOLUTION, str(path)):
+            for begin, end in regions(lines, SOLUTION, str(path)):
                 body = "\n".join(lines[begin + 1:end]).strip()
                 assert body and body not in student, f"{path.name}: a solution leaked"
         assert sorted(p.name for p in g.student_dir.iterdir()) == sorted(p.name for p in (SOURCE / name).iterdir()
                                                                        if p.suffix in (".py", ".ipynb"))
         assert (out / "nbgrader" / "source" / name / ASSIGNMENTS[name].modules[0]).read_text() == \
             (g.student_dir / ASSIGNMENTS[name].modules[0]).read_text()  # nbgrader copies .py files verbatim
+
+
+def test_nbgrader_source_carries_the_weight_tables_and_keeps_the_students_modules(generated):
+    from traitlets.config import Config
+
+    gens, out = generated
+    for name in gens:
+        a = ASSIGNMENTS[name]
+        nb = nbformat.read(out / "nbgrader" / "source" / name / a.notebook, as_version=4)
+        graded = {c.id: c.metadata["nbgrader"] for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade")}
+        assert {cell: meta["points"] for cell, meta in graded.items()} == a.points
+        assert all(meta["locked"] for cell, meta in graded.items() if cell in {t.cell for t in a.tests})
+    config = Config()
+    exec((out / "nbgrader" / "nbgrader_config.py").read_text(), {"get_config": lambda: config})
+    assert config.Autograde.exclude_overwriting == {n: list(a.modules) for n, a in ASSIGNMENTS.items()}
+    assert config.Execute.timeout >= 60
 
 
 def test_student_modules_import_and_every_todo_raises(generated):
@@ -237,18 +264,18 @@ def test_collect_records_failing_self_checks(generated, tmp_path):
 def test_collect_enforces_the_size_limit(workdir, tmp_path):
     (workdir / "big.py").write_text("#" * 3_000_000)
     with pytest.raises(ValueError, match="over the 1 MB limit"):
-        collect(workdir, tmp_path / "s.zip", max_mb=1, checks=False)
+        collect(workdir, tmp_path / "s.zip", max_mb=1, self_checks=False)
 
 
 def test_collect_needs_the_assignment_files(workdir, tmp_path):
     (workdir / "histograms.py").unlink()
     with pytest.raises(FileNotFoundError, match="lacks histograms.py"):
-        collect(workdir, tmp_path / "s.zip", checks=False)
+        collect(workdir, tmp_path / "s.zip", self_checks=False)
 
 
 def test_verify_detects_a_changed_file(workdir, tmp_path):
     zip_path = tmp_path / "s.zip"
-    collect(workdir, zip_path, checks=False)
+    collect(workdir, zip_path, self_checks=False)
     with zipfile.ZipFile(zip_path) as zf:
         files = {n: zf.read(n) for n in zf.namelist()}
     files["histograms.py"] += b"\n# edited after collection\n"

@@ -48,7 +48,17 @@ def _per_query(loop):
     return fn
 
 
+def h_minus_by_parts(t, tau, rho, delta):
+    """H⁻ as a sum of pieces instead of nested torch.where: sigmoid + jump + hinge, the sigmoid swapped
+    for its value at delta beyond delta."""
+    sig = torch.special.expit(t / tau)
+    beyond = (t > delta).to(t.dtype)
+    sig_delta = torch.special.expit(torch.tensor(delta / tau, dtype=t.dtype))
+    return sig + 0.5 * (t >= 0).to(t.dtype) + rho * torch.relu(t - delta) + beyond * (sig_delta - sig)
+
+
 RIGHT = [(f"check_{name}", topic.reference, f"lab-{name}") for name, topic in TOPICS.items()] + [
+    ("check_h_minus", h_minus_by_parts, "by-parts-h_minus"),
     ("check_average_precision", A1.average_precision, "solution-ap"),
     ("check_h_minus", A1.h_minus, "solution-h_minus"),
     ("check_smooth_ap", A1.smooth_ap, "solution-smooth_ap"),
@@ -153,6 +163,28 @@ WRONG = [
     ("recall_at_k", W(st.recall_at_k, bug="query_as_positive"), "counts the query as its own positive"),
     ("recall_at_k", W(st.recall_at_k, bug="top_k_plus_one"), "off by one"),
     ("recall_at_k", W(st.recall_at_k, bug="topk"), "tied scores"),
+    # The diagnoses of issue 15: each message is triggered by a student-style implementation.
+    ("h_minus", W(st.h_minus, bug="manual_sigmoid"), "an exp overflows to inf"),
+    ("h_minus", W(st.h_minus, bug="slope_one"), "Yours has slope 1 (ρ is missing)"),
+    ("h_minus", W(st.h_minus, bug="tau_multiplied"), "you multiplied by the temperature"),
+    ("h_minus", W(st.h_minus, bug="delta_ignored"), "you ignored δ"),
+    ("h_minus", W(st.h_minus, bug="no_linear"), "beyond δ it continues linearly"),
+    ("smooth_ap", W(st.smooth_ap, bug="tau_multiplied"), "you multiplied by the temperature"),
+    ("smooth_ap", W(st.smooth_ap, bug="rank_without_one"), "your rank(k) lacks its 1"),
+    ("smooth_ap", W(st.smooth_ap, bug="float32"), "only to float32 precision on the float64 cases"),
+    ("sup_ap", W(st.sup_ap, bug="step_rank_neg"), "not the exact step H"),
+    ("sup_ap", W(st.sup_ap, bug="rank_without_one"), "your rank(k) lacks its 1"),
+    ("sup_ap", W(st.sup_ap, bug="float32"), "only to float32 precision on the float64 cases"),
+    ("sup_ap", W(st.sup_ap, h_bug="slope_one"), "Yours has slope 1 (ρ is missing)"),
+    ("sup_ap", W(st.sup_ap, h_bug="tau_multiplied"), "you multiplied by the temperature"),
+    ("sup_ap", W(st.sup_ap, h_bug="delta_ignored"), "you ignored δ"),
+    ("calibration", W(st.calibration, bug="hinge_sign_pos"), "the positives' hinge points the wrong way"),
+    ("calibration", W(st.calibration, bug="hinge_sign_neg"), "the negatives' hinge points the wrong way"),
+    ("fast_ap", W(st.fast_ap, bug="no_norm"), "you forgot the 1/N⁺"),
+    ("fast_ap", W(st.fast_ap, bug="num_bins_step"), "num_bins + 1 centres"),
+    ("fast_ap", W(st.fast_ap, bug="float32"), "only to float32 precision on the float64 cases"),
+    ("average_precision", W(st.average_precision, bug="no_one"), "your ranks lack their 1"),
+    ("average_precision", W(st.average_precision, bug="first_positive"), "you only count the first positive"),
 ]
 
 

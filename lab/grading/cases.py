@@ -1,37 +1,21 @@
-"""Reproducible test cases for the check functions: ``cases(topic, seed)`` and ``get_case(topic, name)``.
+"""The inputs of the checks: ``Case`` (one call of a student function) and the families cases are built from.
 
 A case holds the positional arguments of the student function, in the documented order
 (e.g. ``scores, targets, mask, tau, rho, delta``). Names such as ``"ties-f32-s0"`` encode
 the family, the dtype and the seed, so ``get_case(topic, name)`` rebuilds the very case a
-failure message names.
+failure message names. Which families and hyper-parameters a topic uses is in its record
+(:mod:`lab.grading.topics`).
 """
 from __future__ import annotations
 
 import zlib
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple, Optional
 
 import torch
 from torch import Tensor
 
 DTYPES = {"f32": torch.float32, "f64": torch.float64}
-
-# Hyper-parameters per topic, cycled over the families: defaults first, then settings where
-# the surrogates differ visibly from the exact step (large tau) and a flat linear branch.
-PARAMS: dict[str, list[dict[str, Any]]] = {
-    "h_minus": [dict(tau=0.01, rho=100.0, delta=0.05), dict(tau=0.05, rho=10.0, delta=0.1),
-                dict(tau=0.1, rho=1.0, delta=0.3)],
-    "smooth_ap": [dict(tau=0.01), dict(tau=0.05), dict(tau=0.2)],
-    "sup_ap": [dict(tau=0.01, rho=100.0, delta=0.05), dict(tau=0.05, rho=10.0, delta=0.1),
-               dict(tau=0.1, rho=1.0, delta=0.2)],
-    "calibration": [dict(alpha=0.9, beta=0.6), dict(alpha=0.5, beta=0.1), dict(alpha=0.2, beta=-0.3)],
-    "soft_histogram": [{}],
-    "fast_ap": [dict(num_bins=10), dict(num_bins=4), dict(num_bins=25)],
-    "average_precision": [{}],
-    "map_at_r": [{}],
-    "recall_at_k": [dict(k=1), dict(k=2), dict(k=4), dict(k=8)],
-}
-KIND = {"h_minus": "steps", "soft_histogram": "histogram"}  # every other topic: "scores"
 
 
 @dataclass(frozen=True)
@@ -45,6 +29,7 @@ class Case:
     values: tuple[Any, ...] = field(repr=False)
     grad: bool = False  # gradients are compared here (float64, no ties, no kinks)
     diff_arg: int = 0  # the argument gradients are taken with respect to
+    reference: Optional[Callable] = field(default=None, repr=False, compare=False)
 
     @property
     def args(self) -> tuple[Any, ...]:
@@ -69,9 +54,16 @@ class Case:
 
     def expected(self) -> Tensor:
         """The lab's reference output on this case."""
-        from .checks import TOPICS  # late import: checks imports this module
+        return self.reference(*self.args)
 
-        return TOPICS[self.topic].reference(*self.args)
+
+class Family(NamedTuple):
+    """A kind of input. ``build(g, dtype, params)`` -> (tensors, their names, description, gradients
+    comparable here); ``pinned`` fixes the hyper-parameters (an index into the topic's params)."""
+
+    name: str
+    build: Callable[..., tuple[tuple, tuple[str, ...], str, bool]]
+    pinned: Optional[int] = None
 
 
 def _generator(seed: int, family: str, dtype: str) -> torch.Generator:
@@ -154,8 +146,32 @@ def _large(g, dtype):
     return s, t, m, "self-retrieval batch of 28 (6 classes of 4, one of 3, one of 1), the query itself masked"
 
 
-SCORE_FAMILIES: dict[str, Callable] = {"hand": _hand, "self": _self, "ignored": _ignored, "ties": _ties,
-                                       "edge": _edge, "single": _single, "gallery": _gallery, "large": _large}
+def _extreme(g, dtype):
+    # Off every kink of the default parameters (alpha, beta, the bin centres of num_bins = 10).
+    levels = torch.tensor([0.99, 0.97, 0.93, 0.23, -0.27, -0.91, -0.95, -0.98], dtype=torch.float64)
+    order = torch.stack([torch.randperm(8, generator=g) for _ in range(3)])
+    scores = levels[order]
+    by_level = torch.zeros(3, 8, dtype=torch.bool)  # [q, l]: is the item scored levels[l] a positive?
+    by_level[0, :3] = by_level[1, 5:] = True  # q0 ranked perfectly, q1 upside down
+    by_level[2, torch.randperm(8, generator=g)[:3]] = True
+    targets = by_level.gather(1, order)
+    return scores.to(dtype), targets, torch.ones_like(targets), (
+        "3 queries x 8 items with scores near -1 and 1 (differences up to ±1.97: (s_j − s_k)/τ reaches ±197 at "
+        "τ = 0.01, where exp overflows in float32); q0 ranked perfectly, q1 upside down")
+
+
+def _scores(build: Callable, grad: bool = True) -> Callable:
+    def family(g, dtype, params):
+        scores, targets, mask, text = build(g, dtype)
+        return (scores, targets, mask), ("scores", "targets", "mask"), text, grad
+    return family
+
+
+# Every score-level topic uses these; "extreme" always runs with the topic's first (default) parameters.
+SCORE_FAMILIES: tuple[Family, ...] = (
+    Family("hand", _scores(_hand)), Family("self", _scores(_self)), Family("ignored", _scores(_ignored)),
+    Family("ties", _scores(_ties, grad=False)), Family("edge", _scores(_edge)), Family("single", _scores(_single)),
+    Family("gallery", _scores(_gallery)), Family("large", _scores(_large)), Family("extreme", _scores(_extreme), 0))
 
 
 # --------------------------------------------------------------------------- H^- arguments
@@ -167,81 +183,74 @@ def _away_from_kinks(t: Tensor, delta: float) -> Tensor:
     return t
 
 
-def _steps_case(family: str, g, dtype, delta: float):
-    if family == "grid":
-        t = torch.cat([torch.linspace(-0.3, 0.3, 61, dtype=torch.float64),
-                       torch.tensor([0.0, delta, -delta, 2 * delta, 1.0], dtype=torch.float64)])
-        return t.to(dtype), "t = 61 points on [-0.3, 0.3] plus exactly 0, delta, -delta, 2 delta and 1", False
-    if family == "wide":
-        t = _away_from_kinks(torch.rand(50, generator=g, dtype=torch.float64) * 4 - 2, delta)
-        return t.to(dtype), "t = 50 random values in [-2, 2] (the linear branch reaches large values)", True
-    t = _away_from_kinks(torch.rand(3, 4, 5, generator=g, dtype=torch.float64) * 0.6 - 0.25, delta)
-    return t.to(dtype), "t of shape (3, 4, 5) in [-0.25, 0.35], like a (query, positive, item) block", True
+def _grid(g, dtype, params):
+    delta = params["delta"]
+    t = torch.cat([torch.linspace(-0.3, 0.3, 61, dtype=torch.float64),
+                   torch.tensor([0.0, delta, -delta, 2 * delta, 1.0], dtype=torch.float64)])
+    return (t.to(dtype),), ("t",), "t = 61 points on [-0.3, 0.3] plus exactly 0, delta, -delta, 2 delta and 1", False
+
+
+def _wide(g, dtype, params):
+    t = _away_from_kinks(torch.rand(50, generator=g, dtype=torch.float64) * 4 - 2, params["delta"])
+    return (t.to(dtype),), ("t",), "t = 50 random values in [-2, 2] (the linear branch reaches large values)", True
+
+
+def _block(g, dtype, params):
+    t = _away_from_kinks(torch.rand(3, 4, 5, generator=g, dtype=torch.float64) * 0.6 - 0.25, params["delta"])
+    return (t.to(dtype),), ("t",), "t of shape (3, 4, 5) in [-0.25, 0.35], like a (query, positive, item) block", True
+
+
+def _extreme_t(g, dtype, params):
+    ends = torch.tensor([-2.0, -1.5, -1.0, -0.9, -0.5, 0.5, 0.9, 1.0, 1.5, 2.0], dtype=torch.float64)
+    t = torch.cat([ends, _away_from_kinks(torch.rand(20, generator=g, dtype=torch.float64) * 4 - 2, params["delta"])])
+    return (t.to(dtype),), ("t",), ("t = ±0.5 ... ±2 and 20 random values in [-2, 2] at the default τ = 0.01: "
+                                    "t/τ reaches ±200, where exp(−t/τ) overflows in float32"), True
+
+
+STEP_FAMILIES = (Family("grid", _grid), Family("wide", _wide), Family("block", _block),
+                 Family("extreme", _extreme_t, 0))
 
 
 # --------------------------------------------------------------------- soft-histogram arguments
-def _histogram_case(family: str, g, dtype):
-    q, n = 4, 9
-    weights = (torch.rand(q, n, generator=g) < 0.5).double()
-    if family == "fastap":
-        values = 2 - 2 * (torch.rand(q, n, generator=g, dtype=torch.float64) * 2 - 1)
-        centres, width, text = torch.linspace(0, 4, 11, dtype=torch.float64), 0.4, "squared distances in [0, 4], 11 centres 0, 0.4, ..., 4"
-    elif family == "outside":
-        values = torch.rand(q, n, generator=g, dtype=torch.float64) * 6 - 1
-        centres, width, text = torch.linspace(0, 4, 5, dtype=torch.float64), 1.0, "values in [-1, 5], partly outside the 5 centres 0, 1, ..., 4"
-    elif family == "on-centre":
-        values = torch.tensor([0.0, 0.5, 1.0, 1.5, 2.0, 2.25, 3.0, 3.75, 4.0], dtype=torch.float64).repeat(q, 1)
-        centres, width, text = torch.linspace(0, 4, 5, dtype=torch.float64), 1.0, "values exactly on bin centres and half-way between them"
-    elif family == "weights":
-        values = torch.rand(q, n, generator=g, dtype=torch.float64) * 4
-        weights = torch.rand(q, n, generator=g, dtype=torch.float64)
-        centres, width, text = torch.linspace(0, 4, 9, dtype=torch.float64), 0.5, "fractional weights in [0, 1], 9 centres"
-    else:  # similarity space, centres from 1 down to -1 (Revaud et al.'s AP_Q)
-        values = torch.rand(q, n, generator=g, dtype=torch.float64) * 2 - 1
-        centres, width, text = torch.linspace(1, -1, 12, dtype=torch.float64), 2 / 11, "similarities in [-1, 1], 12 centres from 1 down to -1"
-    return values.to(dtype), centres.to(dtype), width, weights.to(dtype), f"{q} x {n} values, {text}"
+def _histogram(kind: str) -> Callable:
+    def family(g, dtype, params):
+        q, n = 4, 9
+        weights = (torch.rand(q, n, generator=g) < 0.5).double()
+        if kind == "fastap":
+            values = 2 - 2 * (torch.rand(q, n, generator=g, dtype=torch.float64) * 2 - 1)
+            centres, width, text = torch.linspace(0, 4, 11, dtype=torch.float64), 0.4, "squared distances in [0, 4], 11 centres 0, 0.4, ..., 4"
+        elif kind == "outside":
+            values = torch.rand(q, n, generator=g, dtype=torch.float64) * 6 - 1
+            centres, width, text = torch.linspace(0, 4, 5, dtype=torch.float64), 1.0, "values in [-1, 5], partly outside the 5 centres 0, 1, ..., 4"
+        elif kind == "on-centre":
+            values = torch.tensor([0.0, 0.5, 1.0, 1.5, 2.0, 2.25, 3.0, 3.75, 4.0], dtype=torch.float64).repeat(q, 1)
+            centres, width, text = torch.linspace(0, 4, 5, dtype=torch.float64), 1.0, "values exactly on bin centres and half-way between them"
+        elif kind == "weights":
+            values = torch.rand(q, n, generator=g, dtype=torch.float64) * 4
+            weights = torch.rand(q, n, generator=g, dtype=torch.float64)
+            centres, width, text = torch.linspace(0, 4, 9, dtype=torch.float64), 0.5, "fractional weights in [0, 1], 9 centres"
+        else:  # similarity space, centres from 1 down to -1 (Revaud et al.'s AP_Q)
+            values = torch.rand(q, n, generator=g, dtype=torch.float64) * 2 - 1
+            centres, width, text = torch.linspace(1, -1, 12, dtype=torch.float64), 2 / 11, "similarities in [-1, 1], 12 centres from 1 down to -1"
+        return ((values.to(dtype), centres.to(dtype), width, weights.to(dtype)), ("values", "centres", "width", "weights"),
+                f"{q} x {n} values, {text}", kind != "on-centre")
+    return family
 
 
-def cases(topic: str, seed: int = 0) -> list[Case]:
-    """All cases of a check, built deterministically from ``seed``."""
-    if topic not in PARAMS:
-        raise ValueError(f"unknown topic {topic!r}; choose one of {sorted(PARAMS)}")
-    params, kind, out = PARAMS[topic], KIND.get(topic, "scores"), []
-    if kind == "scores":
-        families = list(SCORE_FAMILIES.items())
-    elif kind == "steps":
-        families = [(f, None) for f in ("grid", "wide", "block")]
-    else:
-        families = [(f, None) for f in ("fastap", "outside", "on-centre", "weights", "similarity")]
-    for i, (family, build) in enumerate(families):
+HISTOGRAM_FAMILIES = tuple(Family(kind, _histogram(kind)) for kind in ("fastap", "outside", "on-centre", "weights",
+                                                                       "similarity"))
+
+
+def build_cases(topic: str, families: tuple[Family, ...], params: tuple[dict[str, Any], ...],
+                reference: Callable, seed: int = 0) -> list[Case]:
+    """A case per family and dtype, built deterministically from ``seed``; the parameters cycle."""
+    out = []
+    for i, family in enumerate(families):
         for j, (dname, dtype) in enumerate(DTYPES.items()):
-            name = f"{family}-{dname}-s{seed}"
-            g = _generator(seed, family, dname)
-            p = params[(i + j + seed) % len(params)]
-            if kind == "scores":
-                scores, targets, mask, text = build(g, dtype)
-                names = ("scores", "targets", "mask", *p)
-                values = (scores, targets, mask, *p.values())
-                grad = dname == "f64" and family != "ties"
-            elif kind == "steps":
-                t, text, grad = _steps_case(family, g, dtype, p["delta"])
-                names, values, grad = ("t", *p), (t, *p.values()), grad and dname == "f64"
-            else:
-                v, c, w, wt, text = _histogram_case(family, g, dtype)
-                names, values = ("values", "centres", "width", "weights"), (v, c, w, wt)
-                grad = dname == "f64" and family != "on-centre"
+            p = params[family.pinned if family.pinned is not None else (i + j + seed) % len(params)]
+            tensors, names, text, grad = family.build(_generator(seed, family.name, dname), dtype, p)
+            values = (*tensors, *p.values())
             shape = "x".join(map(str, values[0].shape))
-            out.append(Case(topic, name, f"{text} [{dname.replace('f', 'float')}, shape {shape}]", names, values, grad))
+            out.append(Case(topic, f"{family.name}-{dname}-s{seed}", f"{text} [{dname.replace('f', 'float')}, shape {shape}]",
+                            (*names, *p), values, grad and dname == "f64", reference=reference))
     return out
-
-
-def get_case(topic: str, name: str) -> Case:
-    """The case called ``name`` (e.g. ``"ties-f32-s0"``) of ``topic``, as named in a failure message."""
-    try:
-        seed = int(name.rsplit("-s", 1)[1])
-    except (IndexError, ValueError):
-        raise ValueError(f"case names look like 'ties-f32-s0', got {name!r}") from None
-    for case in cases(topic, seed):
-        if case.name == name:
-            return case
-    raise ValueError(f"no case {name!r} for {topic!r}; available: {[c.name for c in cases(topic, seed)]}")

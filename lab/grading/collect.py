@@ -1,4 +1,4 @@
-"""Pack a student's work for submission, and load a submission for grading.
+"""Pack a student's work for submission (the grading side: :mod:`lab.grading.submission`).
 
     python -m lab.grading.collect STUDENT_DIR -o submission.zip [--assignment NAME]
                                   [--max-mb 5] [--strip-outputs] [--no-checks] [--timeout 300]
@@ -11,26 +11,21 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import hashlib
-import importlib.util
 import json
-import os
 import platform
 import subprocess
 import sys
-import tempfile
 import zipfile
 from pathlib import Path
 from typing import Any, Optional
 
-from .registry import ASSIGNMENTS, Assignment, find_assignment
+from .. import __version__
+from .assignments import ASSIGNMENTS, Assignment, find_assignment
+from .checks import CHECKS
+from .submission import KINDS, MANIFEST, import_modules, load_submission, sha256, verify
 
-KINDS = (".py", ".ipynb")
-MANIFEST = "manifest.json"
-
-
-def _sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
+__all__ = ["collect", "select_files", "run_self_checks", "main",
+           "load_submission", "verify"]  # the last two: hidden-test files generated before they moved import them here
 
 
 def _strip_outputs(data: bytes) -> bytes:
@@ -74,17 +69,15 @@ def run_self_checks(folder: Path, assignment: Assignment, timeout: float = 300) 
 
 
 def _self_check_here(folder: Path, assignment: Assignment) -> list[dict[str, Any]]:
-    from . import checks
-
-    results = []
     try:
-        ns = _import_modules(folder, assignment)
+        ns = import_modules(folder, assignment)
     except Exception as exc:  # the module itself is broken: every check fails with that reason
         return [dict(function=f, check=c, passed=False, message=f"importing your module failed: "
                      f"{type(exc).__name__}: {exc}") for f, c in assignment.checks]
+    results = []
     for function, check in assignment.checks:
         try:
-            getattr(checks, check)(ns[function], verbose=False)
+            CHECKS[check](ns[function], verbose=False)
             results.append(dict(function=function, check=check, passed=True, message="passed"))
         except Exception as exc:
             results.append(dict(function=function, check=check, passed=False, message=str(exc)[:4000]))
@@ -92,7 +85,7 @@ def _self_check_here(folder: Path, assignment: Assignment) -> list[dict[str, Any
 
 
 def collect(folder: Path, output: Path, assignment: Optional[str] = None, max_mb: float = 5.0,
-            strip_outputs: bool = False, checks: bool = True, timeout: float = 300) -> dict[str, Any]:
+            strip_outputs: bool = False, self_checks: bool = True, timeout: float = 300) -> dict[str, Any]:
     """Write the submission zip; return its manifest."""
     folder = Path(folder).resolve()
     if not folder.is_dir():
@@ -110,18 +103,17 @@ def collect(folder: Path, output: Path, assignment: Optional[str] = None, max_mb
                          "Clear the notebook outputs (Kernel > Restart & Clear Output) or use --strip-outputs.")
     import torch
 
-    from .. import __version__
-
     manifest = {
         "assignment": found.name,
         "created_utc": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "lab_version": __version__, "python": platform.python_version(), "torch": torch.__version__,
-        "files": [{"path": n, "sha256": _sha256(b), "bytes": len(b)} for n, b in blobs.items()],
+        "files": [{"path": n, "sha256": sha256(b), "bytes": len(b)} for n, b in blobs.items()],
         "left_out": left_out,
-        "self_checks": run_self_checks(folder, found, timeout) if checks else [],
+        "self_checks": run_self_checks(folder, found, timeout) if self_checks else [],
     }
     passed = sum(r["passed"] for r in manifest["self_checks"])
-    manifest["summary"] = f"{passed}/{len(manifest['self_checks'])} self-checks passed" if checks else "self-checks not run"
+    manifest["summary"] = (f"{passed}/{len(manifest['self_checks'])} self-checks passed" if self_checks
+                           else "self-checks not run")
     output = Path(output)
     output.parent.mkdir(parents=True, exist_ok=True)
     with zipfile.ZipFile(output, "w", zipfile.ZIP_DEFLATED) as zf:
@@ -129,66 +121,6 @@ def collect(folder: Path, output: Path, assignment: Optional[str] = None, max_mb
             zf.writestr(name, data)
         zf.writestr(MANIFEST, json.dumps(manifest, indent=2))
     return manifest
-
-
-def verify(zip_path: Path) -> dict[str, Any]:
-    """The manifest of a submission zip, after checking every file against its hash."""
-    with zipfile.ZipFile(zip_path) as zf:
-        manifest = json.loads(zf.read(MANIFEST))
-        listed = {f["path"]: f["sha256"] for f in manifest["files"]}
-        present = set(zf.namelist()) - {MANIFEST}
-        if present != set(listed):
-            raise ValueError(f"{zip_path}: files {sorted(present ^ set(listed))} are not as the manifest lists them")
-        for name, digest in listed.items():
-            if _sha256(zf.read(name)) != digest:
-                raise ValueError(f"{zip_path}: {name} was changed after collection (hash mismatch)")
-    return manifest
-
-
-def _import_modules(folder: Path, assignment: Assignment) -> dict[str, Any]:
-    """The public names of the assignment's modules, imported from ``folder`` under unique names."""
-    ns: dict[str, Any] = {}
-    sys.path.insert(0, str(folder))  # a module may import the student's own helper files
-    try:
-        for module in assignment.modules:
-            path = folder / module
-            unique = f"_submission_{_sha256(str(path.resolve()).encode())[:12]}_{path.stem}"
-            spec = importlib.util.spec_from_file_location(unique, path)
-            mod = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(mod)
-            ns.update({k: v for k, v in vars(mod).items() if not k.startswith("_")})
-    finally:
-        sys.path.remove(str(folder))
-    return ns
-
-
-def load_submission(assignment: str, path: Optional[str] = None) -> dict[str, Any]:
-    """Namespace for hidden tests: lab.grading's checks, torch, and the submission's functions.
-
-    ``path`` (default: the RANKLAB_SUBMISSION environment variable) is a folder or a zip made by
-    :func:`collect` (verified against its manifest first).
-    """
-    import torch
-
-    from .. import grading as package
-
-    path = path or os.environ.get("RANKLAB_SUBMISSION")
-    if not path:
-        raise RuntimeError("set RANKLAB_SUBMISSION to the submission folder or zip to grade")
-    source = Path(path)
-    if source.suffix == ".zip":
-        verify(source)
-        folder = Path(tempfile.mkdtemp(prefix="ranklab_submission_"))
-        with zipfile.ZipFile(source) as zf:
-            for name in zf.namelist():
-                if name.endswith(".py") and "/" not in name:
-                    (folder / name).write_bytes(zf.read(name))
-    else:
-        folder = source
-    ns = {name: getattr(package, name) for name in package.__all__}
-    ns["torch"] = torch
-    ns.update(_import_modules(folder.resolve(), ASSIGNMENTS[assignment]))
-    return ns
 
 
 def main(argv: Optional[list[str]] = None) -> None:

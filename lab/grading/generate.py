@@ -1,18 +1,18 @@
-"""Generate student versions and hidden tests from the solution assignments.
+"""Generate student versions, hidden tests and an nbgrader course folder from the solution assignments.
 
     python -m lab.grading.generate [--source assignments] [--out build/assignments] [--only NAME]
 
-Markers (nbgrader's own, so nbgrader reads the sources natively):
-  ``### BEGIN SOLUTION`` / ``### END SOLUTION``          in .py files, code and markdown cells
-  ``### BEGIN HIDDEN TESTS`` / ``### END HIDDEN TESTS``  in code cells (self-contained code: it
-                                                         sees the submission's modules, lab.grading, torch)
+Markers: see :mod:`lab.grading.markers` (nbgrader's own, so nbgrader reads the sources natively).
+Hidden tests sit in a code cell under its visible self-check; the whole cell is one test, scored
+all or nothing with the points of the assignment's weight table (:mod:`lab.grading.assignments`).
 Output, per assignment NAME (a folder of ``source`` holding a notebook):
   student/NAME/             modules with solutions -> ``raise NotImplementedError("TODO: ...")``,
                             notebooks with answers -> "YOUR ANSWER HERE", no hidden tests, no outputs
   solution/NAME/            the sources, outputs cleared
   hidden_tests/test_NAME.py plain-pytest grading: RANKLAB_SUBMISSION=DIR_OR_ZIP pytest hidden_tests/
-  nbgrader/source/NAME/     the solution notebook with nbgrader cell metadata + the student modules
-                            (nbgrader copies non-notebook files verbatim)
+  nbgrader/source/NAME/     the solution notebook with nbgrader cell metadata (points from the weight
+                            table) + the student modules (nbgrader copies non-notebook files verbatim)
+  nbgrader/nbgrader_config.py  makes autograde keep each student's own modules
 """
 from __future__ import annotations
 
@@ -26,10 +26,11 @@ from typing import Optional
 
 import nbformat
 
-SOLUTION = ("### BEGIN SOLUTION", "### END SOLUTION")
-HIDDEN = ("### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS")
-TEXT_STUB = "YOUR ANSWER HERE"  # nbgrader's default text stub
+from .assignments import ASSIGNMENTS, Assignment
+from .markers import HIDDEN, SOLUTION, has_region, notebook_tests, strip_code, strip_markdown
+
 SKIP = {".ipynb_checkpoints", "__pycache__"}
+CELL_TIMEOUT = 120  # seconds nbgrader's autograde allows a cell (a hanging submission stops there)
 
 
 @dataclass
@@ -40,60 +41,6 @@ class Generated:
     hidden_tests: Path
     stubs: list[str]  # functions (or "cell N") whose solution became a TODO
     first_todo_cell: Optional[int]  # index of the first student-notebook code cell that must raise
-
-
-def _regions(lines: list[str], markers: tuple[str, str], where: str):
-    """(begin, end) line indices of each marked region; errors name the file and line."""
-    out, start = [], None
-    for i, line in enumerate(lines):
-        if markers[0] in line:
-            if start is not None:
-                raise ValueError(f"{where}:{i + 1}: nested {markers[0]!r} (previous one at line {start + 1})")
-            start = i
-        elif markers[1] in line:
-            if start is None:
-                raise ValueError(f"{where}:{i + 1}: {markers[1]!r} without {markers[0]!r}")
-            out.append((start, i))
-            start = None
-    if start is not None:
-        raise ValueError(f"{where}:{start + 1}: {markers[0]!r} is never closed")
-    return out
-
-
-def _enclosing_function(lines: list[str], index: int) -> Optional[str]:
-    indent = len(lines[index]) - len(lines[index].lstrip())
-    for line in reversed(lines[:index]):
-        match = re.match(r"(\s*)(?:async\s+)?def\s+(\w+)\s*\(", line)
-        if match and len(match.group(1)) < indent:
-            return match.group(2)
-    return None
-
-
-def strip_code(source: str, where: str) -> tuple[str, list[str]]:
-    """Solutions -> an indented TODO stub; hidden tests removed. Returns (source, stubbed names)."""
-    lines = source.split("\n")
-    for begin, end in reversed(_regions(lines, HIDDEN, where)):
-        del lines[begin:end + 1]
-    stubs = []
-    for begin, end in reversed(_regions(lines, SOLUTION, where)):
-        pad = lines[begin][: len(lines[begin]) - len(lines[begin].lstrip())]
-        name = _enclosing_function(lines, begin)
-        todo = f"implement {name}() (see its docstring)" if name else "complete this cell"
-        lines[begin:end + 1] = [f"{pad}# YOUR CODE HERE", f'{pad}raise NotImplementedError("TODO: {todo}")']
-        stubs.append(name or where)
-    return "\n".join(lines), stubs[::-1]
-
-
-def strip_markdown(source: str, where: str) -> str:
-    lines = source.split("\n")
-    for begin, end in reversed(_regions(lines, SOLUTION, where)):
-        lines[begin:end + 1] = [TEXT_STUB]
-    return "\n".join(lines)
-
-
-def hidden_regions(source: str, where: str) -> list[str]:
-    lines = source.split("\n")
-    return ["\n".join(lines[b + 1:e]) for b, e in _regions(lines, HIDDEN, where)]
 
 
 def _clean(nb) -> None:
@@ -115,22 +62,42 @@ def student_notebook(nb, where: str) -> tuple[object, list[str]]:
     return nb, stubs
 
 
-def nbgrader_notebook(nb, where: str):
-    """The solution notebook with the cell metadata nbgrader expects (schema 3)."""
+def nbgrader_notebook(nb, where: str, assignment: Assignment):
+    """The solution notebook with the cell metadata nbgrader expects (schema 3), points from the weight table."""
     nb = copy.deepcopy(nb)
     _clean(nb)
+    points, graded = assignment.points, set()
     for i, cell in enumerate(nb.cells):
-        solution = bool(_regions(cell.source.split("\n"), SOLUTION, f"{where} cell {i}"))
-        tests = cell.cell_type == "code" and bool(hidden_regions(cell.source, f"{where} cell {i}"))
+        solution = has_region(cell.source, SOLUTION, f"{where} cell {i}")
+        tests = cell.cell_type == "code" and has_region(cell.source, HIDDEN, f"{where} cell {i}")
         if not (solution or tests):
             continue
         manual = solution and cell.cell_type == "markdown"  # a written answer, graded by hand
-        cell.metadata["nbgrader"] = {
-            "cell_type": cell.cell_type, "grade": tests or manual, "grade_id": f"cell-{cell.get('id', i)}",
-            "locked": tests, "schema_version": 3, "solution": solution, "task": False,
-            **({"points": 2 if manual else 1} if tests or manual else {}),
-        }
+        meta = {"cell_type": cell.cell_type, "grade": tests or manual, "grade_id": f"cell-{cell.get('id', i)}",
+                "locked": tests, "schema_version": 3, "solution": solution, "task": False}
+        if tests or manual:
+            if cell.get("id") not in points:
+                raise ValueError(f"{where} cell {i} (id {cell.get('id')!r}) is graded but has no points in the weight "
+                                 f"table of {assignment.name} (lab/grading/assignments.py)")
+            meta["points"] = points[cell.id]
+            graded.add(cell.id)
+        cell.metadata["nbgrader"] = meta
+    if set(points) - graded:
+        raise ValueError(f"{assignment.name}: the weight table names cells that are not graded in {where}: "
+                         f"{sorted(set(points) - graded)}")
     return nb
+
+
+def nbgrader_config(assignments: list[Assignment]) -> str:
+    """nbgrader_config.py for the course folder: autograde keeps the modules the students wrote."""
+    keep = "".join(f"    {a.name!r}: {list(a.modules)!r},\n" for a in assignments)
+    return (f"# Generated by `python -m lab.grading.generate`; run nbgrader in this folder.\n"
+            f"c = get_config()  # noqa: F821 (nbgrader defines it)\n\n"
+            f"# autograde copies every non-notebook file of source/NAME over the submission; source/ holds the\n"
+            f"# TODO stubs of the modules, so without this every student would be graded on the stubs (0 points).\n"
+            f"c.Autograde.exclude_overwriting = {{\n{keep}}}\n\n"
+            f"# Seconds a cell may run during autograde (a hanging submission fails that cell, then goes on).\n"
+            f"c.Execute.timeout = {CELL_TIMEOUT}\n")
 
 
 def first_todo_cell(nb, stubs: list[str]) -> Optional[int]:
@@ -147,14 +114,15 @@ def first_todo_cell(nb, stubs: list[str]) -> Optional[int]:
 
 
 HIDDEN_HEADER = '''"""Hidden tests of assignment {name}, generated by `python -m lab.grading.generate`
-from the ### BEGIN HIDDEN TESTS regions of its solution notebook. Do not edit: regenerate.
+from the test cells of its solution notebook (self-check + hidden tests). Do not edit: regenerate.
 
 Grade a submission (a folder, or a zip made by `python -m lab.grading.collect`):
     RANKLAB_SUBMISSION=path/to/submission pytest {file}
+A whole folder of submissions: python -m lab.grading.grade SUBMISSIONS_DIR -o grades.csv
 """
 import pytest
 
-from lab.grading.collect import load_submission
+from lab.grading.submission import load_submission
 
 
 @pytest.fixture(scope="module")
@@ -165,18 +133,17 @@ def ns():
 
 def hidden_test_file(name: str, nb, where: str) -> str:
     out = [HIDDEN_HEADER.format(name=name, file=f"test_{name}.py")]
-    for i, cell in enumerate(nb.cells):
-        if cell.cell_type != "code":
-            continue
-        for j, code in enumerate(hidden_regions(cell.source, f"{where} cell {i}")):
-            test = re.sub(r"\W", "_", str(cell.get("id", f"cell_{i}"))) + (f"_{j}" if j else "")
-            out.append(f"\n\ndef test_{test}(ns):\n    code = {code.strip()!r}\n"
-                       f"    exec(compile(code, {f'{where} cell {i} (hidden tests)'!r}, \"exec\"), dict(ns))\n")
+    for test in notebook_tests(nb, where):
+        function = "test_" + re.sub(r"\W", "_", test.cell)
+        out.append(f"\n\ndef {function}(ns):\n    code = {test.code.strip()!r}\n"
+                   f"    exec(compile(code, {test.where + ' (test cell)'!r}, \"exec\"), dict(ns))\n")
     return "".join(out)
 
 
 def generate_one(src: Path, out: Path) -> Generated:
     name = src.name
+    if name not in ASSIGNMENTS:
+        raise ValueError(f"{src}: no entry {name!r} in lab/grading/assignments.py (its modules and weight table)")
     dirs = {k: out / k / name for k in ("student", "solution", "nbgrader/source")}
     for d in dirs.values():
         shutil.rmtree(d, ignore_errors=True)
@@ -198,7 +165,7 @@ def generate_one(src: Path, out: Path) -> Generated:
             student, names = student_notebook(nb, str(path))
             stubs += names
             nbformat.write(student, dirs["student"] / path.name)
-            nbformat.write(nbgrader_notebook(nb, str(path)), dirs["nbgrader/source"] / path.name)
+            nbformat.write(nbgrader_notebook(nb, path.name, ASSIGNMENTS[name]), dirs["nbgrader/source"] / path.name)
             solution = copy.deepcopy(nb)
             _clean(solution)
             nbformat.write(solution, dirs["solution"] / path.name)
@@ -222,7 +189,9 @@ def generate(source: Path = Path("assignments"), out: Path = Path("build/assignm
                      if p.is_dir() and p.name not in SKIP and any(p.glob("*.ipynb")) and (only in (None, p.name)))
     if not folders:
         raise ValueError(f"no assignment folder (with a notebook) in {source}" + (f" named {only!r}" if only else ""))
-    return [generate_one(p, Path(out)) for p in folders]
+    done = [generate_one(p, Path(out)) for p in folders]
+    (Path(out) / "nbgrader" / "nbgrader_config.py").write_text(nbgrader_config(list(ASSIGNMENTS.values())))
+    return done
 
 
 def main(argv: Optional[list[str]] = None) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from .mistakes_losses import Mistake
+from .topic import Mistake
 
 
 def soft_hist(values, centres, width, weights, *, kernel="ok", weighting="ok", normalise=False) -> Tensor:
@@ -50,8 +50,12 @@ def fast_ap_loss(scores, targets, mask, num_bins, *, mask_pos=True, mask_neg=Tru
     pos = (targets & mask if mask_pos else targets)
     valid = mask if valid_is_mask else pos | (~targets & mask if mask_neg else ~targets)
     v = {"sq": 2 - 2 * scores, "raw": scores, "one_minus": 1 - scores}[values]
-    if centres == "L":
+    if centres == "L":  # num_bins centres spanning [0, 4]
         c, width = torch.linspace(0, 4, num_bins, dtype=scores.dtype), 4 / (num_bins - 1)
+    elif centres == "L_width":  # num_bins centres spanning [0, 4], but the spacing of num_bins + 1
+        c, width = torch.linspace(0, 4, num_bins, dtype=scores.dtype), 4 / num_bins
+    elif centres == "arange":  # num_bins centres 0, 4/num_bins, ..., 4 - 4/num_bins: the last one missing
+        c, width = torch.arange(num_bins, dtype=scores.dtype) * (4 / num_bins), 4 / num_bins
     else:
         c, width = torch.linspace(0, 4, num_bins + 1, dtype=scores.dtype), 4 / num_bins
     if far_first:
@@ -66,7 +70,7 @@ def fast_ap_loss(scores, targets, mask, num_bins, *, mask_pos=True, mask_neg=Tru
         terms = torch.where(cum_all > 0, cum_pos * h_pos / cum_all.clamp_min(1e-12), torch.zeros_like(cum_all))
     else:
         terms = cum_pos * h_pos / (cum_all.clamp_min(1e-12) if empty == "clamp" else cum_all)
-    count = {"pos": pos.sum(1), "items": valid.sum(1)}[norm].to(scores.dtype)
+    count = {"pos": pos.sum(1), "items": valid.sum(1), "none": torch.ones_like(pos.sum(1))}[norm].to(scores.dtype)
     ap = terms.sum(-1) / (count.clamp_min(1) if zero_empty else count)
     out = ap if as_ap else 1 - ap
     return torch.where(pos.any(1), out, torch.zeros_like(out)) if zero_empty else out
@@ -87,8 +91,13 @@ FAST_AP = [
             "itself (FastAP supp. C.1).", _fast(values="raw")),
     Mistake("one_minus", "bin the squared Euclidean distance of unit vectors, d = ‖x − y‖² = 2 − 2s, not 1 − s.",
             _fast(values="one_minus")),
-    Mistake("num_bins_centres", "the lab's convention: num_bins intervals of width 4/num_bins, i.e. num_bins + 1 "
-            "centres 0, 4/num_bins, ..., 4; you used num_bins centres.", _fast(centres="L")),
+] + [
+    Mistake(f"num_bins_centres_{layout}", "the lab's convention: num_bins intervals of width 4/num_bins, i.e. "
+            "num_bins + 1 centres 0, 4/num_bins, ..., 4 (torch.linspace(0, 4, num_bins + 1)); you used num_bins centres.",
+            _fast(centres=layout)) for layout in ("L", "L_width", "arange")
+] + [
+    Mistake("no_normalisation", "FastAP = (1/N⁺) Σ_j H⁺_j h⁺_j / H_j: you forgot the 1/N⁺ — divide the sum by the "
+            "number of positives N⁺ of the query (Eq. 14), which makes FastAP ≤ 1.", _fast(norm="none")),
     Mistake("far_first", "the cumulative sums H_j, H⁺_j run from the closest bin (distance 0) outward; yours start "
             "from the farthest bin.", _fast(far_first=True)),
     Mistake("exclusive_cumsum", "H_j = Σ_{k ≤ j} h_k includes bin j itself; your cumulative sums stop one bin early.",

@@ -1,34 +1,32 @@
 """Known wrong versions of H⁻, SmoothAP, Sup-AP and the calibration loss, with the feedback each earns.
 
 Each variant has the student signature of its topic. The checks run them on a failing case
-and report the mistake whose output the student's matches (see ``engine.diagnose``).
+and report the mistake whose output the student's matches (see ``CheckRunner.diagnose`` in :mod:`lab.grading.check_runner`).
 The variants are written for clarity with (Q, N, N) pair tensors: cases are small.
 """
 from __future__ import annotations
 
 import math
 from functools import partial
-from typing import Callable, NamedTuple
+from typing import Callable
 
 import torch
 from torch import Tensor
 
 from ..ranking import h_minus as ref_h_minus
-
-
-class Mistake(NamedTuple):
-    key: str
-    message: str
-    fn: Callable
+from .topic import Mistake
 
 
 # ------------------------------------------------------------------------------------- H^-
-def _h(t, tau, rho, delta, *, jump=0.5, temp=True, tie_left=False, linear="ok"):
-    scale = tau if temp else 1.0
-    sig = torch.sigmoid(t / scale)
-    sig_delta = 1.0 / (1.0 + math.exp(-delta / scale))
+def _h(t, tau, rho, delta, *, jump=0.5, temp="divide", tie_left=False, linear="ok"):
+    scaled = {"divide": lambda x: x / tau, "none": lambda x: x, "multiply": lambda x: x * tau}[temp]
+    sig = torch.sigmoid(scaled(t))
+    sig_delta = 1.0 / (1.0 + math.exp(-scaled(delta)))
     start = {"ok": sig_delta + jump, "one": 1.0 + jump, "half": jump, "sig_t": sig + jump}.get(linear, sig_delta + jump)
-    lin = rho * ((t if linear == "from0" else t - delta).clamp_min(0)) + start
+    slope = 1.0 if linear == "slope_one" else rho
+    lin = slope * ((t if linear == "from0" else t - delta).clamp_min(0)) + start
+    if linear == "none":
+        lin = sig + jump
     left = t <= 0 if tie_left else t < 0
     return torch.where(left, sig, torch.where(t <= delta, sig + jump, lin))
 
@@ -41,7 +39,19 @@ H_MINUS = [
             "on [0, δ] and continues linearly with slope ρ beyond δ (ROADMAP Eq. 4).",
             lambda t, tau, rho, delta: torch.sigmoid(t / tau)),
     Mistake("h_no_temperature", "you forgot the temperature: use σ(t/τ), not σ(t) (also in σ(δ/τ)).",
-            partial(_h, temp=False)),
+            partial(_h, temp="none")),
+    Mistake("h_tau_multiplied", "you multiplied by the temperature: the sigmoid's argument is t/τ, not t·τ (also in "
+            "σ(δ/τ)). With τ = 0.01, t/τ makes the sigmoid steep; t·τ makes it almost flat at 0.5.",
+            partial(_h, temp="multiply")),
+    Mistake("h_slope_one", "beyond δ the slope of H⁻ is ρ: ρ(t − δ) + σ(δ/τ) + 0.5. Yours has slope 1 (ρ is missing), "
+            "so a negative ranked far above a positive gets ρ times less gradient than Sup-AP gives it.",
+            partial(_h, linear="slope_one")),
+    Mistake("h_no_linear_branch", "H⁻ is not σ(t/τ) + 0.5 for every t ≥ 0: beyond δ it continues linearly, "
+            "ρ(t − δ) + σ(δ/τ) + 0.5 (ROADMAP Eq. 4). Without that branch a negative ranked far above a positive gets "
+            "no gradient (the sigmoid is flat there).", partial(_h, linear="none")),
+    Mistake("h_delta_ignored", "you ignored δ: H⁻ is σ(t/τ) + 0.5 on [0, δ] and the linear branch starts at t = δ, "
+            "ρ(t − δ) + σ(δ/τ) + 0.5. Yours starts at t = 0 (as if δ = 0).",
+            lambda t, tau, rho, delta: _h(t, tau, rho, 0.0)),
     Mistake("h_tie_left", "a tie (t = 0 exactly) must use the branch σ(t/τ) + 0.5, since H(0) = 1: use the plain "
             "sigmoid only for t < 0 (strictly).", partial(_h, tie_left=True)),
     Mistake("h_linear_start_one", "the linear branch must start where the middle branch ends: ρ(t − δ) + σ(δ/τ) + 0.5, "
@@ -73,8 +83,9 @@ def _strict_step(d):
 
 
 def ap_loss(scores, targets, mask, step_pos, step_neg, *, mask_pos=True, mask_neg=True, self_pos=1.0,
-            include_k=False, neg_all=False, reversed_=False, zero_empty=True, norm="pos", as_ap=False) -> Tensor:
-    """1 - mean over positives k of rank+(k) / (rank+(k) + rank-(k)), configurable the wrong ways."""
+            include_k=False, neg_all=False, reversed_=False, zero_empty=True, norm="pos", as_ap=False,
+            rank_one=True) -> Tensor:
+    """1 - mean over positives k of rank+(k) / rank(k), rank = rank+ + rank-, configurable the wrong ways."""
     pos = targets & mask if mask_pos else targets.clone()
     neg = ~targets & mask if mask_neg else ~targets
     diff = scores[:, None, :] - scores[:, :, None]  # [q, k, j] = s_j - s_k
@@ -83,10 +94,12 @@ def ap_loss(scores, targets, mask, step_pos, step_neg, *, mask_pos=True, mask_ne
     others = pos[:, None, :].expand_as(diff)
     if not include_k:
         others = others & ~torch.eye(scores.shape[1], dtype=torch.bool)
-    rank_pos = self_pos + (step_pos(diff) * others).sum(-1)
+    above_pos = (step_pos(diff) * others).sum(-1)
+    rank_pos = self_pos + above_pos
     neg_items = (neg | pos) if neg_all else neg
     rank_neg = (step_neg(diff) * neg_items[:, None, :]).sum(-1)
-    prec = torch.where(pos, rank_pos / (rank_pos + rank_neg), torch.zeros_like(rank_pos))
+    rank = rank_pos + rank_neg if rank_one else above_pos + rank_neg  # the 1 of rank(k) is k itself
+    prec = torch.where(pos, rank_pos / rank, torch.zeros_like(rank_pos))
     denom = {"pos": pos.sum(1), "items": (pos | neg).sum(1), "sum": torch.ones_like(pos.sum(1))}[norm]
     ap = prec.sum(1) / denom.to(scores.dtype)
     out = ap if as_ap else 1 - ap
@@ -111,6 +124,9 @@ _COMMON_AP = {  # mistakes shared by SmoothAP and Sup-AP: (key, message, ap_loss
                 dict(neg_all=True)),
     "rank_no_self": ("your ranks are off by one: rank⁺(k) = 1 + #other positives above k — the 1 is k itself, which "
                      "you left out (ROADMAP Eq. 1).", dict(self_pos=0.0)),
+    "rank_without_one": ("your rank(k) lacks its 1: rank(k) = 1 + Σ_{j ≠ k} over every valid item (the 1 is k "
+                         "itself). Your rank⁺(k) has it, your rank(k) does not, so the precision rank⁺/rank exceeds 1 "
+                         "when k is ranked first.", dict(rank_one=False)),
 }
 
 
@@ -133,6 +149,10 @@ def _smooth_with(step_pos=None, step_neg=None, **opts):
 SMOOTH_AP = _with_common(_smooth) + [
     Mistake("no_temperature", "you forgot the temperature: SmoothAP uses σ((s_j − s_k)/τ), not σ(s_j − s_k).",
             _smooth_with(step_pos=lambda tau: torch.sigmoid, step_neg=lambda tau: torch.sigmoid)),
+    Mistake("tau_multiplied", "you multiplied by the temperature: SmoothAP uses σ((s_j − s_k)/τ), not σ((s_j − s_k)·τ). "
+            "With τ = 0.01 the division makes the sigmoid steep, close to the step; the product makes it flat.",
+            _smooth_with(step_pos=lambda tau: lambda d: torch.sigmoid(d * tau),
+                         step_neg=lambda tau: lambda d: torch.sigmoid(d * tau))),
     Mistake("reversed", "your comparison is reversed: rank(k) counts the items scored ABOVE k, i.e. σ((s_j − s_k)/τ) "
             "with s_j the other item.", _smooth(reversed_=True)),
     Mistake("rank_includes_k", "your ranks are off by one half: rank(k) = 1 + Σ_{j≠k} σ(...). Summing over every j "
@@ -163,6 +183,9 @@ SUP_AP = _with_common(_sup) + [
             "not s_j > s_k.", _sup(step_pos="strict")),
     Mistake("sigmoid_rank_neg", "rank⁻ must use H⁻ (ROADMAP Eq. 4), not the plain sigmoid: the sigmoid's gradient "
             "vanishes for a negative ranked well above a positive.", _sup(step_neg="sigmoid")),
+    Mistake("step_rank_neg", "rank⁻ must use H⁻ (ROADMAP Eq. 4), not the exact step H: with H the loss is piecewise "
+            "constant in the negatives' scores and gives them no gradient. Only rank⁺ uses the exact step.",
+            _sup(step_neg="step")),
     Mistake("rank_pos_twice", "your ranks are off by one: rank⁺(k) = 1 + #(other positives j ≠ k with s_j ≥ s_k). "
             "Summing H over every positive already counts k itself (H(0) = 1); adding 1 counts it twice.",
             _sup(include_k=True)),
@@ -180,8 +203,10 @@ def calibration_loss(scores, targets, mask, alpha, beta, *, mask_pos=True, mask_
     pos = (targets & mask if mask_pos else targets).to(scores.dtype)
     neg = (~targets & mask if mask_neg else ~targets).to(scores.dtype)
     up, down = alpha - scores, scores - beta
-    if hinge == "sign":
-        up, down = -up, -down
+    if hinge in ("sign", "sign_pos"):
+        up = -up
+    if hinge in ("sign", "sign_neg"):
+        down = -down
     if hinge != "none":
         up, down = up.clamp_min(0), down.clamp_min(0)
     if norm == "sum":
@@ -210,6 +235,10 @@ CALIBRATION = [
             "positives far above α lower the loss and compensate violations.", _cal(hinge="none")),
     Mistake("hinge_sign", "the hinges point the wrong way: positives pay [α − s]₊ (penalised when BELOW α), "
             "negatives pay [s − β]₊ (penalised when ABOVE β).", _cal(hinge="sign")),
+    Mistake("hinge_sign_pos", "the positives' hinge points the wrong way: a positive pays [α − s]₊, penalised when its "
+            "score is BELOW α; you wrote [s − α]₊, which penalises positives scored high.", _cal(hinge="sign_pos")),
+    Mistake("hinge_sign_neg", "the negatives' hinge points the wrong way: a negative pays [s − β]₊, penalised when its "
+            "score is ABOVE β; you wrote [β − s]₊, which penalises negatives scored low.", _cal(hinge="sign_neg")),
     Mistake("sum_not_mean", "wrong normalisation: ROADMAP Eq. 7 averages — mean of [α − s]₊ over the positives plus "
             "mean of [s − β]₊ over the negatives, not sums.", _cal(norm="sum")),
     Mistake("one_mean", "wrong normalisation: average the positive term over the positives and the negative term "

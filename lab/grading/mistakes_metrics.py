@@ -6,7 +6,7 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
-from .mistakes_losses import Mistake
+from .topic import Mistake
 
 
 class Ranked(NamedTuple):
@@ -41,18 +41,24 @@ def _finish(values: Tensor, pos: Tensor, empty: str) -> Tensor:
 
 
 def ap_metric(scores, targets, mask, *, rank_shift=0.0, rank_pos_shift=0.0, norm="pos", everywhere=False,
-              cutoff=None, empty="nan", as_loss=False, **rank_opts) -> Tensor:
+              cutoff=None, empty="nan", as_loss=False, zero_by_zero=None, first_only=False, **rank_opts) -> Tensor:
     """AP (cutoff=None) or mAP@R (cutoff="R" and variants), configurable the wrong ways."""
     r = ranked(scores, targets, mask, **rank_opts)
     num_pos = r.pos.sum(1, keepdim=True).to(scores.dtype)
     prec = (r.rank_pos + rank_pos_shift) / (r.rank + rank_shift)
+    if zero_by_zero is not None:  # how a 0 / 0 precision was patched (e.g. a clamped denominator: 0)
+        prec = torch.nan_to_num(prec, nan=zero_by_zero)
     counted = r.valid if everywhere else r.pos
+    if first_only:  # the best-ranked positive only (ties: every positive at the top score)
+        top = torch.where(r.pos, r.rank, torch.full_like(r.rank, float("inf"))).min(1, keepdim=True).values
+        counted = counted & (r.rank == top)
     if cutoff is not None:
         limit = num_pos + {"R": 0, "R+1": 1, "R-1": -1}[cutoff]
         counted = counted & (r.rank <= limit)
     total = torch.where(counted, prec, torch.zeros_like(prec)).sum(1)
     hits = (r.pos & (r.rank <= num_pos)).sum(1).to(scores.dtype)
-    denom = {"pos": num_pos[:, 0], "items": r.valid.sum(1).to(scores.dtype), "hits": hits}[norm]
+    denom = {"pos": num_pos[:, 0], "items": r.valid.sum(1).to(scores.dtype), "hits": hits,
+             "one": torch.ones_like(hits)}[norm]
     out = total / denom
     return _finish(1 - out if as_loss else out, r.pos, empty)
 
@@ -100,6 +106,16 @@ AVERAGE_PRECISION = _shared("AP", _ap) + [
     Mistake("rank_plus_one", "your ranks are off by one: the top item has rank 1, not 2.", _ap(rank_shift=1.0)),
     Mistake("norm_items", "wrong normalisation: AP averages the precision over the positives (divide by |P|), "
             "not over all ranked items.", _ap(norm="items")),
+] + [
+    Mistake(f"rank_no_self_{patch}", "your ranks lack their 1: rank(k) = 1 + #other valid items j with s_j ≥ s_k and "
+            "rank⁺(k) = 1 + #other positives above k — the 1 is k itself (ROADMAP Eq. 1). Without it the first "
+            "positive gets precision 0/0.", _ap(rank_shift=-1.0, rank_pos_shift=-1.0, zero_by_zero=fill))
+    for patch, fill in (("nan", None), ("zero", 0.0), ("one", 1.0))
+] + [
+    Mistake(f"first_positive_only_{norm}", "you only count the first positive in the ranking (that is the reciprocal "
+            "rank 1/rank of the first hit): AP averages rank⁺(k)/rank(k) over EVERY positive k of the query.",
+            _ap(first_only=True, norm=norm)) for norm in ("one", "pos")
+] + [
     Mistake("precision_everywhere", "you add the precision at every rank; AP adds it only at the ranks of the "
             "positives (ROADMAP Eq. 1: mean over positives k of rank⁺(k)/rank(k)).", _ap(everywhere=True)),
     Mistake("returns_loss", "you return 1 − AP (the loss); the metric is the AP itself.", _ap(as_loss=True)),

@@ -14,20 +14,20 @@ from typing import Any, Callable, Optional
 import torch
 from torch import Tensor
 
-from .cases import Case, cases
-from .gradients import GradientChecks
-from .mistakes_losses import Mistake
-from .report import (CheckFailure, CheckResult, NotImplementedYet, Topic, close, crash_hint, fmt, fn_name,
-                     student_frame)
+from .cases import Case
+from .feedback import (CheckFailure, CheckResult, NotImplementedYet, close, crash_hint, fmt, fn_name,
+                       student_frame)
+from .gradient_checks import GradientChecks
+from .topic import Mistake, Topic
 
 
-class Runner(GradientChecks):
+class CheckRunner(GradientChecks):
     """Calls the student's function on cases and turns every problem into a CheckFailure."""
 
     def __init__(self, topic: Topic, fn: Callable, seed: int) -> None:
         self.topic, self.fn, self.seed = topic, fn, seed
         self.name = fn_name(fn)
-        self.cases = cases(topic.name, seed)
+        self.cases = topic.cases(seed)
 
     def fail(self, case: Optional[Case], what: str, detail: str = "", error: type = CheckFailure) -> None:
         __tracebackhide__ = True  # pytest and IPython then show the message, not our frames
@@ -63,7 +63,7 @@ class Runner(GradientChecks):
         except Exception as exc:  # the student's code crashed: say where, in their file
             where, code = student_frame(exc)
             self.fail(case, f"it raised {type(exc).__name__}: {exc}",
-                      (f"  at {where}: {code}" if where else "") + crash_hint(exc, self.topic))
+                      (f"  at {where}: {code}" if where else "") + crash_hint(exc, self.topic.signature))
         for name, before, after in zip(case.arg_names, case.values, args):
             if isinstance(before, Tensor) and not torch.equal(before, after.detach()):
                 self.fail(case, f"it modified its input `{name}` in place. Work on new tensors "
@@ -178,6 +178,13 @@ class Runner(GradientChecks):
             return "your output contains NaN where the reference is finite."
         passes = {c.name: bool(close(outputs[c.name], self.expected[c.name], c.values[0].dtype).all()) for c in self.cases}
         failing = [c for c in self.cases if not passes[c.name]]
+        if all(c.values[0].dtype == torch.float64 for c in failing) and \
+                all(close(outputs[c.name], self.expected[c.name], torch.float32).all() for c in failing):
+            how = (f"you return {got.dtype} for float64 inputs" if got.dtype != torch.float64
+                   else "you compute in float32 somewhere and cast back")
+            return (f"your values match the reference only to float32 precision on the float64 cases: {how}. Keep the "
+                    "input dtype from start to end: no .float(); create tensors with dtype=scores.dtype "
+                    "(torch.tensor, torch.linspace, torch.ones and torch.arange(...) / n default to float32).")
         if "mask" in case.arg_names:
             if all(c.name.startswith("ties-") for c in failing):
                 return ("your values differ only on the cases with tied scores: the lab ranks ties pessimistically "
@@ -193,7 +200,7 @@ def run_check(topic: Topic, fn: Callable, seed: int = 0, verbose: bool = True) -
     __tracebackhide__ = True
     if not callable(fn):
         raise CheckFailure(f"check_{topic.name} expects your function {topic.signature}, got {type(fn).__name__} {fn!r}.")
-    runner = Runner(topic, fn, seed)
+    runner = CheckRunner(topic, fn, seed)
     runner.check_values()
     if topic.differentiable:
         runner.check_gradients()

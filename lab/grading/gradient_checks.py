@@ -2,20 +2,28 @@
 way (negatives pushed down, and for Sup-AP and calibration positives pulled up), and equals the
 reference's on the float64 cases without ties or kinks.
 
-``GradientChecks`` is a mixin of :class:`lab.grading.engine.Runner`, which provides ``cases``,
+``GradientChecks`` is a mixin of :class:`lab.grading.check_runner.CheckRunner`, which provides ``cases``,
 ``topic``, ``student``, ``call`` and ``fail``.
 """
 from __future__ import annotations
+
+import os
+import re
+import warnings
 
 import torch
 from torch import Tensor
 
 from .cases import Case
-from .report import GRAD_TOL, close, crash_hint, fmt
+from .feedback import GRAD_TOL, close, crash_hint, fmt
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)\n?( {4}.*)?')  # a frame of a forward traceback
+_EXP_LIMIT = {torch.float32: 88.7, torch.float64: 709.8}  # exp(y) overflows beyond y
 
 
 class GradientChecks:
-    """The gradient half of a check (mixed into the Runner)."""
+    """The gradient half of a check (mixed into the CheckRunner)."""
 
     def check_gradients(self) -> None:
         __tracebackhide__ = True
@@ -31,19 +39,59 @@ class GradientChecks:
                 (grad,) = torch.autograd.grad(out.sum(), x, allow_unused=True)
             except Exception as exc:
                 self.fail(case, f"backward() through your output raised {type(exc).__name__}: {exc}",
-                          crash_hint(exc, self.topic).lstrip("\n"))
+                          crash_hint(exc, self.topic.signature).lstrip("\n"))
             ref_out, ref_args = self.call(case, self.topic.reference, grad=True)
             (ref_grad,) = torch.autograd.grad(ref_out.sum(), ref_args[case.diff_arg])
             if grad is None:
                 grad = torch.zeros_like(x)
             if not torch.isfinite(grad).all() and torch.isfinite(ref_grad).all():
-                self.fail(case, "your output is finite but its gradient contains NaN/inf. Typical causes: "
-                                "torch.where(cond, a / b, 0) still back-propagates through a / b where b = 0 — "
-                                "clamp the denominator instead (b.clamp_min(1)); or a hand-written sigmoid "
-                                "1 / (1 + exp(-x / tau)) whose exp overflows in float32 — use torch.sigmoid.")
+                self.explain_nan_gradient(case, grad)
             self.check_signs(case, grad)
             if case.grad and not close(grad, ref_grad, grad.dtype, GRAD_TOL).all():
                 self.explain_gradient(case, grad, ref_grad)
+
+    def explain_nan_gradient(self, case: Case, grad: Tensor) -> None:
+        """Name the operation whose backward made the NaN, and the student's line that called it."""
+        __tracebackhide__ = True
+        index = tuple((~torch.isfinite(grad)).nonzero()[0].tolist())
+        at = f"{case.arg_names[case.diff_arg]}{list(index)}"
+        if self.topic.output == "elementwise" and "tau" in case.params:
+            t = case.values[0][index]
+            at = f"t = {fmt(t)}, where t/τ = {fmt(t / case.get('tau'))}"
+        op, where = self.nan_source(case)
+        line = f" ({where})" if where else ""
+        if op.startswith("Exp"):
+            dtype = case.values[0].dtype
+            limit, tau = _EXP_LIMIT.get(dtype, 88.7), case.params.get("tau", 0.01)
+            self.fail(case, f"your output is finite but its gradient is NaN at {at}: an exp overflows to inf"
+                            f"{line}. Typically a hand-written sigmoid 1 / (1 + exp(−x/τ)): {str(dtype)[6:]} holds "
+                            f"exp(y) only up to y ≈ {limit}, so at τ = {tau:g} exp(−x/τ) is inf for x < "
+                            f"{-limit * tau:.3g}, and the sigmoid's gradient becomes inf/inf = NaN. Use "
+                            "torch.sigmoid(x / tau), which is stable for every x.")
+        if op.startswith(("Div", "Pow", "Log", "Sqrt", "Reciprocal")):
+            self.fail(case, f"your output is finite but its gradient contains NaN (at {at}), made by a division (or "
+                            f"log/sqrt) at 0{line}. torch.where(cond, a / b, 0) still back-propagates through a / b "
+                            "where b = 0, although it drops that value: clamp the denominator instead "
+                            "(b.clamp_min(1)), or divide only where b > 0.")
+        self.fail(case, f"your output is finite but its gradient contains NaN/inf (at {at})"
+                        + (f", first made by the backward of {op}{line}" if op else "") + ".")
+
+    def nan_source(self, case: Case) -> tuple[str, str]:
+        """(operation, 'file, line N: code') where autograd's anomaly mode sees the first NaN, or ('', '')."""
+        args = list(case.args)
+        x = args[case.diff_arg].requires_grad_()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                with torch.autograd.detect_anomaly(check_nan=True):
+                    torch.autograd.grad(self.fn(*args).sum(), x, allow_unused=True)
+                return "", ""
+            except Exception as exc:
+                op = re.search(r"Function '(\w+)'", str(exc))
+        frames = [f for w in caught for f in _FRAME.findall(str(w.message))
+                  if not f[0].startswith(_HERE) and f"{os.sep}torch{os.sep}" not in f[0]]
+        where = f"{os.path.basename(frames[-1][0])}, line {frames[-1][1]}: {frames[-1][3].strip()}" if frames else ""
+        return (op.group(1) if op else ""), where.rstrip(": ")
 
     def check_signs(self, case: Case, grad: Tensor) -> None:
         """Gradient descent must push negatives down (and, for Sup-AP/calibration, positives up)."""

@@ -1,4 +1,5 @@
-"""What the checks share: the topic description, tolerances, results and failures, message helpers."""
+"""What a check hands back: its result or a failure written for the student, and the helpers that
+format the numbers and locate the student's line in a traceback."""
 from __future__ import annotations
 
 import os
@@ -9,28 +10,9 @@ from typing import Any, Callable, Optional
 import torch
 from torch import Tensor
 
-from .mistakes_losses import Mistake
-
 _HERE = os.path.dirname(os.path.abspath(__file__))
 TOL = {torch.float32: dict(rtol=1e-4, atol=1e-5), torch.float64: dict(rtol=1e-6, atol=1e-9)}
 GRAD_TOL = dict(rtol=1e-5, atol=1e-7)
-
-
-@dataclass(frozen=True)
-class Topic:
-    """What one check knows: the reference, the expected output, the mistakes to recognise."""
-
-    name: str
-    signature: str  # the student signature, e.g. "sup_ap(scores, targets, mask, tau, rho, delta)"
-    returns: str  # what it returns, in words
-    reference: Callable
-    output: str  # "per_query" (Q,), "elementwise" (like arg 0) or "histogram" (Q, L)
-    mistakes: list[Mistake] = field(default_factory=list)
-    differentiable: bool = True
-    metric: bool = False  # NaN (not 0) for queries without positive
-    # Gradient directions: "neg" d loss/d s >= 0 on negatives, "both" also <= 0 on positives,
-    # "increasing" d out/d t >= 0 everywhere (a step surrogate).
-    signs: Optional[str] = None
 
 
 @dataclass
@@ -79,17 +61,18 @@ def fn_name(fn: Callable) -> str:
 def student_frame(exc: BaseException) -> tuple[str, str]:
     """(where, code) of the last traceback line outside the grader and torch: where the student's code broke."""
     frames = [f for f in traceback.extract_tb(exc.__traceback__)
-              if not f.filename.startswith(_HERE) and f"{os.sep}torch{os.sep}" not in f.filename]
+              if not f.filename.startswith((_HERE, "<frozen ")) and f"{os.sep}torch{os.sep}" not in f.filename]
     if not frames:
         return "", ""
     f = frames[-1]
     return f"{os.path.basename(f.filename)}, line {f.lineno}, in {f.name}", (f.line or "").strip()
 
 
-def crash_hint(exc: BaseException, topic: Topic) -> str:
+def crash_hint(exc: BaseException, signature: str) -> str:
+    """A hint for a crash inside the student's function, called as ``signature``."""
     text = str(exc)
     if isinstance(exc, TypeError) and ("argument" in text or "positional" in text):
-        return f"\nThe checker calls your function positionally as {topic.signature}."
+        return f"\nThe checker calls your function positionally as {signature}."
     if "heaviside" in text or "derivative for" in text:
         return "\ntorch.heaviside has no gradient: write the exact step as a comparison, (t >= 0).to(t.dtype)."
     if "inplace" in text or "in-place" in text:
