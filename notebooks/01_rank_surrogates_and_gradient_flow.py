@@ -78,11 +78,21 @@ print("H^- >= H on", len(t), "points; the sigmoid is below H somewhere; slope be
 
 # %% [markdown]
 # **Try it.** $\tau$ sets the width of the sigmoid (the margin SupAP keeps once the ranking is
-# right), $\rho$ the slope of the linear part, $\delta$ where it starts. With $\rho = 0$, $H^-$
-# saturates like the sigmoid: the vanishing gradient comes back.
+# right), $\rho$ the slope of the linear part, $\delta$ where it starts. The $\rho$ slider is
+# on a log scale from 1 to 10,000, the paper's 100 in the middle: the smaller $\rho$, the
+# flatter $H^-$ beyond $\delta$.
 
 # %%
 explore(*INTERACTIVE["surrogates"])
+
+# %% [markdown]
+# A log scale never reaches $\rho = 0$, so here it is: beyond $\delta$, $H^-$ is flat, like the
+# saturated sigmoid, and the vanishing gradient comes back (exercise 2 measures it on the toy).
+
+# %%
+flat = surrogate_curves(tau=0.01, rho=0.0, delta=0.05)
+assert all(d == 0.0 for t, d in zip(flat["t"], flat["d_h_minus"]) if t > 0.05 + 1e-9)
+plot_surrogates(tau=0.01, rho=0.0, delta=0.05)
 
 # %% [markdown]
 # ## 2. Choosing $\delta$ (supplementary A.3, Fig. 11)

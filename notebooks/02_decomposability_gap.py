@@ -86,6 +86,14 @@ for num_pos, num_neg in [([2, 2], [2, 2]), ([3, 3, 3], [5, 5, 5]), ([4] * 8, [12
     print(f"K = {len(num_pos)}, |P^b| = {num_pos[0]}, |N^b| = {num_neg[0]}: DG = {measured:.4f} = Eq. 8 = {bound:.4f}")
 
 # %% [markdown]
+# Supplementary Fig. 10 draws that worst case: three batches of 2 positives and 4 negatives,
+# each perfectly ranked, laid end to end in the global ranking (left); right, the bound of Eq. 8
+# when the same kind of batch is repeated 1 to 12 times.
+
+# %%
+plot_juxtaposed(num_batches=3, num_pos=2, num_neg=4)
+
+# %% [markdown]
 # The formula stacks the batches in the order they are listed. With batches of different
 # compositions the order matters, and only the worst order bounds every arrangement:
 # `dg_upper_bound(..., order="worst")` (the default) searches it. The paper's setting — all

@@ -1,19 +1,24 @@
-"""A `streamlit run app.py` server on a free local port and a headless Debian chromium driven by
-Playwright, for the browser tests and ``bench/screenshot.py``. Never ``playwright install``:
-the system chromium is used; waits are on DOM conditions, never sleeps."""
+"""Servers on a free local port (`streamlit run app.py`, JupyterLab) and a headless Debian chromium
+driven by Playwright, for the browser tests and ``bench/screenshot.py``. Never ``playwright install``:
+the system chromium is used; waits are on DOM conditions, never sleeps. Logs and screenshots go
+to test-artifacts/."""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import re
+import secrets
 import socket
 import subprocess
 import sys
 import time
 import urllib.request
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 ROOT = Path(__file__).resolve().parents[1]
+ARTIFACTS = ROOT / "test-artifacts"
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync"]
@@ -26,31 +31,46 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def require_browser() -> None:
+    """Skip (locally) or fail (RANKLAB_REQUIRE_BROWSER=1, CI) when chromium or Playwright is missing."""
+    import pytest  # here: bench/screenshot.py imports this module without pytest
+
+    problem = None
+    if not CHROMIUM.exists():
+        problem = f"{CHROMIUM} is missing: {INSTALL_HINT}"
+    else:
+        try:
+            import playwright.sync_api  # noqa: F401
+        except ImportError:
+            problem = "the playwright Python package is missing: pip install playwright (never `playwright install`)"
+    if problem:
+        if os.environ.get("RANKLAB_REQUIRE_BROWSER") == "1":
+            pytest.fail(f"RANKLAB_REQUIRE_BROWSER=1 but {problem}")
+        pytest.skip(problem)
+
+
 @contextlib.contextmanager
-def streamlit_server(env: dict[str, str] | None = None, timeout: float = 60.0) -> Iterator[str]:
-    """Start the app, wait until /_stcore/health says ok, yield its URL; always kill it."""
-    port = free_port()
-    cmd = [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.headless", "true",
-           "--server.address", "127.0.0.1", "--server.port", str(port), "--browser.gatherUsageStats", "false",
-           "--server.fileWatcherType", "none", "--client.toolbarMode", "minimal"]
-    log = open(ROOT / "test-artifacts" / f"streamlit-{port}.log", "w")
-    proc = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, **(env or {})}, stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
+def serve(name: str, cmd: list[str], ready: Callable[[], bool], cwd: Path = ROOT, env: dict[str, str] | None = None,
+          timeout: float = 60.0) -> Iterator[None]:
+    """Start a server process, poll ``ready()`` until it answers, yield; always stop it.
+    Its output goes to test-artifacts/NAME.log, named in the error if it exits or never answers."""
+    ARTIFACTS.mkdir(exist_ok=True)
+    log = open(ARTIFACTS / f"{name}.log", "w")
+    proc = subprocess.Popen(cmd, cwd=cwd, env={**os.environ, **(env or {})}, stdout=log, stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + timeout
         while True:
             if proc.poll() is not None:
-                raise RuntimeError(f"streamlit exited with code {proc.returncode}; see {log.name}")
+                raise RuntimeError(f"{name} exited with code {proc.returncode}; see {log.name}")
             try:
-                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
-                    if r.read().decode().strip() == "ok":
-                        break
+                if ready():
+                    break
             except OSError:
                 pass
             if time.monotonic() > deadline:
-                raise TimeoutError(f"streamlit did not answer /_stcore/health within {timeout:.0f} s")
+                raise TimeoutError(f"{name} did not answer within {timeout:.0f} s; see {log.name}")
             time.sleep(0.2)  # polling a server that is starting, not waiting for the page
-        yield url
+        yield
     finally:
         proc.terminate()
         try:
@@ -59,6 +79,55 @@ def streamlit_server(env: dict[str, str] | None = None, timeout: float = 60.0) -
             proc.kill()
             proc.wait()
         log.close()
+
+
+def _answers(url: str) -> str:
+    with urllib.request.urlopen(url, timeout=2) as r:
+        return r.read().decode()
+
+
+@contextlib.contextmanager
+def streamlit_server(env: dict[str, str] | None = None, timeout: float = 60.0) -> Iterator[str]:
+    """Start the app, wait until /_stcore/health says ok, yield its URL."""
+    port = free_port()
+    cmd = [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.headless", "true",
+           "--server.address", "127.0.0.1", "--server.port", str(port), "--browser.gatherUsageStats", "false",
+           "--server.fileWatcherType", "none", "--client.toolbarMode", "minimal"]
+    url = f"http://127.0.0.1:{port}"
+    with serve(f"streamlit-{port}", cmd, lambda: _answers(f"{url}/_stcore/health").strip() == "ok", env=env,
+               timeout=timeout):
+        yield url
+
+
+# JupyterLab user settings for the tests: no news poll (offline; its question would cover the page).
+LAB_SETTINGS = {"@jupyterlab/apputils-extension/notification.jupyterlab-settings": {"fetchNews": "false"}}
+
+
+@contextlib.contextmanager
+def jupyterlab_server(root_dir: Path, env: dict[str, str] | None = None, timeout: float = 120.0) -> Iterator[str]:
+    """JupyterLab on 127.0.0.1 serving ``root_dir``; yields its URL with the token (``?token=...``).
+
+    Config, runtime, settings and workspace folders live in ``root_dir/.jupyter-test`` (nothing is
+    written to the user's or the repository's). Kernels import this checkout's ``lab``."""
+    port, token = free_port(), secrets.token_hex(16)
+    home = root_dir / ".jupyter-test"
+    for rel, settings in LAB_SETTINGS.items():
+        (home / "settings" / rel).parent.mkdir(parents=True, exist_ok=True)
+        (home / "settings" / rel).write_text(json.dumps(settings))
+    dirs = {"JUPYTER_CONFIG_DIR": "config", "JUPYTER_RUNTIME_DIR": "runtime", "JUPYTER_DATA_DIR": "data",
+            "JUPYTERLAB_SETTINGS_DIR": "settings", "JUPYTERLAB_WORKSPACES_DIR": "workspaces", "IPYTHONDIR": "ipython"}
+    lab_env = {name: str(home / sub) for name, sub in dirs.items()}
+    lab_env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    cmd = [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--ServerApp.ip=127.0.0.1",
+           f"--ServerApp.port={port}", "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}",
+           f"--ServerApp.root_dir={root_dir}", "--ServerApp.allow_root=True"]  # CI containers run as root
+    url = f"http://127.0.0.1:{port}"
+
+    def ready() -> bool:
+        return "started" in json.loads(_answers(f"{url}/api/status?token={token}"))
+
+    with serve(f"jupyterlab-{port}", cmd, ready, cwd=root_dir, env={**lab_env, **(env or {})}, timeout=timeout):
+        yield f"{url}/?token={token}"
 
 
 @contextlib.contextmanager
@@ -79,3 +148,24 @@ def wait_idle(page, timeout_ms: int = 60_000) -> None:
     page.wait_for_selector('[data-testid="stApp"]', timeout=timeout_ms)
     page.wait_for_selector('[data-testid="stSidebar"]', timeout=timeout_ms)
     page.wait_for_selector('[data-testid="stStatusWidget"]', state="detached", timeout=timeout_ms)
+
+
+def wait_visible(page, locator, what: str, timeout_ms: int = 60_000, text_of: str = "body") -> None:
+    """Wait for ``locator``; on a timeout fail with the URL, the page's text (of ``text_of``) and a
+    screenshot, so a CI failure says what the page showed instead."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    try:
+        locator.wait_for(timeout=timeout_ms)
+    except PlaywrightTimeout:
+        fail_with_screenshot(page, what, f"not shown within {timeout_ms / 1000:.0f} s", text_of)
+
+
+def fail_with_screenshot(page, what: str, problem: str, text_of: str = "body") -> None:
+    import pytest
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    shot = ARTIFACTS / f"timeout-{re.sub(r'[^a-z0-9]+', '-', what.lower())}.png"
+    page.screenshot(path=str(shot), full_page=True)
+    text = page.locator(text_of).first.inner_text()[-3000:]
+    pytest.fail(f"{what} {problem}; url={page.url}; screenshot {shot}; page text:\n{text}")

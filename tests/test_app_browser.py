@@ -3,36 +3,20 @@ driven by Playwright (fast mode is inherited from conftest). Screenshots go to t
 
 Without /usr/bin/chromium these tests skip, unless RANKLAB_REQUIRE_BROWSER=1 (CI), where they fail.
 """
-import os
 import re
 
 import pytest
 
-from tests._browser import CHROMIUM, INSTALL_HINT, ROOT, chromium_page, streamlit_server, wait_idle
+import tests._browser
+from tests._browser import ARTIFACTS, ROOT, chromium_page, require_browser, streamlit_server, wait_idle, wait_visible
 
 pytestmark = pytest.mark.slow
-ARTIFACTS = ROOT / "test-artifacts"
 STEP = re.compile(r"Step (\d+) / (\d+)")
-
-
-def _require_browser() -> None:
-    problem = None
-    if not CHROMIUM.exists():
-        problem = f"{CHROMIUM} is missing: {INSTALL_HINT}"
-    else:
-        try:
-            import playwright.sync_api  # noqa: F401
-        except ImportError:
-            problem = "the playwright Python package is missing: pip install playwright (never `playwright install`)"
-    if problem:
-        if os.environ.get("RANKLAB_REQUIRE_BROWSER") == "1":
-            pytest.fail(f"RANKLAB_REQUIRE_BROWSER=1 but {problem}")
-        pytest.skip(problem)
 
 
 @pytest.fixture(scope="module")
 def server():
-    _require_browser()
+    require_browser()
     ARTIFACTS.mkdir(exist_ok=True)
     with streamlit_server() as url:
         yield url
@@ -46,21 +30,6 @@ def page(server):
 
 def sidebar_button(page, name: str):
     return page.get_by_test_id("stSidebar").get_by_role("button", name=name, exact=True)
-
-
-def wait_visible(page, locator, what: str, timeout_ms: int = 60_000) -> None:
-    """Wait for ``locator``; on a timeout fail with the URL, the page's text and a screenshot, so a
-    CI failure says what the page showed instead."""
-    from playwright.sync_api import TimeoutError as PlaywrightTimeout
-
-    try:
-        locator.wait_for(timeout=timeout_ms)
-    except PlaywrightTimeout:
-        shot = ARTIFACTS / f"timeout-{re.sub(r'[^a-z0-9]+', '-', what.lower())}.png"
-        page.screenshot(path=str(shot), full_page=True)
-        text = page.locator('[data-testid="stApp"]').inner_text()[-3000:]
-        pytest.fail(f"{what} not shown within {timeout_ms / 1000:.0f} s; url={page.url}; screenshot {shot}; "
-                    f"page text:\n{text}")
 
 
 def step_shown(page) -> int:
@@ -125,12 +94,10 @@ def test_clicking_a_point_of_the_embedding_map_picks_the_query(server, page):
 
 
 def test_a_missing_browser_skips_locally_and_fails_in_ci(monkeypatch):
-    import tests.test_app_browser as me
-
-    monkeypatch.setattr(me, "CHROMIUM", ROOT / "no-such-chromium")
+    monkeypatch.setattr(tests._browser, "CHROMIUM", ROOT / "no-such-chromium")
     monkeypatch.delenv("RANKLAB_REQUIRE_BROWSER", raising=False)
     with pytest.raises(pytest.skip.Exception, match="apt-get install -y chromium"):
-        _require_browser()
+        require_browser()
     monkeypatch.setenv("RANKLAB_REQUIRE_BROWSER", "1")
     with pytest.raises(pytest.fail.Exception, match="RANKLAB_REQUIRE_BROWSER=1"):
-        _require_browser()
+        require_browser()

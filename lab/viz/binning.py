@@ -63,13 +63,13 @@ def histogram_summary(scores: Sequence[float] = BINNING_SCORES, targets: Sequenc
 
 
 BINNING_SLIDERS = {
-    "num_bins": Slider(2, 40, 1, 10, integer=True, description="num_bins"),
+    "num_bins": Slider(2, 40, 1, 10, integer=True, description="number of bins"),
     "item": Slider(0, len(BINNING_SCORES) - 1, 1, 3, integer=True, description="item whose kernel is drawn"),
 }
 
 
 def plot_soft_binning(num_bins: int = 10, item: int = 3, space: str = "fast_ap") -> go.Figure:
-    """Soft histogram of one query's list: stacked h+ (green) / h- (red) per bin, the items
+    """Soft histogram of one query's list: stacked h⁺ (green) and h⁻ (red) per bin, the items
     as a rug below, and the triangular kernel of one item, which splits it between two bins."""
     r = histogram_summary(BINNING_SCORES, BINNING_TARGETS, num_bins, space)
     values = floats(binned_values(torch.tensor(BINNING_SCORES, dtype=torch.float64), space))
@@ -151,10 +151,10 @@ def plot_bin_tradeoff(margin: float = 0.064) -> go.Figure:
     for col in (1, 2):
         fig.add_vline(x=crossover, line=dict(color=NEUTRAL, dash="dot"), row=1, col=col)
     ticks = [2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 400.0]
-    fig.update_xaxes(type="log", title_text="num_bins (log)", tickvals=ticks, ticktext=[f"{t:g}" for t in ticks])
+    fig.update_xaxes(type="log", title_text="number of bins (log)", tickvals=ticks, ticktext=[f"{t:g}" for t in ticks])
     fig.update_yaxes(title_text="FastAP", row=1, col=1)
     fig.update_layout(template=TEMPLATE, height=380, width=900, showlegend=False, margin=dict(l=60, r=20, t=80, b=60),
-                      title=f"Bin width vs margin {margin:.3f} (dotted: kernel support = margin, num_bins = 4 / margin)")
+                      title=f"Bin width vs margin {margin:.3f} (dotted: kernel support = margin, at 4 / margin bins)")
     return fig
 
 
@@ -183,7 +183,7 @@ def apq_vs_ap(num_bins: int = 20, num_queries: int = 300, num_items: int = 100, 
     return {"ap": floats(ap), "apq": floats(apq), "correlation": corr, "mean_abs_error": float((apq - ap).abs().mean())}
 
 
-APQ_SLIDERS = {"num_bins": Slider(3, 100, 0.05, 20, log=True, integer=True, description="num_bins")}
+APQ_SLIDERS = {"num_bins": Slider(3, 100, 0.05, 20, log=True, integer=True, description="number of bins")}
 
 
 def plot_apq_scatter(num_bins: int = 20, num_queries: int = 300) -> go.Figure:

@@ -115,8 +115,8 @@ def plot_fig1b(alpha: float = 0.9, beta: float = 0.6) -> go.Figure:
 
 JUXTAPOSED_SLIDERS = {
     "num_batches": Slider(1, 8, 1, 3, integer=True, description="batches K"),
-    "num_pos": Slider(1, 6, 1, 2, integer=True, description="|P^b| positives / batch"),
-    "num_neg": Slider(0, 12, 1, 4, integer=True, description="|N^b| negatives / batch"),
+    "num_pos": Slider(1, 6, 1, 2, integer=True, description="positives per batch"),
+    "num_neg": Slider(0, 12, 1, 4, integer=True, description="negatives per batch"),
 }
 
 
@@ -167,8 +167,11 @@ CALIBRATION_SLIDERS = {
 
 def plot_calibration_bounds(shift: float = 0.4, alpha: float = 0.6, beta: float = 0.5, num_batches: int = 4,
                             num_pos: int = 3, num_neg: int = 6, seed: int = 0) -> go.Figure:
-    """Eq. 8 vs Eq. 9 vs the measured DG on :func:`toy_batches`: a smaller shift (what
-    L_calibr. achieves) means fewer violations of alpha / beta and a tighter Eq. 9."""
+    """Eq. 8 vs Eq. 9 vs the measured gap DG on batches whose scores are shifted against each
+    other: a smaller shift (what the calibration loss achieves) means fewer items violating α or β
+    and a tighter Eq. 9.
+
+    The batches are ``toy_batches(num_batches, num_pos, num_neg, shift, seed)``."""
     if not alpha > beta:
         raise ValueError(f"alpha must be larger than beta, got alpha={alpha}, beta={beta}")
     toy = toy_batches(num_batches, num_pos, num_neg, shift, seed)

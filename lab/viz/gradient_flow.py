@@ -106,7 +106,7 @@ def _axis(prefix: str, row: int) -> str:
 
 def plot_gradient_flow(s1: float = TOY_SCORES[0], s2: float = TOY_SCORES[1], s3: float = TOY_SCORES[2],
                        tau: float = 0.01, rho: float = 100.0, delta: float = 0.05, family: str = "ap") -> go.Figure:
-    """ROADMAP Fig. 1a / 7 / 8a / 8b: one panel per loss, arrows = -dL/ds (gradient descent).
+    """ROADMAP Fig. 1a / 7 / 8a / 8b: one panel per loss, each arrow the gradient-descent step −∂L/∂s of a score.
 
     ``family="recall"`` draws the recall surrogates instead, against the exact 1 - TR@k.
 
@@ -148,5 +148,5 @@ def plot_gradient_flow(s1: float = TOY_SCORES[0], s2: float = TOY_SCORES[1], s3:
 
 def plot_recall_gradient_flow(s1: float = TOY_SCORES[0], s2: float = TOY_SCORES[1], s3: float = TOY_SCORES[2],
                               tau: float = 0.01, rho: float = 100.0, delta: float = 0.05) -> go.Figure:
-    """The toy gradient flow of the recall surrogates (SupRank Eq. 16, ks = RECALL_KS)."""
+    """The toy gradient flow of the recall surrogates (SupRank Eq. 16), averaged over k = 1 and k = 2."""
     return plot_gradient_flow(s1, s2, s3, tau, rho, delta, family="recall")

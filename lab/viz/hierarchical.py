@@ -55,7 +55,7 @@ LADA_SLIDERS = {"alpha": Slider(0.0, 6.0, 0.25, 1.0, description="α in rel = (l
 
 
 def plot_lada(alpha: float = 1.0) -> go.Figure:
-    """SupRank Fig. 13-14: the two rankings, each item with its H-rank^+ / rank, H-AP and AP.
+    """SupRank Fig. 13-14: the two rankings, each item with its H-rank⁺ / rank, H-AP and AP.
 
     alpha -> infinity leaves only the fine level relevant: H-AP -> AP. alpha = 0 makes every
     car as relevant as a "Lada #2": H-AP becomes the AP of the coarse "Cars" label.

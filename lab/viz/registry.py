@@ -1,7 +1,7 @@
 """Every interactive figure of the notebooks: name -> (builder, slider spec).
 
 The notebooks call ``explore(*INTERACTIVE[name])``; the tests drive each builder at the min,
-mid and max of each of its sliders; a dashboard can list them.
+mid and max of each of its sliders; the dashboard lists them, captioned by ``caption(name)``.
 """
 from __future__ import annotations
 
@@ -28,3 +28,12 @@ INTERACTIVE: dict[str, tuple[Callable, dict[str, Slider]]] = {
     "recall_surrogate": (plot_recall_surrogate, SURROGATE_STEP_SLIDERS),
     "recall_gradient_flow": (plot_recall_gradient_flow, FLOW_SLIDERS),
 }
+
+
+def caption(name: str) -> str:
+    """The one-line caption of an interactive figure, shown to students: the first paragraph of
+    its builder's docstring, which is therefore plain prose (no code names or markup)."""
+    if name not in INTERACTIVE:
+        raise ValueError(f"name must be one of {list(INTERACTIVE)}, got {name!r}")
+    doc = (INTERACTIVE[name][0].__doc__ or "").strip()
+    return " ".join(doc.split("\n\n")[0].split())

@@ -49,7 +49,9 @@ def surrogate_curves(tau: float = 0.01, rho: float = 100.0, delta: float = 0.05,
 
 SURROGATE_SLIDERS = {
     "tau": Slider(0.001, 0.1, 0.05, 0.01, log=True, description="τ (temperature)"),
-    "rho": Slider(0.0, 500.0, 10.0, 100.0, description="ρ (slope beyond δ)"),
+    # Log scale, 1 to 10^4: the paper's 100 sits mid-track. rho = 0 (H^- saturating like the
+    # sigmoid) is off a log track: the notebook calls the builder with it.
+    "rho": Slider(1.0, 1e4, 0.05, 100.0, log=True, description="ρ (slope beyond δ)"),
     "delta": Slider(0.0, 0.1, 0.005, 0.05, description="δ (offset of the linear part)"),
 }
 
@@ -106,7 +108,7 @@ DELTA_SLIDERS = {
 
 
 def plot_delta_choice(tau: float = 0.01, eps: float = 0.01) -> go.Figure:
-    """ROADMAP supp. Fig. 11: slope of sigma(t/tau) against t; beyond |t| = delta it is < eps/tau."""
+    """ROADMAP supp. Fig. 11: the slope of σ(t/τ) against t; beyond |t| = δ it is below ε/τ."""
     delta, level = delta_threshold(tau, eps)
     span = max(4 * delta, 6 * tau)
     t = torch.linspace(-span, span, 601, dtype=torch.float64)
