@@ -40,8 +40,10 @@ with buttons:
     st.caption("The address bar holds these settings: copy it to share them.")
 
 st.header("Rank losses, live")
-for note in st.session_state.pop("url_notes", []):
-    st.warning(f"Link: {note}")
+if st.session_state.get("url_notes"):  # kept until dismissed: the first click must not hide them
+    for note in st.session_state["url_notes"]:
+        st.warning(f"Link: {note}")
+    st.button("Dismiss the link notes", key="dismiss_notes", on_click=st.session_state.pop, args=("url_notes",))
 if errors:
     st.error("These settings cannot train:\n\n" + "\n".join(f"- {e}" for e in errors), icon="🚫")
 view = st.segmented_control("View", VIEWS, default="Training", key="view", required=True, label_visibility="collapsed")

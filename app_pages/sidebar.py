@@ -40,10 +40,11 @@ def init_from_url() -> None:
             st.session_state[hparam_key(run, loss, name)] = value
 
 
-def _index(options: list, key: str) -> int:
-    """Position of the widget's current value (see ``widgets``: the fallback if the browser rebuilds it)."""
-    value = st.session_state[key]
-    return options.index(value) if value in options else 0
+def _index(options: list, name: str) -> int:
+    """Position of the widget's current value of setting ``name`` (see ``widgets``: the fallback if
+    the browser rebuilds it); the default's if it is not an option (``from_query`` notes those)."""
+    value = st.session_state[KEYS[name]]
+    return options.index(value if value in options else getattr(Settings(), name))
 
 
 def _number(label: str, name: str, help: Optional[str] = None, step: int = 1) -> int:
@@ -63,7 +64,7 @@ def settings_panel() -> Settings:
     defaults = Settings()
     for name, key in KEYS.items():
         seed_state(key, getattr(defaults, name))
-    dataset = st.selectbox("Dataset", list(DATASETS), index=_index(list(DATASETS), KEYS["dataset"]),
+    dataset = st.selectbox("Dataset", list(DATASETS), index=_index(list(DATASETS), "dataset"),
                            key=KEYS["dataset"],
                            format_func=lambda d: f"{d} (embedded)" if d in EMBEDDED else f"{d} (from disk)")
     classes, root = st.session_state[KEYS["classes"]], st.session_state[KEYS["data_root"]]
@@ -75,16 +76,16 @@ def settings_panel() -> Settings:
                              help="The dataset's folder or its parent; empty: $RANKLAB_DATA")
     models = list(MODEL_EXAMPLES) + ([st.session_state[KEYS["model"]]]
                                      if st.session_state[KEYS["model"]] not in MODEL_EXAMPLES else [])
-    model = st.selectbox("Model", models, index=_index(models, KEYS["model"]), key=KEYS["model"],
+    model = st.selectbox("Model", models, index=_index(models, "model"), key=KEYS["model"],
                          accept_new_options=True, help="small_cnn (fast on a CPU) or any timm model name: type it")
-    loss = st.selectbox("Loss", LOSS_NAMES, index=_index(LOSS_NAMES, KEYS["loss"]), key=KEYS["loss"])
+    loss = st.selectbox("Loss", LOSS_NAMES, index=_index(LOSS_NAMES, "loss"), key=KEYS["loss"])
     with st.expander(f"{loss} hyper-parameters (paper defaults)", expanded=False):
         hparams = _loss_widgets("a", loss)
     compare = st.toggle("Compare with a second loss (same seed)", value=bool(st.session_state[KEYS["compare"]]),
                         key=KEYS["compare"])
     loss_b, hparams_b = st.session_state[KEYS["loss_b"]], {}
     if compare:
-        loss_b = st.selectbox("Second loss (run B)", LOSS_NAMES, index=_index(LOSS_NAMES, KEYS["loss_b"]),
+        loss_b = st.selectbox("Second loss (run B)", LOSS_NAMES, index=_index(LOSS_NAMES, "loss_b"),
                               key=KEYS["loss_b"])
         with st.expander(f"{loss_b} hyper-parameters (run B)", expanded=False):
             hparams_b = _loss_widgets("b", loss_b)

@@ -126,8 +126,50 @@ def test_bad_links_are_repaired_with_notes():
                            "compare": ["0", "1"], "loss": "smooth_ap"})
     assert s.batch_size == 256 and s.lr == Settings().lr and s.hparams == {"tau": 1.0} and s.compare
     text = " ".join(notes)
-    for w in ("batch size=100000", "lr='fast'", "a.tau=9", "a.nope", "'x'"):
+    for w in ("batch=100000 is outside [4, 256]: using 256", "lr='fast' is not a number: using the default 0.001",
+              "a.tau=9 is outside [0.001, 1]: using 1", "a.nope", "'x'"):
         assert w in text, w
+
+
+@pytest.mark.parametrize("key, text, field, words", [
+    ("dataset", "imagenet", "dataset", "dataset='imagenet': unknown dataset"),
+    ("loss", "nope", "loss", "loss='nope': unknown loss"),
+    ("loss_b", "nope", "loss_b", "loss_b='nope': unknown loss"),
+    ("model", "no_such_net", "model", "model='no_such_net': unknown model"),
+    ("lr", "nan", "lr", "lr=nan is not a finite number"),
+    ("lr", "inf", "lr", "lr=inf is not a finite number"),
+    ("lr", "-inf", "lr", "lr=-inf is not a finite number"),
+    ("batch", "nan", "batch_size", "batch='nan' is not an integer"),
+    ("steps", "1e9", "steps", "steps='1e9' is not an integer"),
+])
+def test_a_link_value_that_cannot_be_used_becomes_the_default_with_a_note(key, text, field, words):
+    s, notes = from_query({key: text, "compare": "1"})
+    default = getattr(Settings(), field)
+    assert getattr(s, field) == default  # never a replacement other than the default (nor nan)
+    assert len(notes) == 1 and words in notes[0], notes
+    shown = f"{default:.6g}" if isinstance(default, float) else str(default)
+    assert notes[0].endswith(f"using the default {shown}"), notes
+    assert validate(s) == []
+
+
+@pytest.mark.parametrize("key, text, expected, words", [
+    ("a.lam", "nan", None, "a.lam='nan' is not a finite number: using the default 0.5"),
+    ("a.lam", "inf", None, "a.lam='inf' is not a finite number: using the default 0.5"),
+    ("a.lam", "-3", 0.0, "a.lam=-3 is outside [0, 1]: using 0"),
+    ("b.num_bins", "4.4", 4, "b.num_bins=4.4 is not an integer: using 4"),
+    ("b.num_bins", "1000", 100, "b.num_bins=1000 is outside [2, 100]: using 100"),
+])
+def test_every_hyperparameter_of_a_link_is_finite_in_range_or_the_default_with_a_note(key, text, expected, words):
+    s, notes = from_query({"loss": "roadmap", "compare": "1", "loss_b": "fast_ap", key: text})
+    values = s.hparams if key.startswith("a.") else s.hparams_b
+    name = key[2:]
+    assert values.get(name) == expected and notes == [words]
+    assert validate(s) == []
+
+
+def test_the_sid_of_a_link_is_no_setting_and_no_note():
+    s, notes = from_query({"sid": "abc", "loss": "fast_ap"})
+    assert notes == [] and s == Settings().replace(loss="fast_ap")
 
 
 # ------------------------------------------------------------------------------ session
