@@ -1,4 +1,4 @@
-"""The sidebar: settings widgets (seeded from the URL on a session's first run), the Start /
+"""The sidebar: settings widgets (seeded from the URL on a page's first run), the Start /
 Pause / Step / Reset buttons, and keeping the session and the URL in step with the settings."""
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ def hparam_key(run: str, loss: str, name: str) -> str:
 
 
 def init_from_url() -> None:
-    """On a session's first run, put the link's settings (or the defaults) into the widgets."""
+    """On a page's first run, put the link's settings (or the defaults) into the widgets."""
     if st.session_state.get("url_loaded"):
         return
     settings, notes = from_query(st.query_params.to_dict())
@@ -104,29 +104,31 @@ def settings_panel() -> Settings:
 
 
 def sync_session(settings: Settings, errors: list[str]) -> Optional[TrainingSession]:
-    """The session training these settings: kept if they train the same runs, else a new one."""
+    """The page's session, training these settings: a run whose configuration did not change
+    keeps its model and steps (a new loss B restarts run B only)."""
     session: Optional[TrainingSession] = st.session_state.get("session")
     if errors:
         if session is not None:
             session.pause()  # invalid settings: nothing trains until they are fixed
         return session
     configs, labels = to_configs(settings), run_labels(settings)
-    if session is None or not session.matches(configs, labels):
-        if session is not None and session.step_count > 0:
-            st.toast("Settings changed: a new run starts from step 0")
+    if session is None:
         session = TrainingSession(configs, labels, settings.steps, settings.steps_per_tick, settings.eval_every)
         st.session_state["session"] = session
-    else:
-        session.set_schedule(settings.steps, settings.steps_per_tick, settings.eval_every)
+        return session
+    steps = {r.label: r.step_count for r in session.runs}
+    restarted = session.reconfigure(configs, labels)
+    session.set_schedule(settings.steps, settings.steps_per_tick, settings.eval_every)
+    kept = [f"{r.label} keeps its {r.step_count} steps" for r in session.runs if r.label not in restarted]
+    if restarted and any(steps.values()):
+        st.toast(f"Settings changed: {' and '.join(restarted)} starts from step 0"
+                 + (f"; {', '.join(kept)}" if kept else ""))
     return session
 
 
 def sync_url(settings: Settings) -> None:
     """Keep the address bar on the current settings: copying it shares them."""
-    try:
-        wanted = to_query(settings)
-    except ValueError:  # e.g. an unknown loss typed into a link: nothing sensible to write
-        return
+    wanted = to_query(settings)
     if st.query_params.to_dict() != wanted:
         st.query_params.from_dict(wanted)
 

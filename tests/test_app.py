@@ -1,9 +1,12 @@
 """The Streamlit dashboard (app.py) through streamlit.testing's AppTest, in fast mode (conftest).
 
-AppTest does not tick ``st.fragment(run_every=...)`` by itself: each ``run()`` is one full
-script run, i.e. one tick of the live panel while training runs.
+Training runs in the session's background thread: after Start the tests wait on the session
+(``wait``: a condition, not a sleep) and each ``run()`` draws what it has reached. AppTest does
+not tick ``st.fragment(run_every=...)`` by itself. Sessions train in their own threads, so each
+test ends by pausing them.
 """
 import json
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -11,6 +14,7 @@ from streamlit.testing.v1 import AppTest
 
 from lab.losses import LOSSES
 from lab.train import NonFiniteLossError, Trainer
+from tests._spies import record_step_threads
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 TINY = {"classes": "6", "batch": "8", "m": "2"}  # a 6-class glyph subset, batches of 4 classes x 2
@@ -24,8 +28,32 @@ def app(**params: str) -> AppTest:
     return at
 
 
+@pytest.fixture(autouse=True)
+def _no_training_left_behind():
+    pages = []
+    real = AppTest.from_file
+
+    def tracked(*args, **kwargs):
+        pages.append(real(*args, **kwargs))
+        return pages[-1]
+
+    AppTest.from_file = tracked
+    yield
+    AppTest.from_file = real
+    for at in pages:
+        if "session" in at.session_state:
+            at.session_state["session"].pause()
+
+
 def session(at: AppTest):
     return at.session_state["session"]
+
+
+def wait_steps(at: AppTest, steps: int):
+    s = session(at)
+    assert s.wait(lambda v: v.step_count >= steps or v.status != "running", timeout=120), s.view
+    assert s.step_count >= steps, (s.status, s.error)
+    return s
 
 
 def click(at: AppTest, key: str) -> AppTest:
@@ -53,35 +81,59 @@ def test_the_app_loads_on_the_defaults_and_writes_them_to_the_url():
     assert at.query_params["loss"] == "roadmap" and at.query_params["dataset"] == "glyphs"
 
 
-def test_start_ticks_once_per_run_then_pause_step_and_reset():
-    at = app(**TINY)
+def test_start_trains_in_the_background_then_pause_step_and_reset():
+    at = app(**TINY, steps="400")
     tick = session(at).steps_per_tick
     click(at, "start")
-    assert session(at).status == "running" and session(at).step_count == tick
+    assert session(at).status == "running"
     assert at.button(key="start").disabled and not at.button(key="pause").disabled
+    wait_steps(at, 3 * tick)  # no script run needed: the session's thread trains
     at.run()
-    assert session(at).step_count == 2 * tick and metric(at, "Step") == str(2 * tick)
+    shown = int(metric(at, "Step"))
+    assert shown >= 3 * tick and f"Step {shown} / 400 · training" in at.get("progress")[0].proto.text
     click(at, "pause")
+    session(at).worker.thread.join(timeout=60)
     paused_at = session(at).step_count
     at.run()
     assert session(at).status == "paused" and session(at).step_count == paused_at
+    assert metric(at, "Step") == str(paused_at)
     click(at, "step")
     assert session(at).step_count == paused_at + tick and session(at).status == "paused"
     click(at, "reset")
     assert session(at).status == "new" and session(at).step_count == 0 and metric(at, "Step") == "0"
 
 
-def test_the_curves_gain_points_as_training_runs():
-    at = app(**TINY)
+def test_drawing_a_tick_never_trains_the_training_thread_does(monkeypatch):
+    # Training inside the page's script run made each rerun last a tick, and Streamlit dims a
+    # rerunning fragment's charts: every training step must come from the session's thread.
+    threads = record_step_threads(monkeypatch)
+    at = app(**TINY, steps="400")
     click(at, "start")
-    loss = next(t for t in chart(at, "curves")["data"] if t["xaxis"] == "x")
-    before = len(loss["x"])
-    at.run()
-    at.run()
+    for _ in range(3):
+        at.run()
+    assert [t for t in threads if t != "ranklab-training"] == []
+    wait_steps(at, 6)
+    assert threads and set(threads) == {"ranklab-training"}
+    click(at, "pause")
+
+
+def test_streamlit_does_not_collect_all_garbage_after_every_tick():
+    # runner.postScriptGC (on by default) runs gc.collect(2) after every fragment run, holding the
+    # GIL for hundreds of ms with torch loaded: the training thread stalled behind every tick.
+    config = tomllib.loads((Path(APP).parent / ".streamlit" / "config.toml").read_text())
+    assert config["runner"]["postScriptGC"] is False
+
+
+def test_the_curves_show_what_the_run_has_reached():
+    at = app(**TINY, steps="400")
+    click(at, "start")
+    s = wait_steps(at, 8)
+    click(at, "pause")
+    s.worker.thread.join(timeout=60)
     spec = chart(at, "curves")
     loss = next(t for t in spec["data"] if t["xaxis"] == "x")
-    assert len(loss["x"]) == before + 2 * session(at).steps_per_tick
-    assert loss["x"][-1] == session(at).step_count
+    assert loss["x"] == list(range(1, s.step_count + 1))
+    assert loss["y"] == pytest.approx([r["loss"] for r in s.runs[0].history if r["kind"] == "train"])
     recall = next(t for t in spec["data"] if t["xaxis"] == "x3" and t["line"].get("dash") != "dash")
     assert recall["x"][0] == 0 and len(recall["x"]) >= 2  # the untrained model, then evaluations
 
@@ -243,6 +295,25 @@ def test_changing_a_hyperparameter_starts_a_new_run_with_it():
     at.slider(key="w_hp_a_roadmap_lam").set_value(0.25).run()
     assert session(at).step_count == 0 and session(at).runs[0].config.loss_kwargs["lam"] == 0.25
     assert at.query_params["a.lam"] == "0.25"
+
+
+def test_a_new_loss_b_restarts_run_b_only():
+    at = app(**TINY, steps="400", compare="1", loss_b="smooth_ap")
+    click(at, "step")
+    click(at, "step")
+    a = session(at).runs[0]
+    history = list(a.history)
+    at.selectbox(key="w_loss_b").set_value("fast_ap").run()
+    runs = session(at).runs
+    assert runs[0] is a and a.step_count == 4 and a.history == history
+    assert runs[1].label == "B · fast_ap" and runs[1].step_count == 0
+    assert "catching up" in at.get("progress")[0].proto.text
+    at.slider(key="w_hp_b_fast_ap_num_bins").set_value(4).run()  # B's hyper-parameter: B again
+    assert session(at).runs[0] is a and a.step_count == 4
+    click(at, "step")
+    assert [r.step_count for r in session(at).runs] == [4, 2]  # A waits for B
+    names = {t["name"] for t in chart(at, "curves")["data"]}
+    assert names == {"A · roadmap", "B · fast_ap"}
 
 
 def test_the_held_out_views_show_the_trained_model():
