@@ -4,8 +4,9 @@
 
 Pick a dataset, a model and a loss in the sidebar, press Start, and watch the loss, the batch AP,
 the held-out R@1 / mAP@R and the decomposability gap move; look at retrievals, embeddings and
-score distributions; compare two losses from the same seed. The address bar holds the settings.
-This file only lays the page out: logic in ``lab.dashboard``, figures in ``lab.viz.dashboard``.
+score distributions; compare two losses from the same seed. The address bar holds the settings
+and the page's run id (``sid``): a reload finds the run again. This file only lays the page out:
+logic in ``lab.dashboard``, figures in ``lab.viz.dashboard``.
 """
 from __future__ import annotations
 

@@ -26,7 +26,7 @@ from lab.dashboard import TrainingSession
 from lab.dashboard.view import RunView, View
 from lab.viz.dashboard import plot_run_comparison, plot_training_curves
 
-from . import analysis
+from . import analysis, reattach
 
 TICK_SECONDS = 1.0  # every fragment run costs Streamlit machinery too: numbers each second, charts below
 CHART_SECONDS = 2.0  # while training; a paused page always shows the latest
@@ -48,6 +48,7 @@ def _panel(view: str, page_running: bool) -> None:
     if session is None:
         return
     session.touch()
+    reattach.seen()
     v = session.view
     if page_running and not v.running:
         st.rerun()  # finished, failed or paused: redraw the whole page (buttons, timer off)

@@ -8,9 +8,11 @@ import streamlit as st
 
 from lab.dashboard import Settings, TrainingSession, from_query, loss_sliders, run_labels, to_configs, to_query
 from lab.dashboard.settings import BOUNDS, LR_SLIDER, MODEL_EXAMPLES
+from lab.dashboard.urlstate import SID
 from lab.data import DATASETS, EMBEDDED
 from lab.losses import LOSSES
 
+from . import reattach
 from .widgets import seed_state, spec_slider
 
 # Settings field -> widget key.
@@ -27,12 +29,14 @@ def hparam_key(run: str, loss: str, name: str) -> str:
 
 
 def init_from_url() -> None:
-    """On a page's first run, put the link's settings (or the defaults) into the widgets."""
+    """On a page's first run, put the link's settings (or the defaults) into the widgets and
+    take over the link's run if it may (a reload); notes on what the link could not do."""
     if st.session_state.get("url_loaded"):
         return
     settings, notes = from_query(st.query_params.to_dict())
+    note = reattach.attach()
     st.session_state["url_loaded"] = True
-    st.session_state["url_notes"] = notes
+    st.session_state["url_notes"] = notes + ([note] if note else [])
     for name, key in KEYS.items():
         st.session_state[key] = getattr(settings, name)
     for run, loss, hparams in (("a", settings.loss, settings.hparams), ("b", settings.loss_b, settings.hparams_b)):
@@ -115,6 +119,7 @@ def sync_session(settings: Settings, errors: list[str]) -> Optional[TrainingSess
     if session is None:
         session = TrainingSession(configs, labels, settings.steps, settings.steps_per_tick, settings.eval_every)
         st.session_state["session"] = session
+        reattach.keep(session)
         return session
     steps = {r.label: r.step_count for r in session.runs}
     restarted = session.reconfigure(configs, labels)
@@ -127,8 +132,9 @@ def sync_session(settings: Settings, errors: list[str]) -> Optional[TrainingSess
 
 
 def sync_url(settings: Settings) -> None:
-    """Keep the address bar on the current settings: copying it shares them."""
-    wanted = to_query(settings)
+    """Keep the address bar on the current settings and the page's sid: copying it shares the
+    settings, reloading it finds the run again."""
+    wanted = {**to_query(settings), SID: st.session_state["sid"]}
     if st.query_params.to_dict() != wanted:
         st.query_params.from_dict(wanted)
 

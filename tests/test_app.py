@@ -2,8 +2,8 @@
 
 Training runs in the session's background thread: after Start the tests wait on the session
 (``wait``: a condition, not a sleep) and each ``run()`` draws what it has reached. AppTest does
-not tick ``st.fragment(run_every=...)`` by itself. Sessions train in their own threads, so each
-test ends by pausing them.
+not tick ``st.fragment(run_every=...)`` by itself. Every page's session stays in the server's
+registry (a reload finds it), so each test ends by pausing and dropping them.
 """
 import json
 import tomllib
@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from app_pages.reattach import REGISTRY
 from lab.losses import LOSSES
 from lab.train import NonFiniteLossError, Trainer
 from tests._spies import record_step_threads
@@ -30,19 +31,8 @@ def app(**params: str) -> AppTest:
 
 @pytest.fixture(autouse=True)
 def _no_training_left_behind():
-    pages = []
-    real = AppTest.from_file
-
-    def tracked(*args, **kwargs):
-        pages.append(real(*args, **kwargs))
-        return pages[-1]
-
-    AppTest.from_file = tracked
     yield
-    AppTest.from_file = real
-    for at in pages:
-        if "session" in at.session_state:
-            at.session_state["session"].pause()
+    REGISTRY.clear()
 
 
 def session(at: AppTest):
@@ -314,6 +304,28 @@ def test_a_new_loss_b_restarts_run_b_only():
     assert [r.step_count for r in session(at).runs] == [4, 2]  # A waits for B
     names = {t["name"] for t in chart(at, "curves")["data"]}
     assert names == {"A · roadmap", "B · fast_ap"}
+
+
+def test_a_reload_finds_the_run_of_its_page():
+    at = app(**TINY, steps="400")
+    click(at, "step")
+    s = session(at)
+    reloaded = app(**dict(at.query_params))  # Streamlit starts a new session, empty session_state
+    assert session(reloaded) is s and metric(reloaded, "Step") == str(s.steps_per_tick)
+    click(reloaded, "start")
+    wait_steps(reloaded, 3 * s.steps_per_tick)
+    again = app(**dict(reloaded.query_params))  # a reload while training: it keeps training
+    assert session(again) is s and s.running and int(metric(again, "Step")) >= 3 * s.steps_per_tick
+    reached = s.step_count
+    assert s.wait(lambda v: v.step_count >= reached + 2, timeout=120)
+    assert again.query_params["sid"] == at.query_params["sid"]
+    click(again, "pause")
+
+
+def test_a_link_whose_run_is_gone_starts_fresh_and_says_so():
+    at = app(**TINY, sid="not-on-this-server")
+    assert any("not on this server any more" in w.value for w in at.warning)
+    assert at.query_params["sid"] != "not-on-this-server" and session(at).step_count == 0
 
 
 def test_the_held_out_views_show_the_trained_model():

@@ -11,6 +11,7 @@ import torch
 from lab.dashboard import (Settings, TrainingSession, calibration_thresholds, from_query, loss_sliders,
                            run_labels, slider_options, to_configs, to_query, validate)
 from lab.dashboard import worker
+from lab.dashboard.registry import Registry
 from lab.dashboard.heldout import (HeldOut, describe_item, neighbours, pair_similarities, per_query_ap, project,
                                    selected_row)
 from lab.dashboard.settings import GLYPH_INSTANCES
@@ -392,6 +393,43 @@ def test_training_waits_while_nobody_watches_and_goes_on_when_a_page_does(monkey
     assert session.wait(lambda v: v.step_count >= 4, timeout=120)
     assert "waited at step 0" in session.view.notice
     session.pause()
+
+
+# ------------------------------------------------------------------------------ registry (reloads)
+def test_a_reload_takes_its_run_over_but_a_second_open_tab_does_not():
+    connected = set()
+    registry = Registry(page_open=connected.__contains__)
+    sid, found, note = registry.claim(None, "page1")
+    assert found is None and note is None and sid
+    session = session_for(tiny(), background=True)
+    registry.put(sid, session, "page1")
+    connected.add("page1")
+    assert session.worker.page_open()
+    other_sid, found, note = registry.claim(sid, "page2")  # the same link in a second tab
+    assert found is None and other_sid != sid and "open in another tab" in note
+    connected.discard("page1")  # reload: the old page disconnects, the new one asks
+    assert not session.worker.page_open()
+    assert registry.claim(sid, "page3") == (sid, session, None)
+    connected.add("page3")
+    assert session.worker.page_open()
+    stale_sid, found, note = registry.claim("gone", "page4")
+    assert found is None and stale_sid != "gone" and "not on this server any more" in note
+
+
+def test_the_registry_keeps_few_closed_sessions_and_pauses_the_ones_it_drops():
+    registry = Registry(max_closed=2)  # nobody connected
+    sessions = [session_for(tiny()) for _ in range(3)]
+    for i, s in enumerate(sessions):
+        s.running = True  # as if training: dropping it must stop it
+        registry.put(f"sid{i}", s, f"page{i}")
+    assert set(registry.entries) == {"sid1", "sid2"} and not sessions[0].running
+    assert sessions[1].running and sessions[2].running
+    assert registry.claim("sid0", "page9")[1] is None  # dropped: a fresh run
+    idle = Registry(idle_seconds=0.0)
+    s = session_for(tiny())
+    s.running = True
+    idle.put("x", s, "page")
+    assert idle.entries == {} and not s.running
 
 
 # ------------------------------------------------------------------------------ held-out views
