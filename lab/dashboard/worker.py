@@ -14,10 +14,21 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import TYPE_CHECKING, Callable
+from typing import Callable, Protocol
 
-if TYPE_CHECKING:
-    from .session import TrainingSession
+
+class TrainingSession(Protocol):
+    """What the worker needs of :class:`lab.dashboard.session.TrainingSession` (a protocol, so
+    that the worker does not import the session that imports it)."""
+
+    lock: threading.RLock
+    running: bool
+    notice: str | None
+    step_count: int
+
+    def tick(self) -> None: ...
+    def _publish(self) -> None: ...
+    def _fail(self, what: str, error: BaseException) -> None: ...
 
 WATCH_SECONDS = 120.0  # hidden browser tabs still tick about once a minute
 YIELD_SECONDS = 0.005  # between ticks: a click waiting for the lock gets it
@@ -28,7 +39,7 @@ class Worker:
     written under the session's lock only, so a thread that is deciding to end and a Start
     that wants one never miss each other."""
 
-    def __init__(self, session: "TrainingSession") -> None:
+    def __init__(self, session: TrainingSession) -> None:
         self.session = session
         self.active = False
         self.thread: threading.Thread | None = None
