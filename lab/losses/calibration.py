@@ -8,6 +8,7 @@ from torch import Tensor
 
 from ..core.checks import check_reduction, check_scores
 from .base import RankLoss, reduce
+from .engine import with_gradient
 
 
 def check_thresholds(alpha: float, beta: float) -> None:
@@ -37,11 +38,21 @@ def calibration(
     scores, targets, mask = check_scores(scores, targets, mask)
     check_reduction(reduction)
     check_thresholds(alpha, beta)
-    pos = (targets & mask).to(scores.dtype)
-    neg = (~targets & mask).to(scores.dtype)
-    pos_term = ((alpha - scores).clamp_min(0) * pos).sum(1) / pos.sum(1).clamp_min(1)
-    neg_term = ((scores - beta).clamp_min(0) * neg).sum(1) / neg.sum(1).clamp_min(1)
-    return reduce(pos_term + neg_term, pos.sum(1) > 0, reduction)
+    need_grad = torch.is_grad_enabled() and scores.requires_grad
+    # float 0/1 weights: mixed bool-float arithmetic takes a slow path on CPU.
+    pos, neg = (targets & mask).to(scores.dtype), (~targets & mask).to(scores.dtype)
+    count_pos = pos.sum(1, keepdim=True)
+    num_pos, num_neg = count_pos.clamp_min(1), neg.sum(1, keepdim=True).clamp_min(1)
+    with torch.no_grad():
+        losses = (((alpha - scores).clamp_min(0) * pos).sum(1, keepdim=True) / num_pos
+                  + ((scores - beta).clamp_min(0) * neg).sum(1, keepdim=True) / num_neg).squeeze(1)
+        if need_grad:
+            # The hinges' slopes, 0 on the hinge itself as autograd's clamp_min has it.
+            grad = ((scores > beta).to(scores.dtype).mul_(neg).div_(num_neg)
+                    - (scores < alpha).to(scores.dtype).mul_(pos).div_(num_pos))
+    if need_grad:
+        losses = with_gradient(scores, losses, grad)
+    return reduce(losses, count_pos.squeeze(1) > 0, reduction)
 
 
 class CalibrationLoss(RankLoss):

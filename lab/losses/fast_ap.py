@@ -7,9 +7,10 @@ import torch
 from torch import Tensor
 
 from ..core.checks import check_chunk_size, check_reduction, check_scores
-from ..core.steps import histogram_ap
+from ..core.steps import histogram_ap_from_counts, kernel_bins
 from .base import RankLoss, reduce
-from .engine import MAX_BLOCK_ELEMENTS, map_query_chunks
+from .engine import eager_gradient
+from .pair_sums import TILE_ELEMENTS
 
 
 def check_num_bins(num_bins: int) -> None:
@@ -19,16 +20,22 @@ def check_num_bins(num_bins: int) -> None:
 
 def binned_ap_loss(values: Tensor, targets: Tensor, mask: Tensor, centres: Tensor, width: float,
                    reduction: str, chunk_size: Optional[int]) -> Tensor:
-    """1 - histogram AP per query, chunked so one (chunk, N, bins) kernel stays bounded."""
+    """1 - histogram AP per query: each value adds its kernel weight to its two nearest bins (a
+    scatter, O(Q * N)), in chunks of queries whose gradient is taken at once (``eager_gradient``)."""
     check_chunk_size(chunk_size)
     pos = targets & mask
     if chunk_size is None:
-        chunk_size = max(1, MAX_BLOCK_ELEMENTS // (values.shape[1] * len(centres)))
+        chunk_size = max(1, TILE_ELEMENTS // values.shape[1])
+    num_bins = len(centres)
 
     def run(v: Tensor, p: Tensor, m: Tensor) -> Tensor:
-        return 1.0 - histogram_ap(v, centres, width, p, m)
+        index, weight = kernel_bins(v, centres, width)
+        index = index.flatten(1)
+        h_pos = v.new_zeros(v.shape[0], num_bins).scatter_add(1, index, (weight * p[..., None]).flatten(1))
+        h_all = v.new_zeros(v.shape[0], num_bins).scatter_add(1, index, (weight * m[..., None]).flatten(1))
+        return 1.0 - histogram_ap_from_counts(h_pos, h_all, p.sum(-1))
 
-    losses = map_query_chunks(run, (values, pos, mask), chunk_size)
+    losses = eager_gradient(run, (values, pos, mask), chunk_size)
     return reduce(losses, pos.any(1), reduction)
 
 
