@@ -75,20 +75,23 @@ def soft_histogram(values: Tensor, centres: Tensor, width: float, weights: Tenso
 
 
 def kernel_bins(values: Tensor, centres: Tensor, width: float) -> tuple[Tensor, Tensor]:
-    """The bins around each value and its triangular-kernel weight in them -> (index, weight), (..., 3).
+    """The bins around each value and its triangular-kernel weight there. values (Q, N) ->
+    (index, weight), both (Q, 3, N): for each value its nearest centre and both neighbours.
 
     ``soft_histogram``'s kernel without its zeros: with width = the spacing of the (evenly spaced)
     centres, a value has weight in its two nearest bins only, so a histogram is a scatter of a few
-    weights per value, O(N) instead of O(N * L). The nearest centre and both its neighbours are
-    kept: for a value on a centre, a neighbour's weight 1 - |v - c| / width may round to a tiny
-    positive number, with a gradient, as in ``soft_histogram``. Bins outside the range get weight 0.
+    weights per value, O(N) instead of O(N * L). The third bin keeps it exact: for a value on a
+    centre, a neighbour's weight 1 - |v - c| / width may round to a tiny positive number, with a
+    gradient, as in ``soft_histogram``. Bins outside the range get weight 0.
     """
+    # Centres padded with -inf / +inf (ordered as the centres): weight 1 - inf = -inf, clamped to 0, no gradient.
+    far = torch.tensor([float("inf")], dtype=centres.dtype, device=centres.device) * (centres[1] - centres[0]).sign()
+    padded = torch.cat([-far, centres, far])
     nearest = torch.round((values.detach() - centres[0]) / (centres[1] - centres[0])).long()
-    index = torch.stack([nearest - 1, nearest, nearest + 1], -1)
-    inside = (index >= 0) & (index < len(centres))
-    index = index.clamp(0, len(centres) - 1)
-    weight = (1 - (values[..., None] - centres[index]).abs() / width).clamp_min(0)
-    return index, weight * inside
+    index = nearest[:, None, :] + torch.arange(3, device=values.device)[:, None]  # in ``padded``
+    centre = padded.index_select(0, index.flatten()).view(index.shape)
+    weight = (1 - (values[:, None, :] - centre).abs() / width).clamp_min(0)
+    return (index - 1).clamp_(0, len(centres) - 1), weight
 
 
 def histogram_ap_from_counts(h_pos: Tensor, h_all: Tensor, num_pos: Tensor) -> Tensor:

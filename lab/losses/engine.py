@@ -21,14 +21,16 @@ from torch import Tensor
 from ..core.checks import check_chunk_size
 from .pair_sums import TILE_ELEMENTS, PairSums, count_at_least
 
-# Entries of one chunk's (queries, positives, items) block: 2**22 float32 = 16 MB.
+# Entries of one chunk's (queries, positives, items) block: 2**22 float32 = 16 MB, 2**18 = 1 MB.
 MAX_BLOCK_ELEMENTS = 2**22
+MIN_BLOCK_ELEMENTS = 2**18
 
 
 def block_budget(num_queries: int, num_items: int) -> int:
-    """Entries a chunk's pair block may hold: at most MAX_BLOCK_ELEMENTS and at most 4 (Q, N) score
-    matrices (what 4 samples per class need), so a batch with one or two classes needs no more memory."""
-    return min(MAX_BLOCK_ELEMENTS, max(TILE_ELEMENTS, 4 * num_queries * num_items))
+    """Entries a chunk's pair block may hold: at most MAX_BLOCK_ELEMENTS, and at most 4 (Q, N) score
+    matrices (what 4 samples per class need) above 1 MB, so batches with one or two classes, whose
+    queries have ~N positives, need no more memory than those with 4 samples per class."""
+    return min(MAX_BLOCK_ELEMENTS, max(MIN_BLOCK_ELEMENTS, 4 * num_queries * num_items))
 
 
 class _WithGradient(torch.autograd.Function):
@@ -44,6 +46,12 @@ class _WithGradient(torch.autograd.Function):
     def backward(ctx, grad_losses: Tensor):
         grad, = ctx.saved_tensors
         return grad_losses[:, None] * grad, None
+
+
+def row_chunks(num_rows: int, num_items: int) -> list[slice]:
+    """Slices of rows holding about TILE_ELEMENTS entries each: (Q, N) passes on them stay in cache."""
+    step = max(1, TILE_ELEMENTS // max(num_items, 1))
+    return [slice(start, start + step) for start in range(0, num_rows, step)]
 
 
 def with_gradient(scores: Tensor, losses: Tensor, grad: Tensor) -> Tensor:
@@ -169,7 +177,7 @@ class Block:
 
     def count_at_least(self, items: Items) -> Tensor:
         """#{items j : s_j >= s_k} for every anchor k (exact step, H(0) = 1, no gradient) -> (c, P)."""
-        return count_at_least(items.scores, self.anchors)
+        return count_at_least(items.scores, self.anchors, self.budget)
 
     def backward_into(self, grad: Tensor, losses: Tensor) -> None:
         """Add d losses.sum() / d scores to ``grad`` (c, N): autograd from the losses to the sums

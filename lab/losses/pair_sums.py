@@ -15,25 +15,27 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-# Entries of one tile of the (queries, anchors, items) block: 1 MB in float32, within a core's L2.
-TILE_ELEMENTS = 2**18
+# Entries of one tile of the (queries, anchors, items) block: 4 MB in float32, within the L3 cache;
+# few enough tiles that the per-op overhead (and, with 2 threads, the OpenMP barrier) stays small.
+TILE_ELEMENTS = 2**20
 
 
-def tiles(rows: int, anchors: int, items: int) -> list[tuple[int, int, int, int]]:
-    """(q0, q1, p0, p1) tiles of a (rows, anchors, items) block, each at most TILE_ELEMENTS entries
+def tiles(rows: int, anchors: int, items: int, limit: int = TILE_ELEMENTS) -> list[tuple[int, int, int, int]]:
+    """(q0, q1, p0, p1) tiles of a (rows, anchors, items) block, each at most ``limit`` entries
     (or one anchor of one row when a single row of items is wider)."""
     per_row = anchors * items
-    if per_row <= TILE_ELEMENTS:
-        step = max(1, TILE_ELEMENTS // max(per_row, 1))
+    if per_row <= limit:
+        step = max(1, limit // max(per_row, 1))
         return [(q, min(q + step, rows), 0, anchors) for q in range(0, rows, step)]
-    step = max(1, TILE_ELEMENTS // items)
+    step = max(1, limit // items)
     return [(q, q + 1, p, min(p + step, anchors)) for q in range(rows) for p in range(0, anchors, step)]
 
 
-def differences(items: Tensor, anchors: Tensor, tile: tuple[int, int, int, int]) -> Tensor:
-    """t = s_j - s_k for one tile -> (q1 - q0, p1 - p0, M), a fresh tensor the caller may overwrite."""
+def differences(items: Tensor, anchors: Tensor, tile: tuple[int, int, int, int], out: Tensor) -> Tensor:
+    """t = s_j - s_k for one tile -> (q1 - q0, p1 - p0, M), written into the flat buffer ``out``."""
     q0, q1, p0, p1 = tile
-    return torch.sub(items[q0:q1, None, :], anchors[q0:q1, p0:p1, None])
+    t = out[: (q1 - q0) * (p1 - p0) * items.shape[1]].view(q1 - q0, p1 - p0, items.shape[1])
+    return torch.sub(items[q0:q1, None, :], anchors[q0:q1, p0:p1, None], out=t)
 
 
 class ExactParts:
@@ -44,15 +46,16 @@ class ExactParts:
     picks the sigmoid branch.
     """
 
-    def __init__(self, anchors: Tensor, delta: float) -> None:
+    def __init__(self, anchors: Tensor, delta: float, tile_size: int) -> None:
         self.delta = delta
         self.below = torch.zeros_like(anchors)  # minus #{j : t < 0}
         self.excess = torch.zeros_like(anchors)  # sum_j [t > delta] (t - delta)
+        self.scratch = anchors.new_empty(tile_size)
 
     def add(self, t: Tensor, tile: tuple[int, int, int, int]) -> Tensor:
-        """Count one tile of differences t; returns [t > delta] as 0/1 (a new tensor)."""
+        """Count one tile of differences t; returns [t > delta] as 0/1 (in a buffer reused by the next tile)."""
         q0, q1, p0, p1 = tile
-        part = torch.clamp_max(t, 0).sign_()
+        part = torch.clamp_max(t, 0, out=self.scratch[: t.numel()].view(t.shape)).sign_()
         self.below[q0:q1, p0:p1] = part.sum(-1)
         torch.sub(t, self.delta, out=part).clamp_min_(0)
         self.excess[q0:q1, p0:p1] = part.sum(-1)
@@ -67,34 +70,40 @@ class PairSums:
 
     items (c, M), -inf = left out; anchors (c, P), finite. ``sums`` is (c, P); with ``need_grad``,
     ``backward(dS)`` gives the gradient. Each tile's derivative tau * H'(t) (sigma (1 - sigma), and
-    tau * rho beyond delta for H^-) is kept for it when the block holds ``keep_within`` entries or
-    fewer, and recomputed otherwise.
+    tau * rho beyond delta for H^-) is kept for it when the block holds ``budget`` entries or fewer,
+    and recomputed otherwise; no tile holds more than ``budget`` entries.
     """
 
     def __init__(self, items: Tensor, anchors: Tensor, tau: float, rho: Optional[float] = None,
-                 delta: Optional[float] = None, need_grad: bool = False, keep_within: int = 0) -> None:
+                 delta: Optional[float] = None, need_grad: bool = False, budget: int = TILE_ELEMENTS) -> None:
         self.items, self.anchors, self.tau, self.rho = items, anchors, tau, rho
         rows, num_anchors, num_items = anchors.shape[0], anchors.shape[1], items.shape[1]
         # delta rounded to the scores' dtype: the threshold of h_minus's comparison t <= delta.
         self.delta = None if delta is None else float(torch.tensor(delta, dtype=items.dtype))
-        self.tiles = tiles(rows, num_anchors, num_items)
-        keep = need_grad and rows * num_anchors * num_items <= keep_within
-        exact = None if delta is None else ExactParts(anchors, self.delta)
+        self.tiles = tiles(rows, num_anchors, num_items, min(TILE_ELEMENTS, budget))
+        largest = max((q1 - q0) * (p1 - p0) * num_items for q0, q1, p0, p1 in self.tiles)
+        size = rows * num_anchors * num_items
+        keep = need_grad and size <= budget
+        # Tiles are written into one buffer: the whole block when the derivatives are kept, else one tile.
+        self.buffer = items.new_empty(size if keep else largest)
+        exact = None if delta is None else ExactParts(anchors, self.delta, largest)
         self.stored: list[Tensor] = []
         self.sums = items.new_empty(rows, num_anchors)
+        offset = 0
         for tile in self.tiles:
-            step, beyond = self.sigmoid_tile(tile, exact)
+            step, beyond = self.sigmoid_tile(tile, exact, self.buffer[offset:] if keep else self.buffer)
             q0, q1, p0, p1 = tile
             self.sums[q0:q1, p0:p1] = step.sum(-1)
             if keep:
                 self.stored.append(self.derivative(step, beyond))
+                offset += step.numel()
         if exact is not None:
             self.sums += exact.values(num_items, rho)
 
-    def sigmoid_tile(self, tile: tuple[int, int, int, int],
-                     exact: Optional[ExactParts] = None) -> tuple[Tensor, Optional[Tensor]]:
-        """sigma(min(t, delta) / tau) of one tile, and [t > delta] for H^-."""
-        t = differences(self.items, self.anchors, tile)
+    def sigmoid_tile(self, tile: tuple[int, int, int, int], exact: Optional[ExactParts],
+                     out: Tensor) -> tuple[Tensor, Optional[Tensor]]:
+        """sigma(min(t, delta) / tau) of one tile (in ``out``), and [t > delta] for H^-."""
+        t = differences(self.items, self.anchors, tile, out)
         beyond = None
         if self.delta is not None:
             beyond = exact.add(t, tile) if exact is not None else (t > self.delta).to(t.dtype)
@@ -115,19 +124,19 @@ class PairSums:
         grad_anchors = torch.zeros_like(self.anchors)
         scale = grad_sums / self.tau
         for i, tile in enumerate(self.tiles):
-            step = self.stored[i] if self.stored else self.derivative(*self.sigmoid_tile(tile))
+            step = self.stored[i] if self.stored else self.derivative(*self.sigmoid_tile(tile, None, self.buffer))
             q0, q1, p0, p1 = tile
             step.mul_(scale[q0:q1, p0:p1, None])
             grad_items[q0:q1] += step.sum(1)
             grad_anchors[q0:q1, p0:p1] -= step.sum(2)
-        self.stored = []
+        self.stored, self.buffer = [], None
         return grad_anchors
 
 
-def count_at_least(items: Tensor, anchors: Tensor) -> Tensor:
+def count_at_least(items: Tensor, anchors: Tensor, budget: int = TILE_ELEMENTS) -> Tensor:
     """#{j : s_j >= s_k} -> (c, P) in the items' dtype, no gradient. H(0) = 1: ties count (ROADMAP Eq. 3)."""
     counts = items.new_empty(anchors.shape)
-    for q0, q1, p0, p1 in tiles(anchors.shape[0], anchors.shape[1], items.shape[1]):
+    for q0, q1, p0, p1 in tiles(anchors.shape[0], anchors.shape[1], items.shape[1], min(TILE_ELEMENTS, budget)):
         above = items[q0:q1, None, :] >= anchors[q0:q1, p0:p1, None]
         counts[q0:q1, p0:p1] = above.sum(-1, dtype=counts.dtype)
     return counts
