@@ -87,7 +87,9 @@ def kernel_bins(values: Tensor, centres: Tensor, width: float) -> tuple[Tensor, 
     # Centres padded with -inf / +inf (ordered as the centres): weight 1 - inf = -inf, clamped to 0, no gradient.
     far = torch.tensor([float("inf")], dtype=centres.dtype, device=centres.device) * (centres[1] - centres[0]).sign()
     padded = torch.cat([-far, centres, far])
-    nearest = torch.round((values.detach() - centres[0]) / (centres[1] - centres[0])).long()
+    # A value beyond the range has weight in the end bin at most: clamping its nearest centre loses nothing.
+    nearest = torch.round((values.detach() - centres[0]) / (centres[1] - centres[0])).clamp_(0, len(centres) - 1)
+    nearest = nearest.long()
     index = nearest[:, None, :] + torch.arange(3, device=values.device)[:, None]  # in ``padded``
     centre = padded.index_select(0, index.flatten()).view(index.shape)
     weight = (1 - (values[:, None, :] - centre).abs() / width).clamp_min(0)

@@ -21,16 +21,16 @@ from torch import Tensor
 from ..core.checks import check_chunk_size
 from .pair_sums import TILE_ELEMENTS, PairSums, count_at_least
 
-# Entries of one chunk's (queries, positives, items) block: 2**22 float32 = 16 MB, 2**18 = 1 MB.
+# Entries of one chunk's (queries, positives, items) block: 2**22 float32 = 16 MB; 2**16 = 256 KB.
 MAX_BLOCK_ELEMENTS = 2**22
-MIN_BLOCK_ELEMENTS = 2**18
+MIN_BLOCK_ELEMENTS = 2**16
 
 
 def block_budget(num_queries: int, num_items: int) -> int:
-    """Entries a chunk's pair block may hold: at most MAX_BLOCK_ELEMENTS, and at most 4 (Q, N) score
-    matrices (what 4 samples per class need) above 1 MB, so batches with one or two classes, whose
-    queries have ~N positives, need no more memory than those with 4 samples per class."""
-    return min(MAX_BLOCK_ELEMENTS, max(MIN_BLOCK_ELEMENTS, 4 * num_queries * num_items))
+    """Entries a chunk's pair block may hold: what a batch with 4 samples per class (3 positives per
+    query) needs, 3 Q N, within [MIN_BLOCK_ELEMENTS, MAX_BLOCK_ELEMENTS]. A batch of one or two classes,
+    whose queries have ~N positives, is cut into more chunks and tiles, and needs no more memory."""
+    return min(MAX_BLOCK_ELEMENTS, max(MIN_BLOCK_ELEMENTS, 3 * num_queries * num_items))
 
 
 class _WithGradient(torch.autograd.Function):
