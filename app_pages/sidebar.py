@@ -59,7 +59,8 @@ def _number(label: str, name: str, help: Optional[str] = None, step: int = 1) ->
 
 def _loss_widgets(run: str, loss: str) -> dict[str, Any]:
     specs = loss_sliders(loss)
-    return {name: spec_slider(spec.description, spec, hparam_key(run, loss, name)) for name, spec in specs.items()}
+    return {name: spec_slider(spec.description, spec, hparam_key(run, loss, name), help=spec.help or None)
+            for name, spec in specs.items()}
 
 
 def settings_panel() -> Settings:

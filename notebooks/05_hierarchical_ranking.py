@@ -222,6 +222,6 @@ plot_class_mean_maps(maps, trainer.test_set.coarse_names)
 #    are AP and H-AP now? Which single swap of two adjacent items increases H-AP the most?
 # 3. With Eq. 20's normalisation by $|\Omega^{(l)}|$ (`lab.core.relevance.hap_relevance`),
 #    recompute H-AP of both rows. Why do the authors divide by the level sizes in training?
-# 4. Train HAPPIER$_F$: `train_and_evaluate("happier", {"alpha": 5.0}, **hierarchical_overrides())`
+# 4. Train HAPPIER$_F$: `train_and_evaluate("happier", {"hap_alpha": 5.0}, **hierarchical_overrides())`
 #    (`train_and_evaluate` is in `lab.experiments.runs`).
 #    Does a larger $\alpha$ move AP@glyph and AP@script the way SupRank Fig. 8a and Tab. IX say?

@@ -19,13 +19,15 @@ from torch.utils.checkpoint import checkpoint
 from lab.core.checks import (check_chunk_size, check_ks, check_positive, check_reduction, check_scores,
                              check_unit_interval)
 from lab.core.graded_ranks import exact_graded_ranks
+from lab.core.hparams import NUM_BINS
 from lab.core.relevance import ideal_dcg
 from lab.core.steps import check_h_minus, h_minus, heaviside, sigmoid
 from lab.losses.base import reduce
 from lab.losses.calibration import check_thresholds
-from lab.losses.fast_ap import check_num_bins
 from lab.losses.rod import rod_mix
 from lab.losses.sup_hap import check_graded_loss
+
+check_num_bins = NUM_BINS.check  # the engine's own check moved to the declaration
 
 # -------------------- lab/losses/engine.py --------------------------------------------------
 

@@ -261,7 +261,7 @@ def test_bad_graded_inputs_raise_clear_errors():
         L.SupHAP(relevance="wap", weights=[0.5, 0.5])(torch.randn(4, 3), torch.zeros(4, 3, dtype=torch.long))
     with pytest.raises(ValueError, match="relevance must be one of"):
         L.SupHAP(relevance="dcg")
-    with pytest.raises(ValueError, match="alpha must be a finite number >= 0"):
+    with pytest.raises(ValueError, match=r"hap_alpha must be a number in \[0, 10\]"):
         L.SupHAP(alpha=-1.0)
     with pytest.raises(ValueError, match="level_names must be 2"):
         retrieval_metrics(torch.randn(4, 3), torch.zeros(4, 2, dtype=torch.long), backend="torch", level_names=["a"])

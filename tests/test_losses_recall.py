@@ -105,7 +105,7 @@ def test_bad_ks_raise(ks):
 
 
 def test_bad_temperatures_raise():
-    with pytest.raises(ValueError, match="tau_star must be a finite number > 0"):
+    with pytest.raises(ValueError, match=r"tau_star must be a number in \[0.001, 100\]"):
         L.SmoothRecall(tau_star=0.0)
     with pytest.raises(ValueError, match="rho must be"):
         L.SupRecall(rho=-1.0)

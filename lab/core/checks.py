@@ -92,10 +92,17 @@ def as_bool(name: str, x: Tensor, shape: torch.Size, device: torch.device) -> Te
     return x.bool()
 
 
-def check_scores(scores: Tensor, targets: Tensor, mask: Optional[Tensor]) -> tuple[Tensor, Tensor, Tensor]:
+# A rank loss sums score differences over a batch (Sup-AP's H^- times rho = 1e6): scores beyond
+# this overflow float32 there. Cosine similarities lie in [-1, 1]; metrics only compare scores.
+LOSS_SCORE_LIMIT = 1e6
+
+
+def check_scores(scores: Tensor, targets: Tensor, mask: Optional[Tensor],
+                 limit: Optional[float] = LOSS_SCORE_LIMIT) -> tuple[Tensor, Tensor, Tensor]:
     """Validate score-level inputs; return (float scores, bool targets, bool mask).
 
     Half-precision scores are promoted to float32: a rank loss sums thousands of terms.
+    ``limit``: the largest |score| accepted (None: any finite score, for the metrics).
     """
     check_tensor("scores", scores)
     if scores.dim() != 2:
@@ -106,6 +113,9 @@ def check_scores(scores: Tensor, targets: Tensor, mask: Optional[Tensor]) -> tup
         raise ValueError(f"scores must be a floating-point tensor, got dtype {scores.dtype}")
     if not torch.isfinite(scores).all():
         raise ValueError("scores contain NaN or infinity; check the embeddings that produced them")
+    if limit is not None and float(scores.detach().abs().max()) > limit:
+        raise ValueError(f"scores must lie in [-{limit:g}, {limit:g}] for a rank loss (cosine similarities are in "
+                         f"[-1, 1]), got a largest |score| of {float(scores.detach().abs().max()):g}")
     if scores.dtype in (torch.float16, torch.bfloat16):
         scores = scores.float()
     targets = as_bool("targets", targets, scores.shape, scores.device)

@@ -22,7 +22,7 @@ from typing import Optional, Sequence
 import torch
 from torch import Tensor
 
-from .checks import as_bool, check_scores, check_tensor
+from .checks import LOSS_SCORE_LIMIT, as_bool, check_scores, check_tensor
 
 RELEVANCE_KINDS = ("hap", "wap", "ndcg")
 
@@ -150,11 +150,16 @@ def build_relevance(labels: Tensor, ref_labels: Tensor, mask: Optional[Tensor] =
 
 
 # ------------------------------------------------------------------------ score level
-def check_relevance(scores: Tensor, relevance: Tensor, mask: Optional[Tensor]) -> tuple[Tensor, Tensor, Tensor]:
+def check_relevance(scores: Tensor, relevance: Tensor, mask: Optional[Tensor],
+                    limit: Optional[float] = LOSS_SCORE_LIMIT) -> tuple[Tensor, Tensor, Tensor]:
     """Validate graded inputs; return (float scores, relevance in the scores' dtype, bool mask).
 
     relevance (Q, N): finite numbers >= 0 (bool or integer tensors are read as 0/1 or levels);
-    > 0 marks the positives. Masked items get relevance 0.
+    > 0 marks the positives. Masked items get relevance 0. H-AP, NDCG and their losses do not
+    change when a query's relevance is multiplied by a constant, so each row is divided by a
+    power of two (exact) that brings its largest value into [1, 2): relevance near float32's
+    maximum then sums without overflow, and tiny values without underflow.
+    ``limit``: the largest |score| accepted (see ``check_scores``).
     """
     check_tensor("relevance", relevance)
     if isinstance(scores, Tensor) and relevance.shape != scores.shape:
@@ -166,7 +171,10 @@ def check_relevance(scores: Tensor, relevance: Tensor, mask: Optional[Tensor]) -
         raise ValueError("relevance contains NaN or infinity")
     if bool((rel < 0).any()):
         raise ValueError(f"relevance must be >= 0 (0 = negative), got a minimum of {float(rel.min())}")
-    scores, _, mask = check_scores(scores, rel > 0, mask)
+    scores, _, mask = check_scores(scores, rel > 0, mask, limit)
+    if rel.is_floating_point():
+        _, exponent = torch.frexp(rel.amax(1, keepdim=True))
+        rel = torch.ldexp(rel, 1 - exponent)
     return scores, rel.to(scores.dtype) * mask, mask
 
 

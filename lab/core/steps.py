@@ -11,14 +11,14 @@ import math
 import torch
 from torch import Tensor
 
-from .checks import check_nonnegative, check_positive
+from .hparams import DELTA, RHO, TAU
 
 
 def check_h_minus(tau: float, rho: float, delta: float) -> None:
-    """Validate the hyper-parameters of H^-: tau > 0, rho >= 0, delta >= 0."""
-    check_positive("tau", tau)
-    check_nonnegative("rho", rho)
-    check_nonnegative("delta", delta)
+    """Validate the hyper-parameters of H^- against their declarations (lab.core.hparams)."""
+    TAU.check(tau)
+    RHO.check(rho)
+    DELTA.check(delta)
 
 
 def heaviside(t: Tensor) -> Tensor:
@@ -30,24 +30,24 @@ def heaviside(t: Tensor) -> Tensor:
     return (t >= 0).to(t.dtype if t.is_floating_point() else torch.float32)
 
 
-def sigmoid(t: Tensor, tau: float = 0.01) -> Tensor:
+def sigmoid(t: Tensor, tau: float = TAU.default) -> Tensor:
     """Temperature sigmoid sigma(t / tau), SmoothAP's surrogate of H (Brown et al.)."""
-    check_positive("tau", tau)
+    TAU.check(tau)
     return torch.sigmoid(t / tau)
 
 
-def default_delta(tau: float = 0.01, eps: float = 1e-2) -> float:
+def default_delta(tau: float = TAU.default, eps: float = 1e-2) -> float:
     """delta = tau * ln((1 - eps) / eps): where sigma(t/tau)'s slope falls below eps/tau.
 
     ROADMAP supp. A.3 (Fig. 11): tau = 0.01, eps = 0.01 gives delta ~= 0.046, rounded to 0.05.
     """
-    check_positive("tau", tau)
+    TAU.check(tau)
     if not 0 < eps < 0.5:
         raise ValueError(f"eps must be in (0, 0.5), got {eps!r}")
     return tau * math.log((1 - eps) / eps)
 
 
-def h_minus(t: Tensor, tau: float = 0.01, rho: float = 100.0, delta: float = 0.05) -> Tensor:
+def h_minus(t: Tensor, tau: float = TAU.default, rho: float = RHO.default, delta: float = DELTA.default) -> Tensor:
     """SupRank's H^- (ROADMAP Eq. 4, SupRank Eq. 4), the surrogate used for rank^-.
 
     sigma(t/tau) for t < 0; sigma(t/tau) + 0.5 on [0, delta]; rho * (t - delta) +

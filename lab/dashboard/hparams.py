@@ -1,8 +1,9 @@
-"""Widget specs for the losses' hyper-parameters, read off the loss classes themselves.
+"""Widget specs for the losses' hyper-parameters, read off their declarations.
 
-Each loss class declares ``hparam_ranges`` {name: (low, high)}; its constructor's defaults are
-the papers' settings. :func:`loss_sliders` turns both into :class:`lab.viz.controls.Slider` specs
-(the notebooks' knob type), so the dashboard never keeps a second copy of a range or a default.
+Each loss class lists its hyper-parameters in ``declared`` (:mod:`lab.core.hparams`: default =
+the paper's setting, slider range, meaning). :func:`loss_sliders` turns them into
+:class:`lab.viz.controls.Slider` specs (the notebooks' knob type), so the dashboard never keeps
+a second copy of a range, a default or an explanation.
 :func:`slider_options` gives the value grid of a log slider (Streamlit has no log slider).
 """
 from __future__ import annotations
@@ -27,13 +28,13 @@ def loss_defaults(loss: str) -> dict[str, Any]:
 
 
 def loss_sliders(loss: str) -> dict[str, Slider]:
-    """{hyper-parameter: Slider} for the tunable hyper-parameters of ``loss`` (its ``hparam_ranges``),
-    valued at the constructor's default."""
-    cls = _loss_class(loss)
-    defaults = loss_defaults(loss)
+    """{hyper-parameter: Slider} for the declared hyper-parameters of ``loss`` that have a slider
+    range, valued at the declared default, with the paper's meaning as the tooltip."""
     specs = {}
-    for name, (low, high) in getattr(cls, "hparam_ranges", {}).items():
-        value = defaults[name]
+    for name, hp in _loss_class(loss).declared.items():
+        if hp.slider is None:
+            continue
+        (low, high), value = hp.slider, hp.default
         integer = isinstance(value, int) and not isinstance(value, bool)
         log = low > 0 and high / low > LOG_RATIO
         if integer:
@@ -43,7 +44,7 @@ def loss_sliders(loss: str) -> dict[str, Slider]:
         else:
             step = _round_step((high - low) / LINEAR_STEPS)
         specs[name] = Slider(float(low), float(high), step, value, log=log, integer=integer,
-                             description=_describe(name, low, high))
+                             description=_describe(name, low, high), help=hp.meaning)
     return specs
 
 
@@ -105,6 +106,6 @@ def _round_sig(x: float, digits: int = 3) -> float:
 
 def _describe(name: str, low: float, high: float) -> str:
     symbols = {"tau": "τ", "rho": "ρ", "delta": "δ", "alpha": "α", "beta": "β", "lam": "λ", "eta": "η",
-               "tau_star": "τ*", "lambda_val": "λ"}
+               "tau_star": "τ*", "lambda_val": "λ", "hap_alpha": "α"}
     where = f"{name}, {low:g} to {high:g}" if name in symbols else f"{low:g} to {high:g}"
     return f"{symbols.get(name, name)} ({where})"

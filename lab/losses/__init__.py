@@ -13,7 +13,7 @@ from typing import Any, Mapping, Optional, Union
 
 from ..core.relevance import build_relevance
 from . import functional
-from .base import (HierarchicalRankLoss, RankLoss, UnknownHyperParameterError, constructor_parameters,
+from .base import (HierarchicalRankLoss, RankLoss, UnknownHyperParameterError, constructor_parameters, renamed,
                    unknown_hparams_error)
 from .blackbox_ap import BlackBoxAP
 from .calibration import CalibrationLoss
@@ -73,15 +73,24 @@ def check_loss_kwargs(name: str, kwargs: Mapping[str, Any]) -> dict[str, Any]:
     as a string) becomes a float, ``'true'`` a bool, ``'1,2,4'`` or ``[1, 2, 4]`` a list.
 
     Unknown names raise :class:`UnknownHyperParameterError` (a ``ValueError``) with the accepted
-    names and a close match; a value that cannot be converted raises a ``ValueError``. Value
-    ranges are the loss's own checks, run when it is built.
+    names and a close match; a value that cannot be converted, or that is outside its declared
+    range (``LossClass.declared``), raises a ``ValueError`` naming the range and the meaning.
     """
     accepted = loss_kwargs_of(name)
+    kwargs = renamed(_loss_class(name), dict(kwargs))
     unknown = [k for k in kwargs if k not in accepted]
     if unknown:
         raise unknown_hparams_error(f"loss {name!r}", unknown, accepted)
-    params = constructor_parameters(LOSSES[name])
-    return {k: _convert(f"hyper-parameter {k!r} of loss {name!r}", v, params[k].annotation) for k, v in kwargs.items()}
+    cls = LOSSES[name]
+    params = constructor_parameters(cls)
+    out = {k: _convert(f"hyper-parameter {k!r} of loss {name!r}", v, params[k].annotation) for k, v in kwargs.items()}
+    for k, v in out.items():
+        if k in cls.declared:
+            try:
+                cls.declared[k].check(v)
+            except ValueError as e:
+                raise ValueError(f"for loss {name!r}, {e}") from None
+    return out
 
 
 _WORDS = {"true": True, "yes": True, "on": True, "1": True, "false": False, "no": False, "off": False, "0": False}
@@ -128,6 +137,7 @@ def build_loss(name: str, *, num_classes: Optional[int] = None, embed_dim: Optio
     always give them.
     """
     cls = _loss_class(name)
+    hparams = renamed(cls, hparams)
     unknown = [k for k in hparams if k not in constructor_parameters(cls)]
     if unknown and "**" not in constructor_parameters(cls):  # the registry's name in the message
         raise unknown_hparams_error(f"loss {name!r}", unknown, loss_kwargs_of(name))

@@ -18,6 +18,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..core.checks import as_bool, check_references, fine
+from ..core.hparams import Declared
 from ..core.relevance import build_relevance
 
 
@@ -76,10 +77,26 @@ def unknown_hparams_error(loss: str, unknown: Iterable[str], accepted: Iterable[
     return UnknownHyperParameterError(" ".join(parts) + f" accepted: {', '.join(accepted) or 'none'}")
 
 
+def renamed(cls: type, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """``kwargs`` with the old names of ``cls.renamed_hparams`` replaced by the new ones (with a warning)."""
+    old_names = getattr(cls, "renamed_hparams", {})
+    if not any(k in old_names for k in kwargs):
+        return kwargs
+    out = dict(kwargs)
+    for old, new in old_names.items():
+        if old in out:
+            if new in out:
+                raise ValueError(f"{cls.__name__}: give {new!r} only ({old!r} is its old name), not both")
+            warnings.warn(f"{cls.__name__}: {old!r} is now called {new!r}", DeprecationWarning, stacklevel=4)
+            out[new] = out.pop(old)
+    return out
+
+
 def _rejecting_unknown_keywords(init: Callable) -> Callable:
     @functools.wraps(init)
     def checked(self, *args: Any, **kwargs: Any) -> None:
         if type(self).__init__ is checked:  # the outermost constructor checks; the super() calls do not
+            kwargs = renamed(type(self), kwargs)
             accepted = constructor_parameters(type(self))
             unknown = [k for k in kwargs if k not in accepted]
             if unknown and "**" not in accepted:
@@ -131,10 +148,17 @@ class RankLoss(nn.Module):
     needs_num_classes: bool = False
     # Constructor arguments that configure forward() (e.g. how relevance is built), not ``functional``.
     forward_hparams: tuple[str, ...] = ()
+    # The tunable hyper-parameters (lab.core.hparams): defaults, accepted ranges, meanings, sliders.
+    declared: Declared = Declared()
+    # {old keyword: new keyword} still accepted, with a DeprecationWarning.
+    renamed_hparams: dict[str, str] = {}
+    # The dashboard's slider ranges, derived from ``declared``.
+    hparam_ranges: dict[str, tuple[float, float]] = {}
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         # A misspelt keyword gets the list of accepted ones (and a close match), not a bare TypeError.
         super().__init_subclass__(**kwargs)
+        cls.hparam_ranges = dict(cls.declared.sliders)
         if "__init__" in cls.__dict__:
             cls.__init__ = _rejecting_unknown_keywords(cls.__init__)
 
@@ -177,17 +201,22 @@ class RankLoss(nn.Module):
 class HierarchicalRankLoss(RankLoss):
     """Embedding-level base of the graded losses: ``functional(scores, relevance, ...)``.
 
-    Subclasses store ``relevance`` (a kind of ``build_relevance``), ``alpha`` and ``weights``
+    Subclasses store ``relevance`` (a kind of ``build_relevance``), ``hap_alpha`` and ``weights``
     as attributes and list them in ``forward_hparams``. The relevance is built per batch over
     the items the mask keeps, so |Omega^(l)| never counts the query itself.
     """
 
     relevance: str = "hap"
-    alpha: float = 1.0
+    hap_alpha: float = 1.0
     weights: Optional[Sequence[float]] = None
 
+    @property
+    def alpha(self) -> float:
+        """The old name of ``hap_alpha``."""
+        return self.hap_alpha
+
     def targets_for(self, labels: Tensor, ref_labels: Tensor, mask: Tensor) -> Tensor:
-        return build_relevance(labels, ref_labels, mask, self.relevance, self.alpha, self.weights)
+        return build_relevance(labels, ref_labels, mask, self.relevance, self.hap_alpha, self.weights)
 
     def extra_repr(self) -> str:
         extra = {n: getattr(self, n) for n in self.forward_hparams}

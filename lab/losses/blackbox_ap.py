@@ -7,6 +7,7 @@ import torch
 from torch import Tensor
 
 from ..core.checks import check_reduction, check_scores
+from ..core.hparams import LAMBDA_VAL, MARGIN, declare
 from .base import RankLoss, reduce
 
 
@@ -47,8 +48,8 @@ def blackbox_ap(
     *,
     mask: Optional[Tensor] = None,
     reduction: str = "mean",
-    lambda_val: float = 4.0,
-    margin: float = 0.02,
+    lambda_val: float = LAMBDA_VAL.default,
+    margin: float = MARGIN.default,
 ) -> Tensor:
     """1 - AP computed from blackbox ranks. scores, targets, mask: (Q, N).
 
@@ -60,10 +61,8 @@ def blackbox_ap(
     """
     scores, targets, mask = check_scores(scores, targets, mask)
     check_reduction(reduction)
-    if not (isinstance(lambda_val, (int, float)) and 0 < lambda_val < float("inf")):
-        raise ValueError(f"lambda_val must be a finite number > 0, got {lambda_val!r}")
-    if not (isinstance(margin, (int, float)) and 0 <= margin < float("inf")):
-        raise ValueError(f"margin must be a finite number >= 0, got {margin!r}")
+    LAMBDA_VAL.check(lambda_val)
+    MARGIN.check(margin)
     pos = targets & mask
     shifted = scores - margin * pos.to(scores.dtype)
     # Ignored items (and, for rank^+, negatives) sink to the bottom and get no gradient.
@@ -79,9 +78,9 @@ class BlackBoxAP(RankLoss):
     """Embedding-level BlackBox AP, the blackbox baseline of ROADMAP Table 1."""
 
     functional = staticmethod(blackbox_ap)
-    hparam_ranges = {"lambda_val": (0.1, 100.0), "margin": (0.0, 0.5)}
+    declared = declare(LAMBDA_VAL, MARGIN)
 
-    def __init__(self, lambda_val: float = 4.0, margin: float = 0.02, *, include_self: bool = False,
+    def __init__(self, lambda_val: float = LAMBDA_VAL.default, margin: float = MARGIN.default, *, include_self: bool = False,
                  reduction: str = "mean") -> None:
         super().__init__()
         self.save_hparams(locals())

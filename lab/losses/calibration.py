@@ -7,14 +7,14 @@ import torch
 from torch import Tensor
 
 from ..core.checks import check_reduction, check_scores
+from ..core.hparams import CAL_ALPHA, CAL_BETA, declare
 from .base import RankLoss, reduce
 from .engine import row_chunks, with_gradient
 
 
 def check_thresholds(alpha: float, beta: float) -> None:
-    for name, value in (("alpha", alpha), ("beta", beta)):
-        if not (isinstance(value, (int, float)) and -1 <= value <= 1):
-            raise ValueError(f"{name} must be a cosine similarity in [-1, 1], got {value!r}")
+    CAL_ALPHA.check(alpha)
+    CAL_BETA.check(beta)
     if not alpha > beta:
         raise ValueError(f"alpha must be larger than beta (positives above alpha, negatives below beta), "
                          f"got alpha={alpha!r}, beta={beta!r}")
@@ -26,8 +26,8 @@ def calibration(
     *,
     mask: Optional[Tensor] = None,
     reduction: str = "mean",
-    alpha: float = 0.9,
-    beta: float = 0.6,
+    alpha: float = CAL_ALPHA.default,
+    beta: float = CAL_BETA.default,
 ) -> Tensor:
     """Per query: mean over positives of [alpha - s]_+ plus mean over negatives of [s - beta]_+.
 
@@ -64,9 +64,9 @@ class CalibrationLoss(RankLoss):
     """Embedding-level calibration loss L_calibr. (ROADMAP Eq. 7)."""
 
     functional = staticmethod(calibration)
-    hparam_ranges = {"alpha": (-1.0, 1.0), "beta": (-1.0, 1.0)}
+    declared = declare(CAL_ALPHA, CAL_BETA)
 
-    def __init__(self, alpha: float = 0.9, beta: float = 0.6, *, include_self: bool = False,
+    def __init__(self, alpha: float = CAL_ALPHA.default, beta: float = CAL_BETA.default, *, include_self: bool = False,
                  reduction: str = "mean") -> None:
         super().__init__()
         self.save_hparams(locals())

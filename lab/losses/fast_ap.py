@@ -7,14 +7,10 @@ import torch
 from torch import Tensor
 
 from ..core.checks import check_chunk_size, check_reduction, check_scores
+from ..core.hparams import NUM_BINS, declare
 from ..core.steps import histogram_ap_from_counts, kernel_bins
 from .base import RankLoss, reduce
 from .engine import with_gradient
-
-
-def check_num_bins(num_bins: int) -> None:
-    if not (isinstance(num_bins, int) and not isinstance(num_bins, bool) and num_bins >= 2):
-        raise ValueError(f"num_bins must be an integer >= 2, got {num_bins!r}")
 
 
 def binned_ap_loss(values: Tensor, targets: Tensor, mask: Tensor, centres: Tensor, width: float,
@@ -62,7 +58,7 @@ def fast_ap(
     *,
     mask: Optional[Tensor] = None,
     reduction: str = "mean",
-    num_bins: int = 10,
+    num_bins: int = NUM_BINS.default,
     chunk_size: Optional[int] = None,
 ) -> Tensor:
     """1 - FastAP (Eq. 14). scores, targets, mask: (Q, N); scores are cosine similarities.
@@ -73,7 +69,7 @@ def fast_ap(
     """
     scores, targets, mask = check_scores(scores, targets, mask)
     check_reduction(reduction)
-    check_num_bins(num_bins)
+    NUM_BINS.check(num_bins)
     centres = torch.linspace(0.0, 4.0, num_bins + 1, dtype=scores.dtype, device=scores.device)
     return binned_ap_loss(2.0 - 2.0 * scores, targets, mask, centres, 4.0 / num_bins, reduction, chunk_size)
 
@@ -82,9 +78,9 @@ class FastAP(RankLoss):
     """Embedding-level FastAP. Gradients come from autograd through the soft histogram."""
 
     functional = staticmethod(fast_ap)
-    hparam_ranges = {"num_bins": (2, 100)}
+    declared = declare(NUM_BINS)
 
-    def __init__(self, num_bins: int = 10, *, include_self: bool = False, reduction: str = "mean",
+    def __init__(self, num_bins: int = NUM_BINS.default, *, include_self: bool = False, reduction: str = "mean",
                  chunk_size: Optional[int] = None) -> None:
         super().__init__()
         self.save_hparams(locals())

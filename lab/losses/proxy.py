@@ -15,7 +15,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..core.checks import check_embeddings, check_labels, check_positive, check_reduction, fine
+from ..core.checks import check_embeddings, check_labels, check_reduction, fine
+from ..core.hparams import ETA, declare
 from .base import RankLoss
 
 
@@ -35,13 +36,13 @@ class ProxyDecompositionLoss(RankLoss):
 
     needs_num_classes = True
     functional = None  # no score-level form: the loss needs the embeddings themselves
-    hparam_ranges = {"eta": (0.01, 1.0)}
+    declared = declare(ETA)
 
-    def __init__(self, num_classes: int, embed_dim: int, eta: float = 0.05, *, reduction: str = "mean") -> None:
+    def __init__(self, num_classes: int, embed_dim: int, eta: float = ETA.default, *, reduction: str = "mean") -> None:
         super().__init__()
         check_count("num_classes", num_classes)
         check_count("embed_dim", embed_dim)
-        check_positive("eta", eta)
+        ETA.check(eta)
         check_reduction(reduction)
         self.num_classes, self.embed_dim, self.eta, self.reduction = num_classes, embed_dim, eta, reduction
         self.hparams = {"num_classes": num_classes, "embed_dim": embed_dim, "eta": eta, "reduction": reduction}

@@ -12,7 +12,8 @@ from typing import Callable, Optional, Sequence
 import torch
 from torch import Tensor
 
-from ..core.checks import check_ks, check_positive, check_reduction, check_scores
+from ..core.checks import check_ks, check_reduction, check_scores
+from ..core.hparams import DELTA, RHO, TAU, TAU_STAR, declare
 from ..core.steps import check_h_minus, sigmoid
 from .base import RankLoss, reduce
 from .engine import Block, per_query
@@ -39,7 +40,7 @@ def _recall_loss(scores: Tensor, targets: Tensor, mask: Optional[Tensor], reduct
     """Shared body of the two R@k losses; ``rank_fn`` gives the (c, P) ranks of a block's positives."""
     scores, targets, mask = check_scores(scores, targets, mask)
     check_reduction(reduction)
-    check_positive("tau_star", tau_star)
+    TAU_STAR.check(tau_star)
     ks = check_ks(ks)
     losses = per_query(lambda b: recall_loss_from_ranks(rank_fn(b), b, ks, tau_star), scores, targets, mask, chunk_size)
     return reduce(losses, (targets & mask).any(1), reduction)
@@ -51,8 +52,8 @@ def smooth_recall(
     *,
     mask: Optional[Tensor] = None,
     reduction: str = "mean",
-    tau: float = 0.01,
-    tau_star: float = 1.0,
+    tau: float = TAU.default,
+    tau_star: float = TAU_STAR.default,
     ks: Sequence[int] = DEFAULT_KS,
     chunk_size: Optional[int] = None,
 ) -> Tensor:
@@ -61,7 +62,7 @@ def smooth_recall(
     rank(p) = 1 + sum_{j != p} sigma((s_j - s_p) / tau) over every kept item (positives too);
     tau = 0.01 ranks, tau_star = 1 counts the positives in the top k. Memory O(Q * P * N), chunked.
     """
-    check_positive("tau", tau)
+    TAU.check(tau)
 
     def ranks(b: Block) -> Tensor:
         return 0.5 + b.sigmoid_sums(b.all_items(), tau)  # p itself adds sigma(0) = 0.5
@@ -75,10 +76,10 @@ def sup_recall(
     *,
     mask: Optional[Tensor] = None,
     reduction: str = "mean",
-    tau: float = 0.01,
-    rho: float = 100.0,
-    delta: float = 0.05,
-    tau_star: float = 1.0,
+    tau: float = TAU.default,
+    rho: float = RHO.default,
+    delta: float = DELTA.default,
+    tau_star: float = TAU_STAR.default,
     ks: Sequence[int] = DEFAULT_KS,
     chunk_size: Optional[int] = None,
 ) -> Tensor:
@@ -100,9 +101,9 @@ class SmoothRecall(RankLoss):
     """Embedding-level Smooth-R@k (Patel et al.), the sigmoid baseline of SupRank Tab. II."""
 
     functional = staticmethod(smooth_recall)
-    hparam_ranges = {"tau": (1e-3, 1.0), "tau_star": (0.01, 10.0)}
+    declared = declare(TAU, TAU_STAR)
 
-    def __init__(self, tau: float = 0.01, tau_star: float = 1.0, ks: Sequence[int] = DEFAULT_KS, *,
+    def __init__(self, tau: float = TAU.default, tau_star: float = TAU_STAR.default, ks: Sequence[int] = DEFAULT_KS, *,
                  include_self: bool = False, reduction: str = "mean", chunk_size: Optional[int] = None) -> None:
         super().__init__()
         ks = check_ks(ks)
@@ -113,9 +114,9 @@ class SupRecall(RankLoss):
     """Embedding-level Sup-R@k (SupRank Eq. 16)."""
 
     functional = staticmethod(sup_recall)
-    hparam_ranges = {"tau": (1e-3, 1.0), "rho": (0.0, 1e4), "delta": (0.0, 0.5), "tau_star": (0.01, 10.0)}
+    declared = declare(TAU, RHO, DELTA, TAU_STAR)
 
-    def __init__(self, tau: float = 0.01, rho: float = 100.0, delta: float = 0.05, tau_star: float = 1.0,
+    def __init__(self, tau: float = TAU.default, rho: float = RHO.default, delta: float = DELTA.default, tau_star: float = TAU_STAR.default,
                  ks: Sequence[int] = DEFAULT_KS, *, include_self: bool = False, reduction: str = "mean",
                  chunk_size: Optional[int] = None) -> None:
         super().__init__()

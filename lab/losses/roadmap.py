@@ -5,6 +5,7 @@ from typing import Optional
 
 from torch import Tensor
 
+from ..core.hparams import CAL_ALPHA, CAL_BETA, DELTA, LAM, RHO, TAU, declare
 from .base import RankLoss
 from .rod import rod_calibrated
 from .sup_ap import sup_ap
@@ -16,12 +17,12 @@ def roadmap(
     *,
     mask: Optional[Tensor] = None,
     reduction: str = "mean",
-    lam: float = 0.5,
-    tau: float = 0.01,
-    rho: float = 100.0,
-    delta: float = 0.05,
-    alpha: float = 0.9,
-    beta: float = 0.6,
+    lam: float = LAM.default,
+    tau: float = TAU.default,
+    rho: float = RHO.default,
+    delta: float = DELTA.default,
+    alpha: float = CAL_ALPHA.default,
+    beta: float = CAL_BETA.default,
     chunk_size: Optional[int] = None,
 ) -> Tensor:
     """L_ROADMAP = (1 - lam) * L_SupAP + lam * L_calibr. (ROADMAP Eq. 2). scores etc. (Q, N)."""
@@ -33,11 +34,10 @@ class ROADMAP(RankLoss):
     """Embedding-level ROADMAP loss with the paper's defaults (Sec. 4)."""
 
     functional = staticmethod(roadmap)
-    hparam_ranges = {"lam": (0.0, 1.0), "tau": (1e-3, 1.0), "rho": (0.0, 1e4), "delta": (0.0, 0.5),
-                     "alpha": (-1.0, 1.0), "beta": (-1.0, 1.0)}
+    declared = declare(LAM, TAU, RHO, DELTA, CAL_ALPHA, CAL_BETA)
 
-    def __init__(self, lam: float = 0.5, tau: float = 0.01, rho: float = 100.0, delta: float = 0.05,
-                 alpha: float = 0.9, beta: float = 0.6, *, include_self: bool = False, reduction: str = "mean",
+    def __init__(self, lam: float = LAM.default, tau: float = TAU.default, rho: float = RHO.default, delta: float = DELTA.default,
+                 alpha: float = CAL_ALPHA.default, beta: float = CAL_BETA.default, *, include_self: bool = False, reduction: str = "mean",
                  chunk_size: Optional[int] = None) -> None:
         super().__init__()
         self.save_hparams(locals())

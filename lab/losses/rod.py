@@ -11,7 +11,8 @@ from typing import Callable, Optional
 
 from torch import Tensor, nn
 
-from ..core.checks import check_reduction, check_scores, check_unit_interval
+from ..core.checks import check_reduction, check_scores
+from ..core.hparams import DELTA, ETA, HAP_ALPHA, LAM, RHO, TAU, declare
 from .base import RankLoss, reduce
 from .calibration import calibration
 from .proxy import ProxyDecompositionLoss
@@ -32,7 +33,7 @@ def rod_calibrated(rank_loss: Callable[..., Tensor], scores: Tensor, targets: Te
     query, then reduced. scores, targets, mask (Q, N); ``rank_kwargs`` go to ``rank_loss``."""
     scores, targets, mask = check_scores(scores, targets, mask)
     check_reduction(reduction)
-    check_unit_interval("lam", lam)
+    LAM.check(lam)
     rank_term = rank_loss(scores, targets, mask=mask, reduction="none", **rank_kwargs)
     calib_term = calibration(scores, targets, mask=mask, reduction="none", alpha=alpha, beta=beta)
     return reduce(rod_mix(rank_term, calib_term, lam), (targets & mask).any(1), reduction)
@@ -46,14 +47,15 @@ class RODLoss(RankLoss):
     """
 
     functional = None  # embedding level only: a decomposability loss may need the embeddings
+    declared = declare(LAM)
 
-    def __init__(self, rank_loss: nn.Module, decomposability_loss: nn.Module, lam: float = 0.5) -> None:
+    def __init__(self, rank_loss: nn.Module, decomposability_loss: nn.Module, lam: float = LAM.default) -> None:
         super().__init__()
         for name, part in (("rank_loss", rank_loss), ("decomposability_loss", decomposability_loss)):
             if not isinstance(part, nn.Module):
                 raise ValueError(f"{name} must be an nn.Module (e.g. SupAP(), CalibrationLoss()), got "
                                  f"{type(part).__name__}")
-        check_unit_interval("lam", lam)
+        LAM.check(lam)
         self.rank_loss, self.decomposability_loss, self.lam = rank_loss, decomposability_loss, lam
         self.hparams = {"lam": lam}
         self.include_self = False
@@ -69,16 +71,19 @@ class RODLoss(RankLoss):
         return rod_mix(rank, decomposability, self.lam)
 
 
+# SupRank Sec. VI: lam = 0.1 with the proxy-based L_DG* (ROADMAP's 0.5 is for the calibration L_DG).
+PROXY_LAM = LAM.but(default=0.1)
+
+
 class _ProxyROD(RODLoss):
     """A Sup-* rank loss with L_DG*; subclasses name the rank loss class."""
 
     needs_num_classes = True
     rank_class: type[RankLoss]
-    hparam_ranges = {"lam": (0.0, 1.0), "tau": (1e-3, 1.0), "rho": (0.0, 1e4), "delta": (0.0, 0.5),
-                     "eta": (0.01, 1.0)}
+    declared = declare(PROXY_LAM, TAU, RHO, DELTA, ETA)
 
-    def __init__(self, num_classes: int, embed_dim: int, lam: float = 0.1, tau: float = 0.01, rho: float = 100.0,
-                 delta: float = 0.05, eta: float = 0.05, *, include_self: bool = False, reduction: str = "mean",
+    def __init__(self, num_classes: int, embed_dim: int, lam: float = PROXY_LAM.default, tau: float = TAU.default,
+                 rho: float = RHO.default, delta: float = DELTA.default, eta: float = ETA.default, *, include_self: bool = False, reduction: str = "mean",
                  chunk_size: Optional[int] = None, **rank_hparams) -> None:
         rank = self.rank_class(tau, rho, delta, include_self=include_self, reduction=reduction,
                                chunk_size=chunk_size, **rank_hparams)
@@ -88,16 +93,18 @@ class _ProxyROD(RODLoss):
 
 
 class HAPPIER(_ProxyROD):
-    """HAPPIER (Eq. 22): (1 - lam) * Sup-H-AP + lam * L_DG*. ``alpha`` sets Eq. 20 (alpha > 1: HAPPIER_F)."""
+    """HAPPIER (Eq. 22): (1 - lam) * Sup-H-AP + lam * L_DG*. ``hap_alpha`` sets Eq. 20 (> 1: HAPPIER_F)."""
 
     rank_class = SupHAP
-    hparam_ranges = {**_ProxyROD.hparam_ranges, "alpha": (0.0, 10.0)}
+    declared = _ProxyROD.declared + declare(HAP_ALPHA)
+    renamed_hparams = SupHAP.renamed_hparams
 
-    def __init__(self, num_classes: int, embed_dim: int, lam: float = 0.1, tau: float = 0.01, rho: float = 100.0,
-                 delta: float = 0.05, eta: float = 0.05, alpha: float = 1.0, *, include_self: bool = False,
-                 reduction: str = "mean", chunk_size: Optional[int] = None) -> None:
+    def __init__(self, num_classes: int, embed_dim: int, lam: float = PROXY_LAM.default, tau: float = TAU.default,
+                 rho: float = RHO.default, delta: float = DELTA.default, eta: float = ETA.default,
+                 hap_alpha: float = HAP_ALPHA.default, *, include_self: bool = False, reduction: str = "mean",
+                 chunk_size: Optional[int] = None) -> None:
         super().__init__(num_classes, embed_dim, lam, tau, rho, delta, eta, include_self=include_self,
-                         reduction=reduction, chunk_size=chunk_size, alpha=alpha)
+                         reduction=reduction, chunk_size=chunk_size, hap_alpha=hap_alpha)
 
 
 class RODNDCG(_ProxyROD):

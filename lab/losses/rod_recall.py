@@ -6,6 +6,7 @@ from typing import Optional, Sequence
 from torch import Tensor
 
 from ..core.checks import check_ks
+from ..core.hparams import CAL_ALPHA, CAL_BETA, DELTA, LAM, RHO, TAU, TAU_STAR, declare
 from .base import RankLoss
 from .recall import DEFAULT_KS, sup_recall
 from .rod import rod_calibrated
@@ -17,14 +18,14 @@ def rod_recall(
     *,
     mask: Optional[Tensor] = None,
     reduction: str = "mean",
-    lam: float = 0.5,
-    tau: float = 0.01,
-    rho: float = 100.0,
-    delta: float = 0.05,
-    tau_star: float = 1.0,
+    lam: float = LAM.default,
+    tau: float = TAU.default,
+    rho: float = RHO.default,
+    delta: float = DELTA.default,
+    tau_star: float = TAU_STAR.default,
     ks: Sequence[int] = DEFAULT_KS,
-    alpha: float = 0.9,
-    beta: float = 0.6,
+    alpha: float = CAL_ALPHA.default,
+    beta: float = CAL_BETA.default,
     chunk_size: Optional[int] = None,
 ) -> Tensor:
     """L_ROD-R@k = (1 - lam) * L_Sup-R@k + lam * L_DG (Eq. 17). scores, targets, mask: (Q, N).
@@ -40,11 +41,10 @@ class RODRecall(RankLoss):
     """Embedding-level ROD-R@k with the pair-based L_DG (Eq. 17); lam = 0.5 as ROADMAP with L_DG."""
 
     functional = staticmethod(rod_recall)
-    hparam_ranges = {"lam": (0.0, 1.0), "tau": (1e-3, 1.0), "rho": (0.0, 1e4), "delta": (0.0, 0.5),
-                     "tau_star": (0.01, 10.0), "alpha": (-1.0, 1.0), "beta": (-1.0, 1.0)}
+    declared = declare(LAM, TAU, RHO, DELTA, TAU_STAR, CAL_ALPHA, CAL_BETA)
 
-    def __init__(self, lam: float = 0.5, tau: float = 0.01, rho: float = 100.0, delta: float = 0.05,
-                 tau_star: float = 1.0, ks: Sequence[int] = DEFAULT_KS, alpha: float = 0.9, beta: float = 0.6, *,
+    def __init__(self, lam: float = LAM.default, tau: float = TAU.default, rho: float = RHO.default, delta: float = DELTA.default,
+                 tau_star: float = TAU_STAR.default, ks: Sequence[int] = DEFAULT_KS, alpha: float = CAL_ALPHA.default, beta: float = CAL_BETA.default, *,
                  include_self: bool = False, reduction: str = "mean", chunk_size: Optional[int] = None) -> None:
         super().__init__()
         ks = check_ks(ks)

@@ -5,7 +5,8 @@ from typing import Optional
 
 from torch import Tensor
 
-from ..core.checks import check_positive, check_reduction, check_scores
+from ..core.checks import check_reduction, check_scores
+from ..core.hparams import TAU, declare
 from .base import RankLoss, reduce
 from .engine import Block, mean_over_positives, per_query
 
@@ -16,7 +17,7 @@ def smooth_ap(
     *,
     mask: Optional[Tensor] = None,
     reduction: str = "mean",
-    tau: float = 0.01,
+    tau: float = TAU.default,
     exact_rank_pos: bool = False,
     chunk_size: Optional[int] = None,
 ) -> Tensor:
@@ -30,7 +31,7 @@ def smooth_ap(
     """
     scores, targets, mask = check_scores(scores, targets, mask)
     check_reduction(reduction)
-    check_positive("tau", tau)
+    TAU.check(tau)
 
     def block_loss(b: Block) -> Tensor:
         if exact_rank_pos:
@@ -52,9 +53,9 @@ class SmoothAP(RankLoss):
     as the reference implementation does (it optimises a different, inflated AP)."""
 
     functional = staticmethod(smooth_ap)
-    hparam_ranges = {"tau": (1e-3, 1.0)}
+    declared = declare(TAU)
 
-    def __init__(self, tau: float = 0.01, exact_rank_pos: bool = False, *, include_self: bool = False,
+    def __init__(self, tau: float = TAU.default, exact_rank_pos: bool = False, *, include_self: bool = False,
                  reduction: str = "mean", chunk_size: Optional[int] = None) -> None:
         super().__init__()
         self.save_hparams(locals())

@@ -7,8 +7,11 @@ import torch
 from torch import Tensor
 
 from ..core.checks import check_reduction, check_scores
+from ..core.hparams import NUM_BINS, declare
 from .base import RankLoss
-from .fast_ap import binned_ap_loss, check_num_bins
+from .fast_ap import binned_ap_loss
+
+Q_BINS = NUM_BINS.but(default=20)  # Revaud et al.'s Q
 
 
 def soft_bin_ap(
@@ -17,7 +20,7 @@ def soft_bin_ap(
     *,
     mask: Optional[Tensor] = None,
     reduction: str = "mean",
-    num_bins: int = 20,
+    num_bins: int = Q_BINS.default,
     chunk_size: Optional[int] = None,
 ) -> Tensor:
     """1 - AP_Q (Revaud supp. Eq. 1-3). scores, targets, mask: (Q, N), scores in [-1, 1].
@@ -28,7 +31,7 @@ def soft_bin_ap(
     """
     scores, targets, mask = check_scores(scores, targets, mask)
     check_reduction(reduction)
-    check_num_bins(num_bins)
+    Q_BINS.check(num_bins)
     centres = torch.linspace(1.0, -1.0, num_bins, dtype=scores.dtype, device=scores.device)
     return binned_ap_loss(scores, targets, mask, centres, 2.0 / (num_bins - 1), reduction, chunk_size)
 
@@ -37,9 +40,9 @@ class SoftBinAP(RankLoss):
     """Embedding-level SoftBinAP (listwise AP_Q loss)."""
 
     functional = staticmethod(soft_bin_ap)
-    hparam_ranges = {"num_bins": (2, 100)}
+    declared = declare(Q_BINS)
 
-    def __init__(self, num_bins: int = 20, *, include_self: bool = False, reduction: str = "mean",
+    def __init__(self, num_bins: int = Q_BINS.default, *, include_self: bool = False, reduction: str = "mean",
                  chunk_size: Optional[int] = None) -> None:
         super().__init__()
         self.save_hparams(locals())

@@ -6,6 +6,7 @@ from typing import Optional
 from torch import Tensor
 
 from ..core.checks import check_reduction, check_scores
+from ..core.hparams import DELTA, RHO, TAU, declare
 from ..core.steps import check_h_minus
 from .base import RankLoss, reduce
 from .engine import Block, mean_over_positives, per_query
@@ -29,9 +30,9 @@ def sup_ap(
     *,
     mask: Optional[Tensor] = None,
     reduction: str = "mean",
-    tau: float = 0.01,
-    rho: float = 100.0,
-    delta: float = 0.05,
+    tau: float = TAU.default,
+    rho: float = RHO.default,
+    delta: float = DELTA.default,
     chunk_size: Optional[int] = None,
 ) -> Tensor:
     """1 - Sup-AP. scores, targets, mask: (Q, N). Scalar, or (Q,) with reduction="none".
@@ -56,9 +57,9 @@ class SupAP(RankLoss):
     """Embedding-level Sup-AP (ROADMAP without the calibration term)."""
 
     functional = staticmethod(sup_ap)
-    hparam_ranges = {"tau": (1e-3, 1.0), "rho": (0.0, 1e4), "delta": (0.0, 0.5)}
+    declared = declare(TAU, RHO, DELTA)
 
-    def __init__(self, tau: float = 0.01, rho: float = 100.0, delta: float = 0.05, *,
+    def __init__(self, tau: float = TAU.default, rho: float = RHO.default, delta: float = DELTA.default, *,
                  include_self: bool = False, reduction: str = "mean", chunk_size: Optional[int] = None) -> None:
         super().__init__()
         self.save_hparams(locals())

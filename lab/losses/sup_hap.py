@@ -8,6 +8,7 @@ from torch import Tensor
 
 from ..core.checks import check_reduction
 from ..core.graded_ranks import exact_graded_ranks, relevance_steps
+from ..core.hparams import DELTA, HAP_ALPHA, RHO, TAU, declare
 from ..core.relevance import check_relevance, check_relevance_kind
 from ..core.steps import check_h_minus
 from .base import HierarchicalRankLoss, reduce
@@ -48,9 +49,9 @@ def sup_hap(
     *,
     mask: Optional[Tensor] = None,
     reduction: str = "mean",
-    tau: float = 0.01,
-    rho: float = 100.0,
-    delta: float = 0.05,
+    tau: float = TAU.default,
+    rho: float = RHO.default,
+    delta: float = DELTA.default,
     chunk_size: Optional[int] = None,
 ) -> Tensor:
     """1 - Sup-H-AP (Eq. 21). scores, relevance (float >= 0, 0 = negative), mask: (Q, N).
@@ -76,16 +77,19 @@ def sup_hap(
 
 class SupHAP(HierarchicalRankLoss):
     """Embedding-level Sup-H-AP; labels (B,) or (B, L), finest first. ``relevance="hap"`` uses
-    Eq. 20 with ``alpha`` (HAPPIER_F: alpha > 1); ``"wap"`` Property 1 with ``weights``."""
+    Eq. 20 with ``hap_alpha`` (HAPPIER_F: > 1); ``"wap"`` Property 1 with ``weights``. ``hap_alpha``
+    was called ``alpha``, which ROADMAP's calibration thresholds also use; the old name still works."""
 
     functional = staticmethod(sup_hap)
-    forward_hparams = ("relevance", "alpha", "weights")
-    hparam_ranges = {"tau": (1e-3, 1.0), "rho": (0.0, 1e4), "delta": (0.0, 0.5), "alpha": (0.0, 10.0)}
+    forward_hparams = ("relevance", "hap_alpha", "weights")
+    declared = declare(TAU, RHO, DELTA, HAP_ALPHA)
+    renamed_hparams = {"alpha": "hap_alpha"}
 
-    def __init__(self, tau: float = 0.01, rho: float = 100.0, delta: float = 0.05, alpha: float = 1.0,
-                 relevance: str = "hap", weights: Optional[Sequence[float]] = None, *, include_self: bool = False,
+    def __init__(self, tau: float = TAU.default, rho: float = RHO.default, delta: float = DELTA.default,
+                 hap_alpha: float = HAP_ALPHA.default, relevance: str = "hap", weights: Optional[Sequence[float]] = None, *, include_self: bool = False,
                  reduction: str = "mean", chunk_size: Optional[int] = None) -> None:
         super().__init__()
-        check_relevance_kind(relevance, alpha, weights, name="relevance")
-        self.relevance, self.alpha, self.weights = relevance, alpha, weights
+        HAP_ALPHA.check(hap_alpha)
+        check_relevance_kind(relevance, hap_alpha, weights, name="relevance")
+        self.relevance, self.hap_alpha, self.weights = relevance, hap_alpha, weights
         self.save_hparams(locals())

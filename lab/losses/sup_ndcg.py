@@ -6,6 +6,7 @@ from typing import Optional
 import torch
 from torch import Tensor
 
+from ..core.hparams import DELTA, RHO, TAU, declare
 from ..core.relevance import ideal_dcg
 from .base import HierarchicalRankLoss, reduce
 from .engine import Block, per_query
@@ -18,9 +19,9 @@ def sup_ndcg(
     *,
     mask: Optional[Tensor] = None,
     reduction: str = "mean",
-    tau: float = 0.01,
-    rho: float = 100.0,
-    delta: float = 0.05,
+    tau: float = TAU.default,
+    rho: float = RHO.default,
+    delta: float = DELTA.default,
     chunk_size: Optional[int] = None,
 ) -> Tensor:
     """1 - Sup-NDCG (Eq. 24). scores, relevance (float >= 0, 0 = negative), mask: (Q, N).
@@ -50,9 +51,9 @@ class SupNDCG(HierarchicalRankLoss):
 
     functional = staticmethod(sup_ndcg)
     relevance = "ndcg"
-    hparam_ranges = {"tau": (1e-3, 1.0), "rho": (0.0, 1e4), "delta": (0.0, 0.5)}
+    declared = declare(TAU, RHO, DELTA)
 
-    def __init__(self, tau: float = 0.01, rho: float = 100.0, delta: float = 0.05, *, include_self: bool = False,
+    def __init__(self, tau: float = TAU.default, rho: float = RHO.default, delta: float = DELTA.default, *, include_self: bool = False,
                  reduction: str = "mean", chunk_size: Optional[int] = None) -> None:
         super().__init__()
         self.save_hparams(locals())

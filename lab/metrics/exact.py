@@ -53,7 +53,7 @@ def ranks_for(sorted_: Sorted, targets: Tensor) -> Ranks:
 
 def sorted_ranks(scores: Tensor, targets: Tensor, mask: Optional[Tensor] = None) -> Ranks:
     """(scores, targets, mask) (Q, N) -> ``Ranks`` in sorted order."""
-    scores, targets, mask = check_scores(scores, targets, mask)
+    scores, targets, mask = check_scores(scores, targets, mask, limit=None)
     r = ranks_for(sort_scores(scores, mask), targets & mask)
     return r._replace(rank=r.rank.to(scores.dtype), rank_pos=r.rank_pos.to(scores.dtype))
 

@@ -19,7 +19,7 @@ from .exact import _undefined
 
 def graded_ranks(scores: Tensor, relevance: Tensor, mask: Optional[Tensor] = None) -> GradedRanks:
     """H-rank^+ (Eq. 18), graded rank^+ and rank of every item, (Q, N) each, 0 off the positives. No grad."""
-    scores, rel, mask = check_relevance(scores, relevance, mask)
+    scores, rel, mask = check_relevance(scores, relevance, mask, limit=None)
     return exact_graded_ranks(scores, rel, mask)
 
 
@@ -64,7 +64,7 @@ def asi(scores: Tensor, relevance: Tensor, mask: Optional[Tensor] = None) -> Ten
     top-n lists. Tied scores are ordered worst first (lower relevance first). Pass the semantic
     levels l as relevance (Eq. 20's values can coincide across levels; ASI needs one per level).
     """
-    scores, rel, mask = check_relevance(scores, relevance, mask)
+    scores, rel, mask = check_relevance(scores, relevance, mask, limit=None)
     s = scores.detach().masked_fill(~mask, float("-inf"))
     by_rel = torch.sort(rel, dim=1, stable=True).indices  # ties in score: lower relevance first
     order = by_rel.gather(1, torch.sort(s.gather(1, by_rel), dim=1, descending=True, stable=True).indices)

@@ -26,6 +26,7 @@ class Slider(NamedTuple):
     log: bool = False  # log-spaced (temperatures, bin counts): min/max are the values, not exponents
     integer: bool = False
     description: str = ""
+    help: str = ""  # a tooltip: what the knob is in the paper
 
 
 def slider_points(spec: dict[str, Slider]) -> Iterator[dict[str, float]]:
