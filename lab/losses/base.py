@@ -140,7 +140,9 @@ class RankLoss(nn.Module):
     """Base of the embedding-level losses: ``loss = Cls(**hparams)(embeddings, labels)``.
 
     Subclasses set ``functional = staticmethod(score_level_loss)`` and store their hyper-parameters
-    with ``self.save_hparams(locals())``; ``hparams`` is what gets passed to ``functional``.
+    with ``self.save_hparams(locals())``; ``hparams`` is what gets passed to ``functional``. The two
+    names on purpose: a config's ``loss_kwargs`` are what a user *asked for* (possibly a few keys,
+    as text); a built loss's ``hparams`` are every value it *uses*, defaults filled in.
     """
 
     functional: Callable[..., Tensor]
