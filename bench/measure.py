@@ -5,11 +5,13 @@ reset through /proc/self/clear_refs); on CUDA it is torch.cuda.max_memory_alloca
 """
 from __future__ import annotations
 
+import contextlib
+import os
 import platform
 import re
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 import torch
 
@@ -34,8 +36,7 @@ def measure(fn: Callable[[], object], device: torch.device, repeat: int = 3) -> 
             torch.cuda.reset_peak_memory_stats()
             base = torch.cuda.memory_allocated()
         else:
-            with open("/proc/self/clear_refs", "w") as f:
-                f.write("5")  # resets VmHWM to the current RSS
+            _reset_peak()
             base = _status_kb("VmRSS:") * 1024
         start = time.perf_counter()
         fn()
@@ -47,6 +48,79 @@ def measure(fn: Callable[[], object], device: torch.device, repeat: int = 3) -> 
         times.append(time.perf_counter() - start)
         peaks.append((peak - base) / 2**20)
     return sorted(times)[len(times) // 2], max(peaks)
+
+
+@contextlib.contextmanager
+def threads(count: int) -> Iterator[None]:
+    """torch's intra-op threads set to ``count`` inside the block."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(count)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def cpu_times(fns: dict, repeat: int = 3, long: float = 2.0) -> dict:
+    """{key: median CPU seconds of ``repeat`` calls of fns[key]} on 1 thread, the calls interleaved.
+
+    On a machine shared with other processes the wall-clock time of a step depends on their load, and
+    with 2 OpenMP threads a busy core stalls both; the CPU time of a single thread hardly moves. A first
+    call warms up; a function whose first call takes more than ``long`` seconds is timed by it alone.
+    """
+    runs: dict = {}
+    with threads(1):
+        for key, fn in fns.items():
+            runs[key] = [_cpu_seconds(fn)]
+        for _ in range(repeat):
+            for key, fn in fns.items():
+                if runs[key][0] < long:
+                    runs[key].append(_cpu_seconds(fn))
+    return {key: _median(t[1:] or t) for key, t in runs.items()}
+
+
+def cpu_time_and_peak(fn: Callable[[], object], repeat: int = 3, long: float = 2.0) -> tuple[float, float]:
+    """(median CPU seconds on 1 thread, peak MB above the start) of ``fn()``, timed as in ``cpu_times``.
+    Peak memory is only meaningful in a process whose allocator returns freed memory (see bench/losses.py)."""
+    times, peaks = [], []
+    with threads(1):
+        for i in range(repeat + 1):
+            _reset_peak()
+            base = _status_kb("VmRSS:")
+            times.append(_cpu_seconds(fn))
+            peaks.append((_status_kb("VmHWM:") - base) / 1024)
+            if times[0] >= long:
+                break
+    return _median(times[1:] or times), max(peaks)
+
+
+def _cpu_seconds(fn: Callable[[], object]) -> float:
+    start = time.process_time()
+    fn()
+    return time.process_time() - start
+
+
+def _median(values: list[float]) -> float:
+    return sorted(values)[len(values) // 2]
+
+
+def _reset_peak() -> None:
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")  # resets VmHWM to the current RSS
+
+
+def load_average() -> float:
+    """The 1-minute load average: other processes on the machine slow the timings down."""
+    return os.getloadavg()[0]
+
+
+def cpu_model() -> str:
+    """The CPU's model name (/proc/cpuinfo), else what platform knows."""
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or platform.machine()
 
 
 def machine() -> str:
