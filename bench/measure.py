@@ -136,3 +136,12 @@ def write_section(name: str, markdown: str, path: Path = DOCS) -> None:
     pattern = re.compile(rf"<!-- BEGIN {re.escape(name)} -->.*?<!-- END {re.escape(name)} -->", re.S)
     text = pattern.sub(lambda _: block, text) if pattern.search(text) else text.rstrip() + "\n\n" + block + "\n"
     path.write_text(text)
+
+
+def publish(name: str, markdown: str, dry_run: bool) -> None:
+    """Print the section (``dry_run``) or write it into docs/benchmarks.md."""
+    if dry_run:
+        print(markdown)
+    else:
+        write_section(name, markdown)
+        print(f"wrote the {name} section of {DOCS.relative_to(DOCS.parents[1])}")

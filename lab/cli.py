@@ -20,6 +20,11 @@ import yaml
 DEMO_SECONDS = 90  # of training; plus ~20 s of set-up and evaluation on 2 CPU cores
 DEMO_STEPS = 2000
 DEMO_EVAL_ITEMS = 3000  # held-out images (whole classes) evaluated before and after
+# What `train` (without --config) and `eval` evaluate by default: a fixed subset of whole classes,
+# a few seconds on 2 cores; `--eval-images all` evaluates the whole split. The default lives here, not
+# in TrainConfig, whose defaults the studies hash to match results/*.json.
+EVAL_IMAGES = 3000
+NOT_GIVEN = object()  # a flag's default that no value given on the command line can equal
 HELP = {
     "dataset": "dataset name (python -m lab datasets lists them)", "model": "small_cnn or any timm model name",
     "loss": "rank loss name (lab.losses.LOSSES)", "batch_size": "global batch size (all ranks together)",
@@ -117,11 +122,35 @@ def config_from_args(args: argparse.Namespace):
     return cfg
 
 
+def eval_images(text: str):
+    """--eval-images: a number of images >= 1, or 'all' (the whole split, returned as None)."""
+    if text.lower() == "all":
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expects a number of images >= 1 or 'all', got {text!r}")
+    return value
+
+
+def interactive_eval(cfg, args: argparse.Namespace):
+    """The config with ``--eval-images`` applied; without it, a run from flags alone (no recipe, no
+    checkpoint, no --eval-max-items) evaluates ``EVAL_IMAGES`` images rather than the whole split."""
+    if args.eval_images is not NOT_GIVEN:
+        return dataclasses.replace(cfg, eval_max_items=args.eval_images)
+    if args.config is None and args.resume is None and args.eval_max_items is None and cfg.eval_max_items is None:
+        return dataclasses.replace(cfg, eval_max_items=EVAL_IMAGES)
+    return cfg
+
+
 def train(args: argparse.Namespace) -> None:
     from .train import Trainer
     from .train.distributed import cleanup
+    from .train.evaluation import describe_subset
 
-    cfg = config_from_args(args)
+    cfg = interactive_eval(config_from_args(args), args)
     trainer = Trainer(cfg)
     checkpoint = resume_path(args)
     if checkpoint is not None:
@@ -134,13 +163,17 @@ def train(args: argparse.Namespace) -> None:
     finally:
         cleanup()
     if trainer.dist.is_main:
+        if "num_queries" in result:
+            dataset = trainer.test_set if cfg.eval_split == "test" else trainer.train_set
+            print(describe_subset(dataset.labels, cfg.eval_max_items, cfg.seed, cfg.eval_split)
+                  + ("" if cfg.eval_max_items is None else "; the whole split: --eval-images all"), file=sys.stderr)
         print(json.dumps({k: v for k, v in result.items() if k != "kind"}, indent=2))
 
 
 def evaluate(args: argparse.Namespace) -> None:
     from .train import TrainConfig, export_embeddings, load_checkpoint
     from .train.checkpoint import check_format
-    from .train.evaluation import evaluate_split
+    from .train.evaluation import describe_subset, evaluate_split
     from .train.loading import build_split, model_for
     from .train.optim import select_device
 
@@ -153,6 +186,8 @@ def evaluate(args: argparse.Namespace) -> None:
     model.to(device)
     result, emb, labels = evaluate_split(model, dataset, device, cfg, max_items=args.max_items, ks=args.ks,
                                          backend=args.backend, progress=True)
+    print(describe_subset(dataset.labels, args.max_items, cfg.seed, args.split)
+          + ("" if args.max_items is None else "; the whole split: --eval-images all"), file=sys.stderr)
     metrics = {"checkpoint": str(args.checkpoint), "step": state["step"], "split": args.split, **result}
     if args.export:
         metrics["exported"] = str(export_embeddings(args.export, emb, labels, getattr(dataset, "level_names", None)))
@@ -211,6 +246,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--resume", nargs="?", const="auto", metavar="CHECKPOINT",
                    help="continue a run from CHECKPOINT (default: OUT/checkpoint.pt); without --config, "
                         "its own config is used")
+    p.add_argument("--eval-images", type=eval_images, default=NOT_GIVEN, metavar="N|all",
+                   help=f"images evaluated (a fixed random subset of whole classes), 'all': the whole split "
+                        f"(default: {EVAL_IMAGES} without --config, else the recipe's eval_max_items)")
     add_config_flags(p)
     p.set_defaults(func=train)
 
@@ -220,8 +258,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--data-root", default=None)
     p.add_argument("--device", default="auto")
     p.add_argument("--backend", default=None, choices=("faiss", "torch"))
-    p.add_argument("--max-items", type=int, default=None,
-                   help="evaluate on a fixed random subset of whole classes with about this many images")
+    p.add_argument("--eval-images", "--max-items", dest="max_items", type=eval_images, default=EVAL_IMAGES,
+                   metavar="N|all", help="evaluate on a fixed random subset of whole classes with about this many "
+                                         f"images (default {EVAL_IMAGES}); 'all': the whole split")
     p.add_argument("--ks", type=int, nargs="+", default=[1, 2, 4, 8], metavar="K",
                    help="the R@k reported (default 1 2 4 8; the papers use 1 10 100 on SOP, 1 4 16 32 on iNaturalist)")
     p.add_argument("--export", type=Path, help="also save embeddings and labels (.npz or .pt) for t-SNE")

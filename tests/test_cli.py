@@ -8,8 +8,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import pytest
 import yaml
 
-from lab.cli import main
-from lab.train import TrainConfig, field_names, load_checkpoint, load_config
+from lab.cli import EVAL_IMAGES, main
+from lab.data import build_dataset
+from lab.train import TrainConfig, class_subset, field_names, load_checkpoint, load_config
 
 RECIPES = sorted((Path(__file__).resolve().parents[1] / "recipes").glob("*.yaml"))
 # A few glyph classes, a narrow run: seconds on 2 cores.
@@ -45,6 +46,35 @@ def test_train_writes_the_run_and_eval_reads_it(tmp_path, capsys):
                                "--ks", 1, 10, 100).out)
     assert {k for k in sop_style if k.startswith("R@")} == {"R@1", "R@10", "R@100"}
     assert sop_style["R@1"] == pytest.approx(evaluated["R@1"]) and sop_style["R@1"] <= sop_style["R@10"] <= 1
+
+
+def test_train_and_eval_evaluate_a_class_subset_by_default_and_say_so(tmp_path, capsys):
+    """Flags alone evaluate EVAL_IMAGES images (the CLI's default, not TrainConfig's); --eval-images
+    N takes a subset of whole classes, 'all' the whole split; what was evaluated is printed."""
+    labels = build_dataset("glyphs", "test", num_classes=12, instances_per_class=4).labels
+    subset = class_subset(labels, 20, seed=0)
+    classes = len(labels[subset, 0].unique())
+    assert subset is not None and len(subset) < len(labels)
+
+    printed = run(capsys, "train", *TINY, "--steps", 1, "--eval-every", 1, "--out", tmp_path / "a")
+    assert load_config(tmp_path / "a" / "config.yaml").eval_max_items == EVAL_IMAGES
+    assert TrainConfig().eval_max_items is None  # the studies hash TrainConfig's defaults
+    assert f"evaluated on the whole test split: {len(labels)} images" in printed.err  # < EVAL_IMAGES images
+
+    printed = run(capsys, "train", *TINY, "--steps", 1, "--eval-every", 1, "--eval-images", 20, "--out", tmp_path / "b")
+    result = json.loads(printed.out)
+    assert result["num_queries"] + result["excluded_queries"] == len(subset)
+    assert f"evaluated on {len(subset)} of {len(labels)} test images, {classes} of 12 classes" in printed.err
+    assert "--eval-images all" in printed.err
+
+    printed = run(capsys, "eval", "--checkpoint", tmp_path / "b" / "checkpoint.pt", "--backend", "torch",
+                  "--eval-images", 20)
+    assert json.loads(printed.out)["R@1"] == pytest.approx(result["R@1"])
+    assert f"evaluated on {len(subset)} of {len(labels)} test images" in printed.err
+
+    run(capsys, "train", *TINY, "--steps", 1, "--eval-every", 0, "--eval-images", "all", "--out", tmp_path / "c")
+    assert load_config(tmp_path / "c" / "config.yaml").eval_max_items is None
+    assert "'all', got '0'" in fails(capsys, "train", *TINY, "--steps", 1, "--eval-images", 0)
 
 
 def test_resume_continues_and_refuses_another_config(tmp_path, capsys):
@@ -112,6 +142,7 @@ def test_a_paper_recipe_runs_two_steps_with_the_small_model(tmp_path, capsys):
         "--eval-every", 0, "--num-workers", 0, "--out", out)
     cfg = load_config(out / "config.yaml")
     assert (cfg.pooling, cfg.layer_norm, cfg.lr) == ("max", True, 1e-6)
+    assert cfg.eval_max_items is None  # a recipe keeps its own evaluation (the papers': the whole split)
     assert load_checkpoint(out / "checkpoint.pt")["step"] == 2
 
 

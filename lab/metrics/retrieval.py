@@ -1,8 +1,16 @@
-"""Embedding-level evaluation: R@k, mAP@R and mAP of a query set against a gallery."""
+"""Embedding-level evaluation: R@k, mAP@R and mAP of a query set against a gallery.
+
+Exact, without sorting the gallery for every query: the similarity blocks of a chunk of queries
+are scanned once for the few items each query must rank (:mod:`lab.metrics.counting`,
+:mod:`lab.metrics.list_metrics`). ``method="sort"`` is the reference: it sorts every row and
+reads the metrics off the sort (:mod:`lab.metrics.exact`), O(N log N) per query; both give the
+same numbers on the same similarities, ties included.
+"""
 from __future__ import annotations
 
 from typing import Optional, Sequence
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor
@@ -13,42 +21,25 @@ from ..core.graded_ranks import GradedRanks, exact_graded_ranks
 from ..core.relevance import check_alpha, hap_relevance, ndcg_relevance, num_levels, shared_levels
 from .exact import Sorted, ap_from_ranks, hits_from_ranks, map_at_r_from_ranks, ranks_for, sort_scores
 from .hierarchical import asi, h_ap_from_ranks, ndcg_from_ranks
+from .list_metrics import list_metrics
+from .relevant import LabelIndex
 
 BACKENDS = ("faiss", "torch")
+METHODS = ("count", "sort")
 EVAL_KS = (1, 2, 4, 8)  # the R@k ROADMAP reports on CUB (and the default here)
 RETRIEVAL_KEYS = (*(f"R@{k}" for k in EVAL_KS), "mAP@R")  # what the lab's tables and figures show by default
-# Score entries held at once: chunk of queries x gallery size (2**24 float32 = 64 MB).
-MAX_CHUNK_ELEMENTS = 2**24
+# Score entries held at once: chunk of queries x gallery size (2**22 float32 = 16 MB, cache-sized).
+MAX_CHUNK_ELEMENTS = 2**22
 
 
-def _faiss_index(refs: Tensor):
+def _score_block(queries: Tensor, refs: Tensor, backend: str) -> Tensor:
+    """(c, N) float32 similarities of a chunk of (normalised) queries to every reference item."""
+    if backend == "torch":
+        return queries @ refs.T
     import faiss  # imported lazily: faiss is slow to import and only this backend needs it
 
-    index = faiss.IndexFlatIP(refs.shape[1])
-    if hasattr(faiss, "get_num_gpus") and faiss.get_num_gpus() > 0:
-        index = faiss.index_cpu_to_all_gpus(index)
-    index.add(refs.detach().cpu().float().numpy())
-    return index
-
-
-def _ranked_lists(queries: Tensor, refs: Tensor, query_index: Optional[Tensor], backend: str, index):
-    """Scores (c, N') of every gallery item for a chunk of queries and the items' indices.
-
-    With ``query_index`` (self-retrieval) each query's own entry is removed by index, so a
-    duplicate image elsewhere in the gallery still counts as a positive.
-    """
-    n = refs.shape[0]
-    if backend == "torch":
-        scores = queries @ refs.T
-        items = torch.arange(n, device=scores.device).expand_as(scores)
-    else:
-        dist, idx = index.search(queries.detach().cpu().float().numpy(), n)
-        scores = torch.from_numpy(dist).to(queries.device)
-        items = torch.from_numpy(idx).to(queries.device)
-    if query_index is None:
-        return scores, items
-    keep = items != query_index[:, None]
-    return scores[keep].view(len(scores), n - 1), items[keep].view(len(scores), n - 1)
+    q, r = (x.detach().cpu().float().numpy() for x in (queries, refs))
+    return torch.from_numpy(faiss.pairwise_distances(q, r, faiss.METRIC_INNER_PRODUCT))
 
 
 def _level_names(level_names: Optional[Sequence[str]], num: int) -> list[str]:
@@ -60,9 +51,29 @@ def _level_names(level_names: Optional[Sequence[str]], num: int) -> list[str]:
     return names
 
 
-def _hierarchical_sums(scores: Tensor, sorted_: Sorted, levels: Tensor, alpha: float,
-                       names: list[str]) -> dict[str, float]:
-    """Sums over a chunk of queries of H-AP, NDCG, ASI and the AP of each label level."""
+def _sorted_chunk(scores: Tensor, self_index: Optional[Tensor], q_labels: Tensor, r_labels: Tensor, ks,
+                  alpha: float, names: Optional[list[str]]) -> dict[str, np.ndarray]:
+    """The reference: per-query metrics (c,) of a chunk by sorting every row (labels (c, L) and (N, L))."""
+    n = scores.shape[1]
+    items = torch.arange(n, device=scores.device).expand_as(scores)
+    if self_index is not None:  # the query's own entry removed by index
+        keep = items != self_index[:, None]
+        scores, items = scores[keep].view(len(scores), n - 1), items[keep].view(len(scores), n - 1)
+    targets = fine(r_labels)[items] == fine(q_labels)[:, None]
+    sorted_ = sort_scores(scores, torch.ones_like(targets))  # one sort serves every metric
+    ranks = ranks_for(sorted_, targets)
+    hits = (hits_from_ranks(ranks, ks) > 0).double().cpu().numpy()
+    out = {f"R@{k}": hits[:, i] for i, k in enumerate(ks)}
+    out["mAP@R"] = map_at_r_from_ranks(ranks).double().cpu().numpy()
+    out["mAP"] = ap_from_ranks(ranks).double().cpu().numpy()
+    if names is not None:
+        out |= _hierarchical_values(scores, sorted_, shared_levels(q_labels, r_labels, items), alpha, names)
+    return out
+
+
+def _hierarchical_values(scores: Tensor, sorted_: Sorted, levels: Tensor, alpha: float,
+                         names: list[str]) -> dict[str, np.ndarray]:
+    """H-AP, NDCG, ASI and the AP of each label level of a chunk of queries, (c,) each."""
     num = len(names)
     every = torch.ones_like(levels, dtype=torch.bool)
     presorted = (sorted_.order, sorted_.rank - 1)
@@ -70,12 +81,12 @@ def _hierarchical_sums(scores: Tensor, sorted_: Sorted, levels: Tensor, alpha: f
     def graded(relevance: Tensor) -> GradedRanks:
         return exact_graded_ranks(scores, relevance, every, presorted)
 
-    out = {"H-AP": float(h_ap_from_ranks(graded(hap_relevance(levels, num, alpha=alpha))).sum()),
-           "NDCG": float(ndcg_from_ranks(graded(ndcg_relevance(levels))).sum()),
-           "ASI": float(asi(scores, levels.float()).sum())}
+    out = {"H-AP": h_ap_from_ranks(graded(hap_relevance(levels, num, alpha=alpha))),
+           "NDCG": ndcg_from_ranks(graded(ndcg_relevance(levels))),
+           "ASI": asi(scores, levels.float())}
     for column, name in enumerate(names):  # AP^(l) of Eq. 34: positives share the label at this column
-        out[f"AP@{name}"] = float(ap_from_ranks(ranks_for(sorted_, levels >= num - column)).sum())
-    return out
+        out[f"AP@{name}"] = ap_from_ranks(ranks_for(sorted_, levels >= num - column))
+    return {key: value.double().cpu().numpy() for key, value in out.items()}
 
 
 def retrieval_metrics(
@@ -89,6 +100,7 @@ def retrieval_metrics(
     progress: bool = False,
     alpha: float = 1.0,
     level_names: Optional[Sequence[str]] = None,
+    method: str = "count",
 ) -> dict[str, float]:
     """R@k (hit rate), mAP@R and mAP, averaged over queries, as fractions in [0, 1].
 
@@ -99,11 +111,16 @@ def retrieval_metrics(
 
     query_emb (Q, D), query_labels (Q,) or (Q, L) (finest level used); ref_emb (N, D),
     ref_labels (N,) or (N, L). Without references each query retrieves from the other
-    queries. Cosine similarity. Queries with no other item of their class are left out and
-    counted in ``"excluded_queries"``. ``backend="torch"`` gives the same numbers as faiss.
+    queries (its own entry removed by index: a duplicate image still counts). Cosine
+    similarity; ties are pessimistic (a tie with a negative ranks it above the positive).
+    Queries with no other item of their class are left out and counted in ``"excluded_queries"``.
+    ``backend``: who computes the similarity blocks, ``"torch"`` (on the embeddings' device)
+    or ``"faiss"`` (its CPU kernel); the same numbers. ``method="sort"``: the slow reference.
     """
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
     ks = check_ks(ks)
     check_alpha(alpha)
     check_chunk_size(chunk_size)
@@ -113,7 +130,9 @@ def retrieval_metrics(
     device = query_emb.device
     queries = F.normalize(query_emb.detach().float(), dim=1)
     refs = F.normalize(ref_emb.detach().float().to(device), dim=1)
-    q_lab, r_lab = fine(query_labels).contiguous(), fine(ref_labels).to(device).contiguous()
+    q_all = query_labels.view(len(query_labels), -1)
+    r_all = ref_labels.to(device).view(len(ref_labels), -1)
+    q_lab, r_lab = fine(q_all).contiguous(), fine(r_all).contiguous()
 
     # Positives per query, by label counts; the query's own copy does not count.
     uniq, r_counts = torch.unique(r_lab, return_counts=True)
@@ -126,30 +145,41 @@ def retrieval_metrics(
     if len(kept) == 0:
         raise ValueError("no query has another item of its class among the references: nothing to evaluate")
 
-    index = _faiss_index(refs) if backend == "faiss" else None
+    num = num_levels(query_labels)
+    names = _level_names(level_names, num) if num > 1 else None
     size = chunk_size or max(1, MAX_CHUNK_ELEMENTS // refs.shape[0])
-    sums = {f"R@{k}": 0.0 for k in ks} | {"mAP@R": 0.0, "mAP": 0.0}
-    hierarchical = num_levels(query_labels) > 1
-    if hierarchical:
-        names = _level_names(level_names, num_levels(query_labels))
-        q_all, r_all = query_labels.to(device), ref_labels.to(device)
-        sums |= {key: 0.0 for key in ("H-AP", "NDCG", "ASI", *[f"AP@{name}" for name in names])}
+    keys = [f"R@{k}" for k in ks] + ["mAP@R", "mAP"]
+    if names is not None:
+        keys += ["H-AP", "NDCG", "ASI", *[f"AP@{name}" for name in names]]
+    # Per query, in the order of ``kept``: the means below add them up in one order whatever the chunks.
+    values = {key: np.zeros(len(kept)) for key in keys}
+    index = LabelIndex(q_all, r_all, all_levels=names is not None)
+    # Chunks of queries with lists of similar length pad little. Both methods take the same chunks:
+    # a query's similarities can differ in the last bit from one chunk shape to another.
+    by_length = index.by_length(q_all[kept])
     chunks = range(0, len(kept), size)
+    on_cpu = device.type == "cpu"  # numpy indexing: no thread start-up for a small gather
     for start in tqdm(chunks, desc="retrieval metrics", disable=not progress, leave=False):
-        rows = kept[start : start + size]
-        scores, items = _ranked_lists(queries[rows], refs, rows if self_retrieval else None, backend, index)
-        targets = r_lab[items] == q_lab[rows, None]
-        sorted_ = sort_scores(scores, torch.ones_like(targets))  # one sort serves every metric
-        ranks = ranks_for(sorted_, targets)
-        for k, value in zip(ks, (hits_from_ranks(ranks, ks) > 0).sum(0).tolist()):
-            sums[f"R@{k}"] += value
-        sums["mAP@R"] += float(map_at_r_from_ranks(ranks).sum())
-        sums["mAP"] += float(ap_from_ranks(ranks).sum())
-        if hierarchical:
-            levels = shared_levels(q_all[rows], r_all, items)
-            for key, value in _hierarchical_sums(scores, sorted_, levels, alpha, names).items():
-                sums[key] += value
-    out = {name: total / len(kept) for name, total in sums.items()}
+        positions = by_length[start : start + size]
+        rows = kept[torch.from_numpy(positions).to(kept.device)]
+        chunk_queries = torch.from_numpy(queries.numpy()[rows.numpy()]) if on_cpu else queries[rows]
+        scores = _score_block(chunk_queries, refs, backend)
+        self_index = rows.to(scores.device) if self_retrieval else None
+        if method == "sort":
+            chunk = _sorted_chunk(scores, self_index, q_all[rows], r_all.to(scores.device), ks, alpha, names)
+        else:
+            own = rows.cpu().numpy() if self_retrieval else None
+            if own is not None:
+                if scores.is_cuda:
+                    scores[torch.arange(len(rows), device=scores.device), self_index] = float("-inf")
+                else:
+                    scores.numpy()[np.arange(len(rows)), own] = -np.inf
+            lists = index.lists(q_all[rows], own)
+            chunk = list_metrics(scores, lists, index.num, ks, alpha, graded=names is not None,
+                                 level_keys=[f"AP@{name}" for name in names or ()])
+        for key, per_query in chunk.items():
+            values[key][positions] = per_query
+    out = {key: float(per_query.sum()) / len(kept) for key, per_query in values.items()}
     out["num_queries"] = len(kept)
     out["excluded_queries"] = len(q_lab) - len(kept)
     return out

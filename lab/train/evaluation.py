@@ -64,6 +64,18 @@ def class_subset(labels: Tensor, max_items: Optional[int], seed: int = 0) -> Opt
     return torch.nonzero(torch.isin(fine, chosen)).squeeze(1).tolist()
 
 
+def describe_subset(labels: Tensor, max_items: Optional[int], seed: int = 0, split: str = "test") -> str:
+    """One line saying what :func:`class_subset` evaluates: images and classes (finest level), of how many."""
+    fine = labels.view(len(labels), -1)[:, 0]
+    indices = class_subset(labels, max_items, seed)
+    kept = fine if indices is None else fine[indices]
+    images, classes = len(kept), len(torch.unique(kept))
+    if indices is None:
+        return f"evaluated on the whole {split} split: {images:,} images, {classes:,} classes"
+    return (f"evaluated on {images:,} of {len(fine):,} {split} images, {classes:,} of {len(torch.unique(fine)):,} "
+            f"classes (a fixed random subset of whole classes)")
+
+
 def evaluate_embeddings(embeddings: Tensor, labels: Tensor, backend: str = "faiss",
                         level_names: Optional[Sequence[str]] = None, device: Optional[torch.device] = None,
                         ks: Sequence[int] = EVAL_KS) -> dict[str, float]:

@@ -1,0 +1,202 @@
+"""How many items score at least as high as each of a few thresholds, without sorting every row.
+
+The exact ranks of evaluation only ever read counts: with pessimistic ties (ROADMAP Eq. 3,
+H(0) = 1) the rank of a relevant item k is rank(k) = #{j : s_j >= s_k}. A query has P relevant
+items among N gallery items; a full sort of its row costs ~20 ns a score with numpy here, one
+vectorised comparison ~0.5 ns. :func:`count_at_least` picks, per chunk of rows, the cheapest
+of four exact ways:
+
+* few items at or above the lowest threshold (a class of ~8 images, a trained model): keep
+  those (one comparison over the row) and compare them with the P thresholds;
+* otherwise, with few thresholds (flat labels, ~8 per class): one comparison pass over the
+  block per threshold, counted row by row;
+* otherwise, with P small next to N: *bucket* every item by the number of thresholds at or
+  below it, B(j) = #{p : t_p <= s_j}, through a uniform grid of cells over the thresholds' range
+  (a table lookup, a few comparisons in the cells that hold several thresholds); then
+  #{j : s_j >= t_p} = #{j : B(j) >= B(t_p)}, a histogram;
+* thresholds too dense for a grid (a coarse hierarchy level holding a quarter of the gallery):
+  sort the rows and search them.
+
+All four give the same integers as a sort (tests/test_metrics_fast.py).
+"""
+from __future__ import annotations
+
+from typing import NamedTuple, Optional
+
+import numpy as np
+import torch
+from torch import Tensor
+
+# Compare the kept items with the thresholds while that costs at most this many comparisons per
+# score of the block; beyond it bucketing is cheaper (measured in bench/metrics.py).
+COMPARISONS_PER_SCORE = 1.0
+# Costs in ns, measured on 2 shared cores (bench/metrics.py): a comparison pass over the block, per
+# score and threshold; keeping the items at or above the lowest threshold, per score; bucketing a kept
+# item on the grid. Passes while cheaper than the grid (and P is at most MAX_PASSES).
+PASS_COST, KEEP_COST, GRID_COST = 0.5, 1.0, 10.0
+MAX_PASSES = 12
+CELLS_PER_THRESHOLD = 8  # grid resolution: few cells hold two thresholds
+MAX_CELLS_PER_SCORE = 1.0  # a grid costs per cell about what it saves per score: beyond N cells, sort the rows
+
+
+class Counts(NamedTuple):
+    """Per threshold (c, P), int64, 0 on padding."""
+
+    at_least: np.ndarray  # #{j : s_j >= t_p} over the row
+    among: np.ndarray  # #{q : t_q <= t_p}: the rank of t_p among the row's thresholds, from the bottom
+
+
+class _Grid:
+    """Each row's thresholds t (c, P) on a uniform grid of cells over their range, to read
+    B(x) = #{p : t_p <= x} for any value x of the row: the thresholds in lower cells, plus those
+    of x's own cell that are <= x (one comparison, a few in the cells that hold several)."""
+
+    def __init__(self, t: np.ndarray, cells: int) -> None:
+        c, p = t.shape
+        finite = np.isfinite(t)
+        self.lo = np.where(finite.any(1), t.min(1), 0).astype(np.float32)
+        hi = np.where(finite, t, -np.inf).max(1, initial=-np.inf)
+        self.scale = ((cells - 1) / np.where(hi > self.lo, hi - self.lo, 1)).astype(np.float32)
+        self.cells, self.p = cells, p
+        ascending = np.sort(t, axis=1)  # padding last; the cells never decrease along a row
+        values = np.where(np.isfinite(ascending), ascending, 0).ravel()
+        cell = np.where(np.isfinite(ascending), self.cell(values, _row_of(c, p)).reshape(c, p), cells)
+        per_cell = np.bincount((np.arange(c)[:, None] * (cells + 1) + cell).ravel(), minlength=c * (cells + 1))
+        per_cell = per_cell.reshape(c, cells + 1)[:, :cells]
+        # Per cell (raveled): where its thresholds start in ``sorted``, how many it holds and its
+        # only threshold (inf if none, NaN if several).
+        self.sorted = ascending.ravel()
+        lower = np.cumsum(per_cell, axis=1) - per_cell  # thresholds in lower cells
+        self.count = per_cell.astype(np.int32).ravel()
+        only = self.sorted[np.minimum(lower + np.arange(c)[:, None] * p, c * p - 1).ravel()]
+        self.only = np.where(self.count == 1, only, np.where(self.count == 0, np.inf, np.nan)).astype(np.float32)
+        self.key = (lower + np.arange(c)[:, None] * (p + 1)).astype(np.intp).ravel()  # row * (P + 1) + lower
+        self.crowded = bool(np.isnan(self.only).any())
+
+    def cell(self, x: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """Cell of each value x (K,) of row ``rows`` (K,); the same float32 arithmetic for items and
+        thresholds, so the cell is a non-decreasing function of the value (-inf and values below the
+        lowest threshold: cell 0)."""
+        y = x - self.lo[rows]
+        y *= self.scale[rows]
+        np.clip(y, 0, self.cells - 1, out=y)
+        return y.astype(np.intp)  # np.take indexes with intp: other index types cost a conversion
+
+    def keys(self, flat: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """(K,) float32 values and their rows (K,) intp -> (K,) keys row * (P + 1) + B(x)."""
+        cell = self.cell(flat, rows)
+        cell += rows * self.cells
+        edge = np.take(self.only, cell)
+        out = np.take(self.key, cell)
+        out += flat >= edge
+        crowded = np.flatnonzero(np.isnan(edge)) if self.crowded else ()
+        if len(crowded):  # cells with several thresholds: compare with each of them
+            where = cell[crowded]
+            start = out[crowded] - where // self.cells  # the cell's first threshold in ``sorted``
+            size, values = self.count[where], flat[crowded]
+            extra = np.zeros(crowded.size, dtype=out.dtype)
+            for i in range(int(size.max())):
+                more = size > i
+                extra[more] += values[more] >= self.sorted[start[more] + i]
+            out[crowded] += extra
+        return out
+
+
+def _row_of(c: int, m: int) -> np.ndarray:
+    """The row of each entry of a raveled (c, m) array."""
+    return np.repeat(np.arange(c, dtype=np.intp), m)
+
+
+def _tie_ends(ascending: np.ndarray) -> np.ndarray:
+    """(c, P) sorted rows -> 1 + index of the last entry equal to each one."""
+    c, p = ascending.shape
+    end = np.ones((c, p), dtype=bool)
+    end[:, :-1] = ascending[:, 1:] != ascending[:, :-1]
+    return np.minimum.accumulate(np.where(end, np.arange(1, p + 1), p)[:, ::-1], axis=1)[:, ::-1]
+
+
+def _among(t: np.ndarray, grid: Optional[_Grid] = None) -> np.ndarray:
+    """#{finite t_q <= t_p} per row (0 for padding): comparing all pairs when few, else on the
+    grid or by sorting the thresholds."""
+    c, p = t.shape
+    if grid is not None:
+        among = grid.keys(t.ravel(), _row_of(c, p)).reshape(c, p) - (np.arange(c) * (p + 1))[:, None]
+    elif p <= 64:
+        among = (t[:, None, :] <= t[:, :, None]).sum(2)
+    else:
+        order = np.argsort(t, axis=1)
+        among = np.empty_like(order)
+        np.put_along_axis(among, order, _tie_ends(np.take_along_axis(t, order, axis=1)), axis=1)
+    return np.where(np.isfinite(t), among, 0)
+
+
+def _by_sorting(s: np.ndarray, t: np.ndarray) -> Counts:
+    """Sort the rows; count above the thresholds taken in increasing order (a merge-like search)."""
+    n = s.shape[1]
+    rows, ascending = np.sort(s, axis=1), np.sort(t, axis=1)
+    among = _among(t)
+    above = np.stack([n - np.searchsorted(row, x, side="left") for row, x in zip(rows, ascending)])
+    at_least = np.take_along_axis(above, np.maximum(among - 1, 0), axis=1)  # the last threshold equal to t_p
+    return Counts(np.where(among > 0, at_least, 0), among)
+
+
+def _by_passes(s: np.ndarray, t: np.ndarray, out: np.ndarray) -> Counts:
+    """One comparison pass over the rows per threshold column (padding, +inf, counts 0); ``out``
+    a (c, N) bool buffer."""
+    at_least = np.zeros(t.shape, dtype=np.int64)
+    for p in np.flatnonzero(np.isfinite(t).any(0)):
+        np.greater_equal(s, t[:, p, None], out=out)
+        at_least[:, p] = out.view(np.uint8).sum(1, dtype=np.int32)  # twice as fast as count_nonzero(axis=1)
+    return Counts(at_least, _among(t))
+
+
+def _from_keys(keys: np.ndarray, t: np.ndarray, among: np.ndarray) -> np.ndarray:
+    """#{j : s_j >= t_p} = #{j : B(j) >= B(t_p)}; keys = row * (P + 1) + B(j) of the counted items."""
+    c, p = t.shape
+    hist = np.bincount(keys, minlength=c * (p + 1)).reshape(c, p + 1)
+    at_least = np.cumsum(hist[:, ::-1], axis=1)[:, ::-1]  # at_least[:, b] = #{j : B(j) >= b}
+    return np.where(among > 0, np.take_along_axis(at_least, among, axis=1), 0)
+
+
+def _by_torch_sort(scores: Tensor, t: np.ndarray) -> Counts:
+    """On the scores' device (a GPU sorts fast): sort the rows, binary-search the thresholds."""
+    ascending = torch.sort(scores, dim=1).values
+    below = torch.searchsorted(ascending, torch.from_numpy(t).to(scores.device), side="left")
+    at_least = np.where(np.isfinite(t), (scores.shape[1] - below).cpu().numpy(), 0)
+    return Counts(at_least, _among(t))
+
+
+def count_at_least(scores: Tensor, thresholds: np.ndarray) -> Counts:
+    """scores (c, N), thresholds (c, P) float32 -> :class:`Counts`: #{j : scores[i, j] >= thresholds[i, p]}
+    and each threshold's rank among its row's thresholds.
+
+    Scores must not be NaN (-inf marks an item that never counts, e.g. the query itself); a
+    threshold of +inf is padding. On a GPU the rows are sorted there; on the CPU the work is
+    done in numpy, vectorised.
+    """
+    t = thresholds
+    c, p = t.shape
+    if p == 0:
+        return Counts(np.zeros(t.shape, dtype=np.int64), np.zeros(t.shape, dtype=np.int64))
+    if scores.is_cuda:
+        return _by_torch_sort(scores, t)
+    s = scores.numpy()
+    above = s >= t.min(1, keepdims=True)  # items at or above the row's lowest threshold: B(j) > 0
+    num_above = np.count_nonzero(above)
+    grid_ok = CELLS_PER_THRESHOLD * p <= s.shape[1] * MAX_CELLS_PER_SCORE
+    grid_cost = KEEP_COST * s.size + GRID_COST * num_above
+    if num_above * p <= COMPARISONS_PER_SCORE * s.size:
+        kept = np.flatnonzero(above)
+        among = _among(t)
+        rows = kept // s.shape[1]
+        below = (np.take(np.ascontiguousarray(t.T), rows, axis=1) <= np.take(s.ravel(), kept)).sum(0, dtype=np.int32)
+        keys = rows * (p + 1) + below  # B(v): thresholds <= v
+    elif p <= MAX_PASSES and not (grid_ok and grid_cost < PASS_COST * p * s.size):
+        return _by_passes(s, t, out=above)
+    elif grid_ok:  # only the kept items: the others have B(j) = 0, which no count reads
+        kept = np.flatnonzero(above)
+        grid = _Grid(t, max(16, CELLS_PER_THRESHOLD * p))
+        among, keys = _among(t, grid), grid.keys(np.take(s.ravel(), kept), kept // s.shape[1])
+    else:  # thresholds too dense for a grid of at most ~N cells
+        return _by_sorting(s, t)
+    return Counts(_from_keys(keys, t, among), among)

@@ -1,0 +1,219 @@
+"""The exact metrics without a full sort (lab.metrics.counting, list_metrics, relevant) against
+the sort-based oracle (lab.metrics.exact / hierarchical), scikit-learn and pytorch-metric-learning,
+on random data full of ties."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from sklearn.metrics import average_precision_score
+
+import lab.metrics.counting as counting
+from lab.core.relevance import hap_relevance, shared_levels
+from lab.metrics import asi, average_precision, h_ap, map_at_r, ndcg, recall_at_k, retrieval_metrics
+from lab.metrics.list_metrics import list_metrics
+from lab.metrics.relevant import PAD, LabelIndex, Lists
+
+# The four ways count_at_least may count: (COMPARISONS_PER_SCORE, MAX_PASSES, MAX_CELLS_PER_SCORE).
+STRATEGIES = {"compare": (1e9, 0, 1.0), "passes": (0.0, 10**9, 0.0), "grid": (0.0, 0, 1e9), "sort": (0.0, 0, 0.0)}
+
+
+@pytest.fixture(params=list(STRATEGIES))
+def strategy(request, monkeypatch):
+    compare, passes, cells = STRATEGIES[request.param]
+    monkeypatch.setattr(counting, "COMPARISONS_PER_SCORE", compare)
+    monkeypatch.setattr(counting, "MAX_PASSES", passes)
+    monkeypatch.setattr(counting, "MAX_CELLS_PER_SCORE", cells)
+    return request.param
+
+
+def tied_scores(q, n, decimals, seed):
+    """float32 scores on a grid of 10^-decimals: many exact ties."""
+    g = torch.Generator().manual_seed(seed)
+    return (torch.rand(q, n, generator=g) * 2 - 1).mul(10**decimals).round().div(10**decimals).float()
+
+
+# ----------------------------------------------------------------------------------- counting
+@pytest.mark.parametrize("decimals", [1, 2, 5])
+def test_counts_equal_brute_force(strategy, decimals):
+    g = torch.Generator().manual_seed(decimals)
+    scores = tied_scores(12, 200, decimals, seed=decimals)
+    scores[torch.arange(12), torch.arange(12)] = float("-inf")  # the query's own entry never counts
+    for p in (1, 7, 90):  # thresholds taken among the scores (ties with items), some padded
+        picks = torch.randint(12, 200, (12, p), generator=g)
+        t = scores.gather(1, picks).numpy().copy()
+        t[::3, p // 2 :] = np.inf
+        got = counting.count_at_least(scores, t)
+        s = scores.numpy()
+        for i in range(12):
+            for j in range(p):
+                if np.isfinite(t[i, j]):
+                    assert got.at_least[i, j] == (s[i] >= t[i, j]).sum()
+                    assert got.among[i, j] == (t[i][np.isfinite(t[i])] <= t[i, j]).sum()
+                else:
+                    assert got.at_least[i, j] == 0 and got.among[i, j] == 0
+
+
+def test_torch_sort_counts_equal_numpy_counts():
+    """The GPU way (torch sort + searchsorted), run on the CPU, counts the same."""
+    scores = tied_scores(9, 150, 2, seed=3)
+    t = scores[:, :20].numpy().copy()
+    t[0, 5:] = np.inf
+    a, b = counting._by_torch_sort(scores, t), counting.count_at_least(scores, t)
+    assert (a.at_least == b.at_least).all() and (a.among == b.among).all()
+
+
+# ------------------------------------------------------------------------ per-query metrics
+def lists_from_levels(levels: torch.Tensor) -> Lists:
+    """Dense (Q, N) levels -> lists of the items of level > 0 (test helper, no label index)."""
+    rows = [torch.nonzero(r > 0).squeeze(1).numpy() for r in levels]
+    width = max(len(r) for r in rows)
+    items = np.full((len(rows), width), PAD)
+    for i, r in enumerate(rows):
+        items[i, : len(r)] = r[np.random.default_rng(i).permutation(len(r))]  # lists need no order
+    lev = np.where(items == PAD, 0, np.take_along_axis(levels.numpy(), np.maximum(items, 0), 1))
+    return Lists(items, lev)
+
+
+@pytest.mark.parametrize("decimals", [1, 2, 6])
+def test_binary_metrics_equal_the_sort_oracle_and_sklearn(strategy, decimals):
+    scores = tied_scores(16, 120, decimals, seed=10 + decimals)
+    g = torch.Generator().manual_seed(decimals)
+    targets = torch.rand(16, 120, generator=g) < 0.15
+    targets[:, 0] = True
+    ks = (1, 2, 4, 8, 30)
+    got = list_metrics(scores, lists_from_levels(targets.long()), 1, ks)
+    np.testing.assert_allclose(got["mAP"], average_precision(scores, targets).numpy(), atol=1e-6)
+    np.testing.assert_allclose(got["mAP@R"], map_at_r(scores, targets).numpy(), atol=1e-6)
+    want = recall_at_k(scores, targets, k=list(ks)).numpy()
+    for j, k in enumerate(ks):
+        np.testing.assert_array_equal(got[f"R@{k}"], want[:, j])
+    for i in range(16):  # pessimistic ties are scikit-learn's
+        sk = average_precision_score(targets[i].numpy(), scores[i].double().numpy())
+        assert abs(got["mAP"][i] - sk) < 1e-9
+
+
+@pytest.mark.parametrize("num, decimals, alpha", [(2, 1, 1.0), (2, 6, 1.0), (3, 2, 0.5), (3, 1, 2.0)])
+def test_graded_metrics_equal_the_sort_oracle(strategy, num, decimals, alpha):
+    scores = tied_scores(14, 150, decimals, seed=20 + num + decimals)
+    g = torch.Generator().manual_seed(num * 10 + decimals)
+    levels = torch.randint(0, num + 1, (14, 150), generator=g)
+    levels[:, 0] = num  # every query has a positive of the finest level
+    keys = [f"AP@level{i}" for i in range(num)]
+    got = list_metrics(scores, lists_from_levels(levels), num, (1,), alpha, graded=True, level_keys=keys)
+    want = {"H-AP": h_ap(scores, hap_relevance(levels, num, alpha=alpha)),
+            "NDCG": ndcg(scores, 2.0 ** levels.float() - 1),
+            "ASI": asi(scores, levels.float())}
+    want |= {key: average_precision(scores, levels >= num - i) for i, key in enumerate(keys)}
+    for key, values in want.items():
+        np.testing.assert_allclose(got[key], values.numpy(), atol=2e-6, err_msg=key)
+
+
+# ------------------------------------------------------------------------- relevant lists
+@pytest.mark.parametrize("tree", [True, False])
+def test_lists_hold_every_relevant_item_with_its_level(tree):
+    g = torch.Generator().manual_seed(5)
+    fine = torch.randint(0, 30, (120,), generator=g)
+    coarse = fine // 6 if tree else torch.randint(0, 4, (120,), generator=g)
+    labels = torch.stack([fine, coarse, coarse // 2 if tree else torch.randint(0, 3, (120,), generator=g)], 1)
+    index = LabelIndex(labels[:40], labels, all_levels=True)
+    assert index.tree == tree
+    lists = index.lists(labels[:40], np.arange(40))
+    dense = shared_levels(labels[:40], labels)
+    dense[torch.arange(40), torch.arange(40)] = 0  # the query itself is left out
+    for i in range(40):
+        listed = {int(j): int(l) for j, l in zip(lists.items[i], lists.levels[i]) if j != PAD}
+        assert listed == {j: int(dense[i, j]) for j in torch.nonzero(dense[i]).squeeze(1).tolist()}
+
+
+# ---------------------------------------------------------------------- embedding level
+def tied_embeddings(n, dim, seed):
+    """Coordinates on a coarse grid and exact duplicates: tied similarities everywhere."""
+    g = torch.Generator().manual_seed(seed)
+    emb = torch.randint(-2, 3, (n, dim), generator=g).float()
+    emb[emb.abs().sum(1) == 0, 0] = 1.0
+    emb[1::9] = emb[0::9][: len(emb[1::9])]  # duplicates (same class or not)
+    return emb
+
+
+@pytest.mark.parametrize("backend", ["torch", "faiss"])
+def test_retrieval_metrics_equal_the_sort_path(strategy, backend):
+    g = torch.Generator().manual_seed(7)
+    n = 260
+    emb = tied_embeddings(n, 4, seed=7)
+    fine = torch.randint(0, 45, (n,), generator=g)
+    two = torch.stack([fine, fine // 5], 1)
+    three = torch.stack([fine, fine // 5, fine // 15], 1)
+    untree = torch.stack([fine, torch.randint(0, 5, (n,), generator=g)], 1)
+    for labels, kw in [(fine, {}), (two, {"level_names": ["a", "b"]}), (three, {"alpha": 0.5}), (untree, {})]:
+        for chunk_size in (None, 23):
+            fast = retrieval_metrics(emb, labels, backend=backend, chunk_size=chunk_size, **kw)
+            slow = retrieval_metrics(emb, labels, backend=backend, chunk_size=chunk_size, method="sort", **kw)
+            assert fast.keys() == slow.keys()
+            for key in fast:
+                assert fast[key] == pytest.approx(slow[key], abs=1e-6), (key, labels.shape)
+
+
+def test_retrieval_metrics_with_a_gallery_equal_the_sort_path(strategy):
+    g = torch.Generator().manual_seed(8)
+    q_emb, r_emb = tied_embeddings(70, 3, seed=1), tied_embeddings(150, 3, seed=2)
+    q_lab = torch.stack([torch.randint(0, 12, (70,), generator=g)] * 2, 1)
+    r_lab = torch.stack([torch.randint(0, 14, (150,), generator=g)] * 2, 1)
+    q_lab[:, 1] //= 4
+    r_lab[:, 1] //= 4
+    for q, r in [(q_lab[:, 0], r_lab[:, 0]), (q_lab, r_lab)]:
+        fast = retrieval_metrics(q_emb, q, r_emb, r, backend="torch", ks=(1, 5, 100))
+        slow = retrieval_metrics(q_emb, q, r_emb, r, backend="torch", ks=(1, 5, 100), method="sort")
+        assert fast == pytest.approx(slow, abs=1e-6)
+
+
+def test_flat_retrieval_sorts_no_gallery_row(monkeypatch):
+    """Complexity guard: with classes of 8 images no score array longer than a class is sorted."""
+    g = torch.Generator().manual_seed(9)
+    centres = torch.randn(60, 16, generator=g)
+    labels = torch.arange(60).repeat_interleave(8)
+    emb = centres[labels] + 0.3 * torch.randn(480, 16, generator=g)
+    longest = []
+    real_sort, real_argsort = np.sort, np.argsort
+
+    def spy(real):
+        def wrapped(a, *args, **kwargs):
+            if np.issubdtype(np.asarray(a).dtype, np.floating):  # scores; label arrays may be sorted
+                longest.append(np.shape(a)[-1])
+            return real(a, *args, **kwargs)
+        return wrapped
+
+    monkeypatch.setattr(np, "sort", spy(real_sort))
+    monkeypatch.setattr(np, "argsort", spy(real_argsort))
+    monkeypatch.setattr(torch, "sort", lambda *a, **k: pytest.fail("torch.sort called"))
+    out = retrieval_metrics(emb, labels, backend="torch", chunk_size=50)
+    assert out["num_queries"] == 480 and max(longest, default=0) <= 8
+
+
+def test_same_r1_and_map_at_r_as_pytorch_metric_learning():
+    """AccuracyCalculator (k="max_bin_count") finds its neighbours with faiss (L2 distance, its own
+    order among equal distances) and removes the query by index, as we do. Ties are ordered
+    differently (ours: every item tied with a positive ranks above it, even another positive), so
+    the data has no tie (or near tie) between a positive and any other item of its row."""
+    calculator = pytest.importorskip("pytorch_metric_learning.utils.accuracy_calculator")
+    g = torch.Generator().manual_seed(20)  # a seed whose data passes the check below
+    labels = torch.randint(0, 16, (160,), generator=g)
+    emb = torch.nn.functional.normalize(torch.randn(160, 8, generator=g), dim=1)
+    sims = (emb @ emb.T).double()
+    same = labels[:, None] == labels[None, :]
+    for i, (row, positive) in enumerate(zip(sims, same)):
+        positive[i] = False
+        gaps = (row[positive][:, None] - row[None, :]).abs()
+        gaps[torch.arange(len(gaps)), torch.nonzero(positive).squeeze(1)] = 1.0  # a positive with itself
+        gaps[:, i] = 1.0  # the query is removed
+        assert (gaps > 5e-6).all()
+    ours = retrieval_metrics(emb, labels, backend="torch")
+    theirs = calculator.AccuracyCalculator(include=("precision_at_1", "mean_average_precision_at_r"),
+                                           k="max_bin_count", device=torch.device("cpu")).get_accuracy(emb, labels)
+    assert ours["R@1"] == pytest.approx(theirs["precision_at_1"], abs=1e-9)
+    assert ours["mAP@R"] == pytest.approx(theirs["mean_average_precision_at_r"], abs=1e-6)
+
+
+def test_method_must_be_known():
+    with pytest.raises(ValueError, match="method must be one of"):
+        retrieval_metrics(torch.randn(6, 3), torch.tensor([0, 0, 1, 1, 2, 2]), method="heap")
