@@ -4,8 +4,9 @@
 
 Pick a dataset, a model and a loss in the sidebar, press Start, and watch the loss, the batch AP,
 the held-out R@1 / mAP@R and the decomposability gap move; look at retrievals, embeddings and
-score distributions; compare two losses from the same seed. The address bar holds the settings.
-This file only lays the page out: logic in ``lab.dashboard``, figures in ``lab.viz.dashboard``.
+score distributions; compare two losses from the same seed. The address bar holds the settings
+and the page's run id (``sid``): a reload finds the run again. This file only lays the page out:
+logic in ``lab.dashboard``, figures in ``lab.viz.dashboard``.
 """
 from __future__ import annotations
 
@@ -41,8 +42,10 @@ with buttons:
     st.caption("The address bar holds these settings: copy it to share them.")
 
 st.header("Rank losses, live")
-for note in st.session_state.pop("url_notes", []):
-    st.warning(f"Link: {note}")
+if st.session_state.get("url_notes"):  # kept until dismissed: the first click must not hide them
+    for note in st.session_state["url_notes"]:
+        st.warning(f"Link: {note}")
+    st.button("Dismiss the link notes", key="dismiss_notes", on_click=st.session_state.pop, args=("url_notes",))
 if errors:
     st.error("These settings cannot train:\n\n" + "\n".join(f"- {e}" for e in errors), icon="🚫")
 view = st.segmented_control("View", VIEWS, default="Training", key="view", required=True, label_visibility="collapsed")

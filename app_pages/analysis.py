@@ -20,7 +20,8 @@ QUERY_KEY, K_KEY = "query_row", "k"
 
 
 def _snapshots(session: TrainingSession):
-    lag = session.eval_every - 1 if session.running else 0  # live: refresh at the evaluation pace
+    # Live: the training thread refreshes the snapshots at every evaluation (a tick may overshoot it).
+    lag = session.eval_every + session.steps_per_tick if session.running else 0
     return session.snapshots(lag)
 
 
@@ -33,7 +34,8 @@ def _clamp_query(size: int) -> int:
 
 
 def _random_query(size: int) -> None:
-    st.session_state[QUERY_KEY] = random.randrange(size)
+    # Its own generator: the global one belongs to the training thread (its augmentations).
+    st.session_state[QUERY_KEY] = random.Random().randrange(size)
 
 
 def _strips(session: TrainingSession, snapshots, row: int) -> None:

@@ -1,4 +1,4 @@
-"""The sidebar: settings widgets (seeded from the URL on a session's first run), the Start /
+"""The sidebar: settings widgets (seeded from the URL on a page's first run), the Start /
 Pause / Step / Reset buttons, and keeping the session and the URL in step with the settings."""
 from __future__ import annotations
 
@@ -8,9 +8,11 @@ import streamlit as st
 
 from lab.dashboard import Settings, TrainingSession, from_query, loss_sliders, run_labels, to_configs, to_query
 from lab.dashboard.settings import BOUNDS, LR_SLIDER, MODEL_EXAMPLES
+from lab.dashboard.urlstate import SID
 from lab.data import DATASETS, EMBEDDED
 from lab.losses import LOSSES
 
+from . import reattach
 from .widgets import seed_state, spec_slider
 
 # Settings field -> widget key.
@@ -27,12 +29,14 @@ def hparam_key(run: str, loss: str, name: str) -> str:
 
 
 def init_from_url() -> None:
-    """On a session's first run, put the link's settings (or the defaults) into the widgets."""
+    """On a page's first run, put the link's settings (or the defaults) into the widgets and
+    take over the link's run if it may (a reload); notes on what the link could not do."""
     if st.session_state.get("url_loaded"):
         return
     settings, notes = from_query(st.query_params.to_dict())
+    note = reattach.attach()
     st.session_state["url_loaded"] = True
-    st.session_state["url_notes"] = notes
+    st.session_state["url_notes"] = notes + ([note] if note else [])
     for name, key in KEYS.items():
         st.session_state[key] = getattr(settings, name)
     for run, loss, hparams in (("a", settings.loss, settings.hparams), ("b", settings.loss_b, settings.hparams_b)):
@@ -40,10 +44,11 @@ def init_from_url() -> None:
             st.session_state[hparam_key(run, loss, name)] = value
 
 
-def _index(options: list, key: str) -> int:
-    """Position of the widget's current value (see ``widgets``: the fallback if the browser rebuilds it)."""
-    value = st.session_state[key]
-    return options.index(value) if value in options else 0
+def _index(options: list, name: str) -> int:
+    """Position of the widget's current value of setting ``name`` (see ``widgets``: the fallback if
+    the browser rebuilds it); the default's if it is not an option (``from_query`` notes those)."""
+    value = st.session_state[KEYS[name]]
+    return options.index(value if value in options else getattr(Settings(), name))
 
 
 def _number(label: str, name: str, help: Optional[str] = None, step: int = 1) -> int:
@@ -63,7 +68,7 @@ def settings_panel() -> Settings:
     defaults = Settings()
     for name, key in KEYS.items():
         seed_state(key, getattr(defaults, name))
-    dataset = st.selectbox("Dataset", list(DATASETS), index=_index(list(DATASETS), KEYS["dataset"]),
+    dataset = st.selectbox("Dataset", list(DATASETS), index=_index(list(DATASETS), "dataset"),
                            key=KEYS["dataset"],
                            format_func=lambda d: f"{d} (embedded)" if d in EMBEDDED else f"{d} (from disk)")
     classes, root = st.session_state[KEYS["classes"]], st.session_state[KEYS["data_root"]]
@@ -75,16 +80,16 @@ def settings_panel() -> Settings:
                              help="The dataset's folder or its parent; empty: $RANKLAB_DATA")
     models = list(MODEL_EXAMPLES) + ([st.session_state[KEYS["model"]]]
                                      if st.session_state[KEYS["model"]] not in MODEL_EXAMPLES else [])
-    model = st.selectbox("Model", models, index=_index(models, KEYS["model"]), key=KEYS["model"],
+    model = st.selectbox("Model", models, index=_index(models, "model"), key=KEYS["model"],
                          accept_new_options=True, help="small_cnn (fast on a CPU) or any timm model name: type it")
-    loss = st.selectbox("Loss", LOSS_NAMES, index=_index(LOSS_NAMES, KEYS["loss"]), key=KEYS["loss"])
+    loss = st.selectbox("Loss", LOSS_NAMES, index=_index(LOSS_NAMES, "loss"), key=KEYS["loss"])
     with st.expander(f"{loss} hyper-parameters (paper defaults)", expanded=False):
         hparams = _loss_widgets("a", loss)
     compare = st.toggle("Compare with a second loss (same seed)", value=bool(st.session_state[KEYS["compare"]]),
                         key=KEYS["compare"])
     loss_b, hparams_b = st.session_state[KEYS["loss_b"]], {}
     if compare:
-        loss_b = st.selectbox("Second loss (run B)", LOSS_NAMES, index=_index(LOSS_NAMES, KEYS["loss_b"]),
+        loss_b = st.selectbox("Second loss (run B)", LOSS_NAMES, index=_index(LOSS_NAMES, "loss_b"),
                               key=KEYS["loss_b"])
         with st.expander(f"{loss_b} hyper-parameters (run B)", expanded=False):
             hparams_b = _loss_widgets("b", loss_b)
@@ -103,29 +108,33 @@ def settings_panel() -> Settings:
 
 
 def sync_session(settings: Settings, errors: list[str]) -> Optional[TrainingSession]:
-    """The session training these settings: kept if they train the same runs, else a new one."""
+    """The page's session, training these settings: a run whose configuration did not change
+    keeps its model and steps (a new loss B restarts run B only)."""
     session: Optional[TrainingSession] = st.session_state.get("session")
     if errors:
         if session is not None:
             session.pause()  # invalid settings: nothing trains until they are fixed
         return session
     configs, labels = to_configs(settings), run_labels(settings)
-    if session is None or not session.matches(configs, labels):
-        if session is not None and session.step_count > 0:
-            st.toast("Settings changed: a new run starts from step 0")
+    if session is None:
         session = TrainingSession(configs, labels, settings.steps, settings.steps_per_tick, settings.eval_every)
         st.session_state["session"] = session
-    else:
-        session.set_schedule(settings.steps, settings.steps_per_tick, settings.eval_every)
+        reattach.keep(session)
+        return session
+    steps = {r.label: r.step_count for r in session.runs}
+    restarted = session.reconfigure(configs, labels)
+    session.set_schedule(settings.steps, settings.steps_per_tick, settings.eval_every)
+    kept = [f"{r.label} keeps its {r.step_count} steps" for r in session.runs if r.label not in restarted]
+    if restarted and any(steps.values()):
+        st.toast(f"Settings changed: {' and '.join(restarted)} starts from step 0"
+                 + (f"; {', '.join(kept)}" if kept else ""))
     return session
 
 
 def sync_url(settings: Settings) -> None:
-    """Keep the address bar on the current settings: copying it shares them."""
-    try:
-        wanted = to_query(settings)
-    except ValueError:  # e.g. an unknown loss typed into a link: nothing sensible to write
-        return
+    """Keep the address bar on the current settings and the page's sid: copying it shares the
+    settings, reloading it finds the run again."""
+    wanted = {**to_query(settings), SID: st.session_state["sid"]}
     if st.query_params.to_dict() != wanted:
         st.query_params.from_dict(wanted)
 

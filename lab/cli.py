@@ -2,7 +2,8 @@
 
 ``train`` takes every :class:`lab.train.TrainConfig` field as a flag (``--batch-size 64``,
 ``--loss-kwargs lam=0.3 tau=0.05``, ``--no-pretrained``) on top of an optional
-``--config recipes/X.yaml``; ``--out DIR`` receives config.yaml, metrics.jsonl, checkpoint.pt.
+``--config recipes/X.yaml`` (``--loss-kwargs`` merges into the recipe's); ``--out DIR`` receives
+config.yaml, metrics.jsonl, checkpoint.pt. A bad flag, recipe or file is one line on stderr and exit status 2.
 """
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ HELP = {
     "milestones": "multistep milestones (epochs if --epochs > 0, else steps)", "xbm_size": "cross-batch memory size (0: off)",
     "stage_size": "staged backprop: images per re-forward stage (formerly --chunk-size)", "amp": "mixed precision",
     "out": "output folder (config.yaml, metrics.jsonl, checkpoint.pt)", "eval_every": "steps between evaluations (0: never)",
+    "loss_kwargs": "the loss's hyper-parameters, merged into the recipe's (lab.losses.loss_kwargs_of lists them)",
 }
 
 
@@ -41,13 +43,18 @@ def _optional(kind: type):
     return parse
 
 
-def _key_values(items: list[str]) -> dict[str, Any]:
+def _key_values(items: list[str], flag: str) -> dict[str, Any]:
     out = {}
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key:
-            raise ValueError(f"expected KEY=VALUE, got {item!r}")
-        out[key] = yaml.safe_load(value)  # 0.5 -> float, true -> bool, [1, 2] -> list
+            raise ValueError(f"{flag} expects KEY=VALUE pairs (e.g. {flag} tau=0.01), got {item!r}")
+        try:
+            # 0.5 -> float, true -> bool, [1, 2] -> list; '1e-2' stays text (YAML 1.1): the config converts it
+            out[key] = yaml.safe_load(value)
+        except yaml.YAMLError:
+            raise ValueError(f"{flag} {item}: {value!r} is not a value (a number, true/false, a word or "
+                             "[a, list])") from None
     return out
 
 
@@ -92,16 +99,22 @@ def config_from_args(args: argparse.Namespace):
     """--config (or, when resuming without one, the checkpoint's own config) + the flags given."""
     from .train import TrainConfig, field_names, load_checkpoint, load_config
     from .train.checkpoint import check_format
+    from .train.config import check_loss_values, check_out_dir, merge_overrides
 
     overrides = {name: getattr(args, name) for name in field_names()}
     for name in ("loss_kwargs", "dataset_kwargs"):
         if overrides[name] is not None:
-            overrides[name] = _key_values(overrides[name])
+            overrides[name] = _key_values(overrides[name], f"--{name.replace('_', '-')}")
     checkpoint = resume_path(args)
     if args.config is None and checkpoint is not None:
         saved = check_format(load_checkpoint(checkpoint), checkpoint)["config"]
-        return TrainConfig.from_dict({**saved, **{k: v for k, v in overrides.items() if v is not None}})
-    return load_config(args.config, **overrides)
+        cfg = TrainConfig.from_dict(merge_overrides(saved, overrides))
+    else:
+        cfg = load_config(args.config, **overrides)
+    # Checked here, in well under a second, rather than after the datasets and the model are built.
+    check_out_dir(cfg.out)
+    check_loss_values(cfg)
+    return cfg
 
 
 def train(args: argparse.Namespace) -> None:
@@ -235,5 +248,6 @@ def main(argv: Optional[list[str]] = None) -> None:
         sys.exit(f"python -m lab {args.command}: {e}")
     except KeyboardInterrupt:
         sys.exit(130)
-    except (ValueError, FileNotFoundError) as e:  # bad input: a message, not a traceback
-        parser.exit(2, f"python -m lab {args.command}: error: {e}\n")
+    except (ValueError, OSError, yaml.YAMLError) as e:  # bad input, a missing or unwritable file: one line
+        message = " ".join(str(e).split()) or type(e).__name__
+        parser.exit(2, f"python -m lab {args.command}: error: {message}\n")

@@ -72,6 +72,39 @@ def test_the_page_renders_and_start_trains_until_paused(server, page):
     page.get_by_text("Step 0 /").wait_for(timeout=60_000)
 
 
+def wait_step_at_least(page, steps: int, timeout_ms: int = 120_000) -> None:
+    page.wait_for_function(
+        "n => { const m = document.body.innerText.match(/Step (\\d+) \\//); return m && +m[1] >= n; }",
+        arg=steps, timeout=timeout_ms)
+
+
+def test_a_reload_finds_the_running_session_and_a_second_tab_gets_its_own(server, page):
+    page.goto(f"{server}/?steps=2000")
+    wait_idle(page)
+    sidebar_button(page, "Start").click()
+    page.get_by_text("· training").wait_for(timeout=60_000)
+    wait_step_at_least(page, 6)
+    before = step_shown(page)
+    link = page.url
+    page.reload()
+    wait_visible(page, page.get_by_text("· training"), "the training status after a reload")
+    assert step_shown(page) >= before  # not back to 0: the same run, still training
+    wait_step_at_least(page, before + 4)
+    assert page.url == link and "sid=" in link
+    no_exception(page)
+    page.screenshot(path=str(ARTIFACTS / "dashboard-reloaded.png"), full_page=True)
+    # The same link opened elsewhere while this page is open: its own run, and a note saying why.
+    other = page.context.browser.new_page()  # another window (its own context), same server
+    other.goto(link)
+    wait_idle(other)
+    wait_visible(other, other.get_by_text("open in another tab"), "the note of a second tab")
+    assert step_shown(other) == 0 and re.search(r"sid=([^&]+)", other.url).group(1) != re.search(
+        r"sid=([^&]+)", link).group(1)
+    assert step_shown(page) >= before + 4
+    sidebar_button(page, "Pause").click()
+    page.get_by_text("· paused").wait_for(timeout=60_000)
+
+
 def test_clicking_a_point_of_the_embedding_map_picks_the_query(server, page):
     page.goto(server)
     wait_idle(page)

@@ -10,12 +10,15 @@ import torch
 
 from lab.dashboard import (Settings, TrainingSession, calibration_thresholds, from_query, loss_sliders,
                            run_labels, slider_options, to_configs, to_query, validate)
+from lab.dashboard import worker
+from lab.dashboard.registry import Registry
 from lab.dashboard.heldout import (HeldOut, describe_item, neighbours, pair_similarities, per_query_ap, project,
                                    selected_row)
 from lab.dashboard.settings import GLYPH_INSTANCES
 from lab.losses import LOSSES
 from lab.metrics import average_precision
 from lab.train import NonFiniteLossError, Trainer
+from tests._spies import hold_steps, record_step_threads
 
 
 # ------------------------------------------------------------------------------ hparams
@@ -126,8 +129,50 @@ def test_bad_links_are_repaired_with_notes():
                            "compare": ["0", "1"], "loss": "smooth_ap"})
     assert s.batch_size == 256 and s.lr == Settings().lr and s.hparams == {"tau": 1.0} and s.compare
     text = " ".join(notes)
-    for w in ("batch size=100000", "lr='fast'", "a.tau=9", "a.nope", "'x'"):
+    for w in ("batch=100000 is outside [4, 256]: using 256", "lr='fast' is not a number: using the default 0.001",
+              "a.tau=9 is outside [0.001, 1]: using 1", "a.nope", "'x'"):
         assert w in text, w
+
+
+@pytest.mark.parametrize("key, text, field, words", [
+    ("dataset", "imagenet", "dataset", "dataset='imagenet': unknown dataset"),
+    ("loss", "nope", "loss", "loss='nope': unknown loss"),
+    ("loss_b", "nope", "loss_b", "loss_b='nope': unknown loss"),
+    ("model", "no_such_net", "model", "model='no_such_net': unknown model"),
+    ("lr", "nan", "lr", "lr=nan is not a finite number"),
+    ("lr", "inf", "lr", "lr=inf is not a finite number"),
+    ("lr", "-inf", "lr", "lr=-inf is not a finite number"),
+    ("batch", "nan", "batch_size", "batch='nan' is not an integer"),
+    ("steps", "1e9", "steps", "steps='1e9' is not an integer"),
+])
+def test_a_link_value_that_cannot_be_used_becomes_the_default_with_a_note(key, text, field, words):
+    s, notes = from_query({key: text, "compare": "1"})
+    default = getattr(Settings(), field)
+    assert getattr(s, field) == default  # never a replacement other than the default (nor nan)
+    assert len(notes) == 1 and words in notes[0], notes
+    shown = f"{default:.6g}" if isinstance(default, float) else str(default)
+    assert notes[0].endswith(f"using the default {shown}"), notes
+    assert validate(s) == []
+
+
+@pytest.mark.parametrize("key, text, expected, words", [
+    ("a.lam", "nan", None, "a.lam='nan' is not a finite number: using the default 0.5"),
+    ("a.lam", "inf", None, "a.lam='inf' is not a finite number: using the default 0.5"),
+    ("a.lam", "-3", 0.0, "a.lam=-3 is outside [0, 1]: using 0"),
+    ("b.num_bins", "4.4", 4, "b.num_bins=4.4 is not an integer: using 4"),
+    ("b.num_bins", "1000", 100, "b.num_bins=1000 is outside [2, 100]: using 100"),
+])
+def test_every_hyperparameter_of_a_link_is_finite_in_range_or_the_default_with_a_note(key, text, expected, words):
+    s, notes = from_query({"loss": "roadmap", "compare": "1", "loss_b": "fast_ap", key: text})
+    values = s.hparams if key.startswith("a.") else s.hparams_b
+    name = key[2:]
+    assert values.get(name) == expected and notes == [words]
+    assert validate(s) == []
+
+
+def test_the_sid_of_a_link_is_no_setting_and_no_note():
+    s, notes = from_query({"sid": "abc", "loss": "fast_ap"})
+    assert notes == [] and s == Settings().replace(loss="fast_ap")
 
 
 # ------------------------------------------------------------------------------ session
@@ -136,8 +181,9 @@ def tiny(**changes) -> Settings:
     return Settings().replace(**{**base, **changes})
 
 
-def session_for(s: Settings) -> TrainingSession:
-    return TrainingSession(to_configs(s), run_labels(s), s.steps, s.steps_per_tick, s.eval_every)
+def session_for(s: Settings, background: bool = False) -> TrainingSession:
+    """Without background: nothing trains unless the test calls tick(), step() or advance()."""
+    return TrainingSession(to_configs(s), run_labels(s), s.steps, s.steps_per_tick, s.eval_every, background)
 
 
 def evals(run) -> list[int]:
@@ -215,15 +261,7 @@ def test_a_click_waits_for_the_tick_in_progress(monkeypatch):
     # inside a tick: Pause must not slip between the steps of that tick.
     session = session_for(tiny())
     session.start()
-    inside, release = threading.Event(), threading.Event()
-    step = Trainer.step
-
-    def held_step(self, n=1):
-        inside.set()
-        release.wait(timeout=60)
-        return step(self, n)
-
-    monkeypatch.setattr(Trainer, "step", held_step)
+    inside, release = hold_steps(monkeypatch)
     ticker = threading.Thread(target=session.tick)
     ticker.start()
     assert inside.wait(timeout=60)
@@ -245,6 +283,153 @@ def test_a_build_error_becomes_a_message():
     session.start()
     assert session.status == "error" and session.error.startswith("could not build the model")
     assert not session.running and not session.built
+
+
+def losses(run) -> list[float]:
+    return [r["loss"] for r in run.history if r["kind"] == "train"]
+
+
+def test_a_new_loss_b_restarts_run_b_only_and_b_catches_up_with_a():
+    s = tiny(compare=True, loss_b="smooth_ap", steps=20)
+    session = session_for(s)
+    session.step()
+    session.step()
+    a = session.runs[0]
+    history_a = list(a.history)
+    changed = s.replace(loss_b="fast_ap")
+    assert session.reconfigure(to_configs(changed), run_labels(changed)) == ["B · fast_ap"]
+    assert session.runs[0] is a and a.step_count == 4 and a.history == history_a
+    assert session.runs[1].label == "B · fast_ap" and session.runs[1].step_count == 0
+    assert session.status == "paused" and session.view.runs[0].step_count == 4
+    session.step()  # B builds and trains; A waits for it
+    assert [r.step_count for r in session.runs] == [4, 2]
+    session.step()
+    session.step()
+    assert [r.step_count for r in session.runs] == [6, 6]
+    assert losses(a)[:4] == losses(SimpleNamespace(history=history_a))
+    solo = session_for(tiny(loss="fast_ap", steps=20))
+    for _ in range(3):
+        solo.step()
+    assert losses(session.runs[1]) == losses(solo.runs[0])  # B trained exactly as it would alone
+    both = changed.replace(lr=0.01)  # shared by both runs: both restart, the session is new
+    assert session.reconfigure(to_configs(both), run_labels(both)) == ["A · roadmap", "B · fast_ap"]
+    assert session.status == "new" and session.step_count == 0
+    assert session.reconfigure(to_configs(both), run_labels(both)) == []
+
+
+def test_an_error_of_run_b_goes_with_run_b(monkeypatch):
+    s = tiny(compare=True, loss_b="smooth_ap", steps=20)
+    session = session_for(s)
+    session.step()
+    step = Trainer.step
+
+    def b_diverges(self, n=1):
+        if self.config.loss == "smooth_ap":
+            raise NonFiniteLossError(self.step_count + 1, "the loss (nan)")
+        return step(self, n)
+
+    monkeypatch.setattr(Trainer, "step", b_diverges)
+    session.step()
+    assert session.status == "error" and session.error.startswith("B · smooth_ap: training stopped")
+    changed = s.replace(loss_b="fast_ap")
+    session.reconfigure(to_configs(changed), run_labels(changed))
+    assert session.error is None and session.runs[0].step_count == 4
+    session.step()
+    assert session.error is None and [r.step_count for r in session.runs] == [4, 2]
+
+
+def test_the_worker_trains_in_the_background_until_paused(monkeypatch):
+    threads = record_step_threads(monkeypatch)
+    session = session_for(tiny(steps=400), background=True)
+    session.start()  # builds here, then returns: the steps are the worker's
+    assert session.wait(lambda v: v.step_count >= 6, timeout=120), session.view
+    assert set(threads) == {"ranklab-training"}
+    session.pause()
+    session.worker.thread.join(timeout=60)
+    assert not session.worker.thread.is_alive() and not session.worker.active
+    stopped = session.step_count
+    assert session.view.step_count == stopped and session.view.status == "paused"
+    session.start()  # a new thread goes on from there
+    assert session.wait(lambda v: v.step_count >= stopped + 4, timeout=120)
+    session.pause()
+
+
+def test_the_worker_stops_at_the_end_of_the_run():
+    session = session_for(tiny(steps=6), background=True)
+    session.start()
+    assert session.wait(lambda v: v.status == "done", timeout=120), session.view
+    session.worker.thread.join(timeout=60)
+    assert not session.running and session.step_count == 6 and evals(session.runs[0]) == [0, 4, 6]
+
+
+def test_the_page_reads_the_view_without_waiting_for_the_tick_in_progress(monkeypatch):
+    session = session_for(tiny(steps=400))
+    session.step()
+    inside, release = hold_steps(monkeypatch)
+    session.start()
+    ticker = threading.Thread(target=session.tick)
+    ticker.start()
+    assert inside.wait(timeout=60)
+    seen = []
+    reader = threading.Thread(target=lambda: seen.append(session.view))
+    reader.start()
+    reader.join(timeout=5)
+    release.set()
+    ticker.join()
+    assert not reader.is_alive() and seen[0].step_count == 2 and len(seen[0].runs[0].history) == len(
+        [r for r in session.runs[0].history if r["step"] <= 2])
+    assert session.view.step_count == 4  # published once the tick ended
+
+
+def test_training_waits_while_nobody_watches_and_goes_on_when_a_page_does(monkeypatch):
+    monkeypatch.setattr(worker, "WATCH_SECONDS", 0.0)
+    session = session_for(tiny(steps=400), background=True)
+    session.start()
+    assert session.wait(lambda v: v.notice is not None and "waits at step 0" in v.notice, timeout=60), session.view
+    session.worker.thread.join(timeout=60)
+    assert session.running and session.step_count == 0 and not session.worker.active
+    session.worker.page_open = lambda: True  # the page that owns it is connected again
+    session.touch()
+    assert session.wait(lambda v: v.step_count >= 4, timeout=120)
+    assert "waited at step 0" in session.view.notice
+    session.pause()
+
+
+# ------------------------------------------------------------------------------ registry (reloads)
+def test_a_reload_takes_its_run_over_but_a_second_open_tab_does_not():
+    connected = set()
+    registry = Registry(page_open=connected.__contains__)
+    sid, found, note = registry.claim(None, "page1")
+    assert found is None and note is None and sid
+    session = session_for(tiny(), background=True)
+    registry.put(sid, session, "page1")
+    connected.add("page1")
+    assert session.worker.page_open()
+    other_sid, found, note = registry.claim(sid, "page2")  # the same link in a second tab
+    assert found is None and other_sid != sid and "open in another tab" in note
+    connected.discard("page1")  # reload: the old page disconnects, the new one asks
+    assert not session.worker.page_open()
+    assert registry.claim(sid, "page3") == (sid, session, None)
+    connected.add("page3")
+    assert session.worker.page_open()
+    stale_sid, found, note = registry.claim("gone", "page4")
+    assert found is None and stale_sid != "gone" and "not on this server any more" in note
+
+
+def test_the_registry_keeps_few_closed_sessions_and_pauses_the_ones_it_drops():
+    registry = Registry(max_closed=2)  # nobody connected
+    sessions = [session_for(tiny()) for _ in range(3)]
+    for i, s in enumerate(sessions):
+        s.running = True  # as if training: dropping it must stop it
+        registry.put(f"sid{i}", s, f"page{i}")
+    assert set(registry.entries) == {"sid1", "sid2"} and not sessions[0].running
+    assert sessions[1].running and sessions[2].running
+    assert registry.claim("sid0", "page9")[1] is None  # dropped: a fresh run
+    idle = Registry(idle_seconds=0.0)
+    s = session_for(tiny())
+    s.running = True
+    idle.put("x", s, "page")
+    assert idle.entries == {} and not s.running
 
 
 # ------------------------------------------------------------------------------ held-out views

@@ -9,6 +9,7 @@ import pytest
 
 from lab.cli import build_parser, config_from_args
 from lab.losses import LOSSES, build_loss
+from lab.train import load_config
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "docs" / "reproduce-on-gpu.md"
@@ -54,8 +55,11 @@ def test_every_train_command_builds_its_config_and_loss(argv):
     assert (ROOT / args.config).exists(), args.config
     cfg = config_from_args(args)
     assert cfg.loss in LOSSES and cfg.batch_size % cfg.m == 0
-    if "--loss-kwargs" in argv:  # the recipe's ROADMAP hyper-parameters are dropped, not passed to another loss
+    recipe = load_config(ROOT / args.config)
+    if cfg.loss != recipe.loss:  # the recipe's ROADMAP hyper-parameters are dropped, not passed to another loss
         assert cfg.loss_kwargs == {}
+    else:
+        assert cfg.loss_kwargs == recipe.loss_kwargs
     loss = build_loss(cfg.loss, num_classes=TRAIN_CLASSES[cfg.dataset], embed_dim=cfg.embed_dim, **cfg.loss_kwargs)
     assert type(loss) is LOSSES[cfg.loss]
 

@@ -1,5 +1,9 @@
-"""Checkpoints: bit-identical resume, config mismatch, atomic writes, NaN stops, Ctrl-C saves."""
+"""Checkpoints: bit-identical resume, config mismatch, atomic writes (also under SIGKILL), NaN stops,
+Ctrl-C saves."""
 import os
+import signal
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -61,7 +65,7 @@ def test_resume_with_another_config_names_the_keys(tmp_path):
 
 def test_a_file_that_is_not_a_training_checkpoint_is_refused(tmp_path):
     save_checkpoint({"step": 1}, tmp_path / "other.pt")
-    with pytest.raises(ValueError, match="not a RankLab training checkpoint"):
+    with pytest.raises(ValueError, match="other.pt is not a RankLab checkpoint .*: it has no format"):
         make().resume(tmp_path / "other.pt")
     with pytest.raises(FileNotFoundError, match="no checkpoint at"):
         make().resume(tmp_path / "missing.pt")
@@ -121,8 +125,6 @@ def test_ctrl_c_saves_the_last_finished_step_and_resumes_on_track(tmp_path):
 
 
 def test_ctrl_c_during_the_commit_is_held_until_it_is_done():
-    import signal
-
     from lab.train.checkpoint import deferred_interrupt
 
     finished = []
@@ -131,3 +133,114 @@ def test_ctrl_c_during_the_commit_is_held_until_it_is_done():
             os.kill(os.getpid(), signal.SIGINT)
             finished.append(True)  # still runs: the signal only lands after the block
     assert finished == [True]
+
+
+# ------------------------------------------------------------------ SIGKILL while checkpointing
+KILL_STEPS = 12  # each run's length; it checkpoints after every step
+# One process pays for the imports, then forks one run at a time (single-threaded torch: safe to fork)
+# and kills it: inside the k-th write, just before the k-th rename, or at a random moment.
+DRIVER = r"""
+import os, random, signal, sys, time, traceback
+import torch
+torch.set_num_threads(1)
+from lab.train import Trainer
+from tests._train_fixtures import small_model, tiny_config, tiny_splits
+
+def trainer(out=None):
+    train, test = tiny_splits()
+    return Trainer(tiny_config(out=out, steps=%(steps)d, checkpoint_every=1), train_set=train, test_set=test,
+                   model=small_model())
+
+def die():
+    os.kill(os.getpid(), signal.SIGKILL)
+
+def run(out, mode, at):
+    calls = {"save": 0, "replace": 0}
+    real_save, real_replace = torch.save, os.replace
+    def save(obj, f):  # half of the bytes reach the temporary file, then the process dies
+        calls["save"] += 1
+        real_save(obj, f)
+        if mode == "mid_write" and calls["save"] == at:
+            f.truncate(f.tell() // 2)
+            f.flush()
+            die()
+    def replace(src, dst):  # the new file is complete and synced; the rename never happens
+        calls["replace"] += 1
+        if mode == "before_rename" and calls["replace"] == at:
+            die()
+        real_replace(src, dst)
+    torch.save, os.replace = save, replace
+    trainer(out).fit()
+
+reference = trainer()  # the model after every step, without checkpoints (and the imports paid once)
+states = {}
+for _ in range(%(steps)d):
+    reference.step()
+    states[reference.step_count] = {k: v.clone() for k, v in reference.model.state_dict().items()}
+torch.save(states, sys.argv[2])
+rng = random.Random(int(sys.argv[1]))
+for spec in sys.argv[3:]:
+    out, mode, at = spec.split(",")
+    pid = os.fork()
+    if pid == 0:
+        try:
+            run(out, mode, int(at))
+        except BaseException:
+            traceback.print_exc()
+            os._exit(1)
+        os._exit(0)
+    if mode == "random":
+        while not os.path.exists(os.path.join(out, "checkpoint.pt")) and os.waitpid(pid, os.WNOHANG) == (0, 0):
+            time.sleep(0.002)
+        time.sleep(rng.uniform(0.0, 0.25))
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:  # it finished first
+            pass
+    try:
+        _, status = os.waitpid(pid, 0)
+    except ChildProcessError:  # reaped by the WNOHANG poll
+        status = 0
+    print(out, os.WTERMSIG(status) if os.WIFSIGNALED(status) else -os.WEXITSTATUS(status), flush=True)
+""" % {"steps": KILL_STEPS}
+
+
+def test_a_run_killed_at_any_moment_leaves_the_previous_or_the_new_checkpoint(tmp_path):
+    """SIGKILL inside a write, just before the rename, and at random moments: checkpoint.pt is
+    always complete and equal to the state after one of the steps (never a partial file), and the
+    temporary files a killed writer leaves do not disturb resuming, whose next save removes them."""
+    from lab.train.checkpoint import check_format
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    runs = [("mid_write", 5), ("mid_write", 1), ("before_rename", 3)] + [("random", 0)] * 4
+    specs = [f"{tmp_path / f'run{i}'},{mode},{at}" for i, (mode, at) in enumerate(runs)]
+    done = subprocess.run([sys.executable, "-c", DRIVER, "14", str(tmp_path / "states.pt"), *specs], cwd=root,
+                          env={**os.environ, "PYTHONPATH": root, "OMP_NUM_THREADS": "1"}, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    ends = dict(line.rsplit(" ", 1) for line in done.stdout.splitlines())
+    states = torch.load(tmp_path / "states.pt", weights_only=True)
+
+    for i, (mode, at) in enumerate(runs):
+        out = tmp_path / f"run{i}"
+        killed = str(int(signal.SIGKILL))
+        assert ends[str(out)] in ((killed,) if mode != "random" else (killed, "0")), (mode, done.stderr[-3000:])
+        path = out / "checkpoint.pt"
+        if mode != "random":
+            assert list(out.glob(".checkpoint.pt.*.tmp")), "the run died before writing its temporary file"
+        if not path.exists():  # killed before its first save finished: no file rather than a partial one
+            assert mode == "random" or at == 1
+            continue
+        saved = check_format(load_checkpoint(path), path)
+        step = saved["step"]
+        if mode != "random":  # the save that died left the previous checkpoint in place
+            assert step == at - 1
+        for name, value in states[step].items():
+            assert torch.equal(saved["model"][name], value), (mode, step, name)
+        # resuming next to the strays works, and the next save removes them
+        train, test = tiny_splits()
+        resumed = Trainer(tiny_config(out=str(out), steps=KILL_STEPS, checkpoint_every=1), train_set=train,
+                          test_set=test, model=small_model()).resume(path)
+        resumed.fit(steps=min(step + 1, KILL_STEPS))
+        assert load_checkpoint(path)["step"] == min(step + 1, KILL_STEPS)
+        assert not list(out.glob(".checkpoint.pt.*.tmp"))

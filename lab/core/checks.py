@@ -60,11 +60,27 @@ def check_reduction(reduction: str) -> None:
         raise ValueError(f"reduction must be one of {REDUCTIONS}, got {reduction!r}")
 
 
+# ------------------------------------------------------------------------------ tensors
+def check_tensor(name: str, x: Tensor, what: str = "a torch.Tensor") -> None:
+    """``x`` is a tensor that holds values: dense, not nested, not a meta tensor (checked
+    before any ``.all()`` / ``.item()``, which a meta tensor cannot answer)."""
+    if not isinstance(x, Tensor):
+        raise ValueError(f"{name} must be {what}, got {type(x).__name__}")
+    if x.is_meta:
+        raise ValueError(f"{name} is a meta tensor (a shape without values, e.g. built under device='meta'): "
+                         f"give a tensor with data on cpu or cuda")
+    if x.is_nested:
+        raise ValueError(f"{name} is a nested tensor: give a dense 2-D tensor (pad, or one call per query)")
+    if x.layout != torch.strided:
+        raise ValueError(f"{name} must be a dense tensor, got layout {x.layout}: use .to_dense()")
+    if x.is_quantized:
+        raise ValueError(f"{name} is a quantized tensor: use .dequantize()")
+
+
 # ------------------------------------------------------------------------------ score level
 def as_bool(name: str, x: Tensor, shape: torch.Size, device: torch.device) -> Tensor:
     """``x`` as a bool tensor of ``shape`` on ``device`` (integers 0/1 accepted)."""
-    if not isinstance(x, Tensor):
-        raise ValueError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+    check_tensor(name, x)
     if x.shape != shape:
         raise ValueError(f"{name} must have the shape of scores {tuple(shape)}, got {tuple(x.shape)}")
     if x.device != device:
@@ -81,8 +97,7 @@ def check_scores(scores: Tensor, targets: Tensor, mask: Optional[Tensor]) -> tup
 
     Half-precision scores are promoted to float32: a rank loss sums thousands of terms.
     """
-    if not isinstance(scores, Tensor):
-        raise ValueError(f"scores must be a torch.Tensor, got {type(scores).__name__}")
+    check_tensor("scores", scores)
     if scores.dim() != 2:
         raise ValueError(f"scores must be 2-D (queries, items), got shape {tuple(scores.shape)}")
     if scores.numel() == 0:
@@ -100,8 +115,7 @@ def check_scores(scores: Tensor, targets: Tensor, mask: Optional[Tensor]) -> tup
 
 # ------------------------------------------------------------------------------ embedding level
 def check_embeddings(name: str, x: Tensor) -> None:
-    if not isinstance(x, Tensor):
-        raise ValueError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+    check_tensor(name, x)
     if x.dim() != 2 or x.shape[0] == 0 or x.shape[1] == 0:
         raise ValueError(f"{name} must be a non-empty 2-D tensor (batch, dim), got shape {tuple(x.shape)}")
     if not x.is_floating_point():
@@ -112,8 +126,7 @@ def check_embeddings(name: str, x: Tensor) -> None:
 
 def check_labels(name: str, labels: Tensor, size: int, device: torch.device) -> Tensor:
     """Labels are (B,) or hierarchical (B, L) integers, finest level first."""
-    if not isinstance(labels, Tensor):
-        raise ValueError(f"{name} must be a torch.Tensor of integer class ids, got {type(labels).__name__}")
+    check_tensor(name, labels, "a torch.Tensor of integer class ids")
     if labels.is_floating_point() or labels.is_complex() or labels.dtype == torch.bool:
         raise ValueError(f"{name} must be an integer tensor of class ids, got dtype {labels.dtype}")
     if labels.dim() not in (1, 2) or labels.shape[0] != size:

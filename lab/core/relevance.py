@@ -22,7 +22,7 @@ from typing import Optional, Sequence
 import torch
 from torch import Tensor
 
-from .checks import as_bool, check_scores
+from .checks import as_bool, check_scores, check_tensor
 
 RELEVANCE_KINDS = ("hap", "wap", "ndcg")
 
@@ -156,8 +156,7 @@ def check_relevance(scores: Tensor, relevance: Tensor, mask: Optional[Tensor]) -
     relevance (Q, N): finite numbers >= 0 (bool or integer tensors are read as 0/1 or levels);
     > 0 marks the positives. Masked items get relevance 0.
     """
-    if not isinstance(relevance, Tensor):
-        raise ValueError(f"relevance must be a torch.Tensor, got {type(relevance).__name__}")
+    check_tensor("relevance", relevance)
     if isinstance(scores, Tensor) and relevance.shape != scores.shape:
         raise ValueError(f"relevance must have the shape of scores {tuple(scores.shape)}, got {tuple(relevance.shape)}")
     if relevance.is_complex():

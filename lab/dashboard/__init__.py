@@ -2,8 +2,10 @@
 
 Modules: ``hparams`` (loss hyper-parameter widgets from the loss classes), ``settings`` (widget
 values, bounds, validation, TrainConfig), ``urlstate`` (settings in the URL), ``session`` (one or
-two stepwise trainers and their Start / Pause / Step / Reset), ``heldout`` (held-out embeddings:
-neighbours, similarities, per-query AP, projections). Figures: :mod:`lab.viz.dashboard`.
+two stepwise trainers and their Start / Pause / Step / Reset), ``worker`` (the thread that trains a
+running session), ``view`` (the copy of a session a page draws), ``registry`` (sessions by page id:
+a browser reload finds its run), ``heldout`` (held-out embeddings: neighbours, similarities,
+per-query AP, projections). Figures: :mod:`lab.viz.dashboard`.
 """
 from .hparams import calibration_thresholds, loss_defaults, loss_sliders, slider_options
 from .settings import Settings, run_labels, to_configs, validate

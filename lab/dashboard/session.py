@@ -1,41 +1,53 @@
-"""One browser session's training: one run, or two side by side from the same seed (compare mode).
+"""One page's training: one run, or two side by side from the same seed (compare mode).
 
-The Streamlit page keeps a :class:`TrainingSession` in ``st.session_state`` and calls ``tick()``
-from a timed fragment; everything else here is plain Python, tested without Streamlit.
+The Streamlit page keeps a :class:`TrainingSession` (and the process-wide ``registry`` keeps it
+for a browser reload); everything here is plain Python, tested without Streamlit.
 
 * Trainers are built lazily (first Start, Step or view that needs a model), then evaluated once
   at step 0 so every curve starts from the untrained model.
 * ``advance`` runs a few steps per run and evaluates on a small held-out subset every
   ``eval_every`` steps; a failure (NaN loss, bad data, ...) stops training and becomes
   ``error`` (a sentence), the trainer having rolled the step back.
+* While running, a background thread (:class:`~lab.dashboard.worker.Worker`) calls ``tick``;
+  the page only reads :attr:`view`, a copy published after every change, so drawing never
+  waits for training and training never waits for drawing.
+* ``reconfigure`` keeps every run whose configuration is unchanged: a new loss for run B
+  restarts run B only; run A keeps its steps and waits (``advance`` trains the runs that are
+  behind first) until B has caught up.
 * Compare mode: both trainers share the datasets (steps never run concurrently), and each keeps
   its own random-number state, swapped in around its steps, so run B draws exactly the
   augmentations it would draw alone and two runs with the same loss have the same curves.
-* Every method that touches the trainers holds one lock. Streamlit's fast reruns start a new
-  script thread for a button click while the old one may still be inside a tick: without the
-  lock, Pause or Step could run beside ``trainer.step`` (measured: a tick cut after one of its
-  two steps). With it, a click waits for the tick in progress, at most a few steps.
+* Every method that touches the trainers holds one lock, so a click (Pause, Step, a new
+  setting) waits for the tick in progress, at most a few steps, and never runs beside it.
 """
 from __future__ import annotations
 
 import functools
 import threading
+import time
 from typing import Any, Callable, Optional, Sequence, TypeVar
 
 from ..train import NonFiniteLossError, Trainer, TrainConfig, config_diff
 from ..train.checkpoint import rng_state, set_rng_state
 from ..train.loading import build_datasets
 from .heldout import HeldOut, snapshot
+from .view import RunView, View
+from .worker import Worker
 
 F = TypeVar("F", bound=Callable[..., Any])
+HELDOUT_WANTED_SECONDS = 30.0  # a held-out view asked this recently: the worker refreshes its snapshots
 
 
 def locked(method: F) -> F:
-    """Run ``method`` holding the session's lock (re-entrant: start() calls build())."""
+    """Run ``method`` holding the session's lock (re-entrant: start() calls build()), then
+    publish the new :attr:`TrainingSession.view`."""
     @functools.wraps(method)
     def wrapper(self: "TrainingSession", *args: Any, **kwargs: Any) -> Any:
         with self.lock:
-            return method(self, *args, **kwargs)
+            try:
+                return method(self, *args, **kwargs)
+            finally:
+                self._publish()
     return wrapper  # type: ignore[return-value]
 
 
@@ -52,6 +64,10 @@ class Run:
         self._snapshot: Optional[HeldOut] = None
         self.projections: dict[tuple[str, int], list[list[float]]] = {}  # (method, step) -> points
 
+    def same(self, label: str, config: TrainConfig) -> bool:
+        """True when (label, config) would train exactly this run (run length and the like may differ)."""
+        return label == self.label and not config_diff(self.config.to_dict(), config.to_dict())
+
     @property
     def step_count(self) -> int:
         return self.trainer.step_count if self.trainer is not None else 0
@@ -63,31 +79,53 @@ class Run:
     def last_eval(self) -> dict[str, Any]:
         return next((r for r in reversed(self.history) if r.get("kind") == "eval"), {})
 
+    def fresh_snapshot(self, max_lag: int) -> Optional[HeldOut]:
+        """The held-out snapshot if it is at most ``max_lag`` steps old, else None."""
+        h = self._snapshot
+        if h is None or self.trainer is None or not 0 <= self.step_count - h.step <= max_lag:
+            return None
+        return h
+
     def held_out(self, max_lag: int = 0) -> HeldOut:
         """Embeddings of the held-out subset, recomputed when they are more than ``max_lag`` steps
-        old (0: whenever the model changed; a live view passes the evaluation period)."""
-        if self._snapshot is None or self.step_count - self._snapshot.step > max_lag \
-                or self._snapshot.step > self.step_count:
-            self._snapshot = snapshot(self.trainer)
-        return self._snapshot
+        old (0: whenever the model changed; a live view passes the evaluation period). Call it
+        holding the session's lock: it runs the model."""
+        h = self.fresh_snapshot(max_lag)
+        if h is None:
+            h = self._snapshot = snapshot(self.trainer)
+        return h
 
 
 class TrainingSession:
-    """Start / Pause / Step / Reset over one or two runs, and the schedule of a tick."""
+    """Start / Pause / Step / Reset over one or two runs, and the schedule of a tick.
+
+    ``background=False`` (tests of the tick logic): nothing trains unless ``tick`` is called.
+    """
 
     def __init__(self, configs: Sequence[TrainConfig], labels: Sequence[str], target_steps: int,
-                 steps_per_tick: int, eval_every: int) -> None:
+                 steps_per_tick: int, eval_every: int, background: bool = True) -> None:
         self.runs = [Run(label, cfg) for label, cfg in zip(labels, configs)]
         self.target_steps, self.steps_per_tick, self.eval_every = target_steps, steps_per_tick, eval_every
         self.running = False
         self.error: Optional[str] = None
+        self._error_run: Optional[str] = None  # the run the error came from (None: the whole session)
         self.notice: Optional[str] = None
         self.lock = threading.RLock()
+        self._changed = threading.Condition()
+        self._data: Optional[tuple[dict, tuple]] = None  # (data config, (train_set, test_set, eval_transform))
+        self._heldout_asked = -float("inf")
+        self.worker = Worker(self) if background else None
+        self._publish()
 
     # ------------------------------------------------------------------ state
     @property
     def built(self) -> bool:
         return all(r.trainer is not None for r in self.runs)
+
+    @property
+    def has_model(self) -> bool:
+        """At least one run is built (a run restarted beside a kept one is built on the next tick)."""
+        return any(r.trainer is not None for r in self.runs)
 
     @property
     def step_count(self) -> int:
@@ -98,7 +136,7 @@ class TrainingSession:
         """"error", "new" (no model yet), "done", "running" or "paused"."""
         if self.error:
             return "error"
-        if not self.built:
+        if not self.has_model:
             return "new"
         if self.step_count >= self.target_steps:
             return "done"
@@ -108,11 +146,53 @@ class TrainingSession:
     def progress(self) -> float:
         return min(1.0, self.step_count / self.target_steps)
 
+    @property
+    def view(self) -> View:
+        """The latest published copy of the session: what a page draws, without the lock."""
+        return self._view
+
+    def _publish(self) -> None:
+        runs = tuple(RunView(r.label, r.step_count, list(r.history), r.last_eval()) for r in self.runs)
+        self._view = View(self.status, self.running, self.has_model, self.step_count, self.target_steps, self.error,
+                          self.notice, runs)
+        with self._changed:
+            self._changed.notify_all()
+
+    def wait(self, predicate: Callable[[View], bool], timeout: float) -> bool:
+        """Block until ``predicate(view)`` holds (checked at every publication) or ``timeout`` seconds
+        pass; its last value. For tests and scripts: the page never waits."""
+        with self._changed:
+            return self._changed.wait_for(lambda: predicate(self._view), timeout)
+
+    def touch(self) -> None:
+        """A page shows this session: keep (or start again) its background training."""
+        if self.worker is not None:
+            self.worker.seen()
+
     def matches(self, configs: Sequence[TrainConfig], labels: Sequence[str]) -> bool:
         """True when ``configs`` would train exactly these runs (run length and the like may differ)."""
-        if len(configs) != len(self.runs) or list(labels) != [r.label for r in self.runs]:
-            return False
-        return all(not config_diff(r.config.to_dict(), c.to_dict()) for r, c in zip(self.runs, configs))
+        return len(configs) == len(self.runs) and all(
+            r.same(label, c) for r, label, c in zip(self.runs, labels, configs))
+
+    @locked
+    def reconfigure(self, configs: Sequence[TrainConfig], labels: Sequence[str]) -> list[str]:
+        """Train ``configs`` from now on, keeping every run whose label and configuration are
+        unchanged (its model, steps and history). The labels of the runs that start from step 0;
+        when no run is kept, the session is new (not running)."""
+        old = list(self.runs)
+        runs = [next((r for r in old if r.same(label, c)), None) or Run(label, c) for label, c in zip(labels, configs)]
+        restarted = [r.label for r in runs if r not in old]
+        if not restarted and len(runs) == len(old):
+            return []
+        self.runs = runs
+        kept = [r for r in runs if r in old]
+        if not kept:
+            self.running, self.error, self._error_run, self.notice = False, None, None, None
+        elif self._error_run is not None and self._error_run not in {r.label for r in kept}:
+            self.error, self._error_run = None, None  # the failed run is gone
+        if self.running and self.worker is not None:
+            self.worker.ensure()
+        return restarted
 
     def set_schedule(self, target_steps: int, steps_per_tick: int, eval_every: int) -> None:
         """Change what does not alter the trajectory: run length, steps per tick, evaluation period."""
@@ -128,6 +208,8 @@ class TrainingSession:
             self.notice = f"the run has reached its {self.target_steps} steps: raise 'steps' to train further"
             return
         self.running = True
+        if self.worker is not None:
+            self.worker.ensure()
 
     @locked
     def pause(self) -> None:
@@ -138,29 +220,38 @@ class TrainingSession:
         """One tick by hand (training pauses: a step is for looking closely)."""
         self.running = False
         self.notice = None
-        if self.build():
-            self.advance(self.steps_per_tick)
+        self.advance(self.steps_per_tick)
 
     @locked
     def reset(self) -> None:
         for run in self.runs:
             run.reset()
-        self.running, self.error, self.notice = False, None, None
+        self.running, self.error, self._error_run, self.notice = False, None, None, None
 
     @locked
     def tick(self) -> bool:
-        """What the timed fragment calls: a few steps if running. True if training moved."""
+        """A few steps if running (what the background worker calls). True if training moved."""
         if not self.running:
             return False
-        before = self.step_count
+        before = [r.step_count for r in self.runs]
         self.advance(self.steps_per_tick)
         if self.status != "running":
             self.running = False
-        return self.step_count > before
+        return [r.step_count for r in self.runs] != before
+
+    def snapshots(self, max_lag: int = 0) -> list[tuple[Run, HeldOut]]:
+        """Each run with its held-out snapshot (see :meth:`Run.held_out`); builds the runs if needed.
+        A snapshot recent enough is returned without waiting for the tick in progress; while a
+        view asks for them, the worker refreshes them at every evaluation."""
+        self._heldout_asked = time.monotonic()
+        runs = list(self.runs)
+        fresh = [r.fresh_snapshot(max_lag) for r in runs]
+        if all(h is not None for h in fresh):
+            return list(zip(runs, fresh))  # type: ignore[arg-type]
+        return self._locked_snapshots(max_lag)
 
     @locked
-    def snapshots(self, max_lag: int = 0) -> list[tuple[Run, HeldOut]]:
-        """Each run with its held-out snapshot (see :meth:`Run.held_out`); builds the runs if needed."""
+    def _locked_snapshots(self, max_lag: int) -> list[tuple[Run, HeldOut]]:
         return [(run, run.held_out(max_lag)) for run in self.runs] if self.build() else []
 
     # ------------------------------------------------------------------ work
@@ -169,34 +260,44 @@ class TrainingSession:
         """Build the missing trainers (shared datasets) and evaluate them at step 0. False on error."""
         if self.error:
             return False
-        if self.built:
-            return True
-        try:
-            train_set, test_set, eval_transform = build_datasets(self.runs[0].config)
-            for run in self.runs:
+        for run in self.runs:
+            if run.trainer is not None:
+                continue
+            try:
+                train_set, test_set, eval_transform = self._datasets(run.config)
                 run.trainer = Trainer(run.config, train_set=train_set, test_set=test_set,
                                       eval_transform=eval_transform)
                 run.rng = rng_state()  # right after the trainer seeded everything
                 run.trainer.evaluate()
-        except Exception as e:  # noqa: BLE001 - any failure becomes a message on the page
-            for run in self.runs:
+            except Exception as e:  # noqa: BLE001 - any failure becomes a message on the page
                 run.trainer = None
-            self._fail("could not build the model", e)
-            return False
+                self.running = False
+                self._fail("could not build the model", e, run)
+                return False
         return True
+
+    def _datasets(self, config: TrainConfig) -> tuple:
+        """The datasets of ``config``, shared by every run that differs from it only in its loss."""
+        key = {k: v for k, v in config.to_dict().items() if k not in ("loss", "loss_kwargs")}
+        if self._data is None or self._data[0] != key:
+            self._data = (key, build_datasets(config))
+        return self._data[1]
 
     @locked
     def advance(self, steps: int) -> None:
-        """Up to ``steps`` steps of every run (never past the target), evaluating on schedule."""
-        steps = min(steps, self.target_steps - self.step_count)
-        if steps < 1 or self.error:
+        """Up to ``steps`` steps (never past the target), evaluating on schedule. A run ahead of the
+        others (it was kept when they restarted) waits until they have caught up with it."""
+        goal = min(self.step_count + steps, self.target_steps)
+        if goal <= self.step_count or self.error or not self.build():
             return
         for run in self.runs:
+            if run.step_count >= goal:
+                continue
             try:
-                self._train(run, steps)
+                self._train(run, goal - run.step_count)
             except Exception as e:  # noqa: BLE001
                 self.running = False
-                self._fail(f"{run.label}: training stopped", e)
+                self._fail(f"{run.label}: training stopped", e, run)
                 return
 
     def _train(self, run: Run, steps: int) -> None:
@@ -209,8 +310,11 @@ class TrainingSession:
         end = run.step_count
         if end // self.eval_every > start // self.eval_every or end >= self.target_steps:
             run.trainer.evaluate()
+            if time.monotonic() - self._heldout_asked < HELDOUT_WANTED_SECONDS:
+                run.held_out()  # here, not in the page's drawing: a view open while training stays fast
 
-    def _fail(self, what: str, error: Exception) -> None:
+    def _fail(self, what: str, error: Exception, run: Optional[Run] = None) -> None:
         detail = str(error) if isinstance(error, (ValueError, NonFiniteLossError, FileNotFoundError)) \
             else f"{type(error).__name__}: {error}"
         self.error = f"{what}: {detail}"
+        self._error_run = run.label if run is not None else None

@@ -3,16 +3,23 @@
 ``to_query`` writes the core settings always (a link keeps its meaning if defaults change; in
 compare mode the second loss is one of them) and the others, hyper-parameters included, only
 when they differ from the defaults (short links).
-``from_query`` never fails: an unknown key, a malformed value or an out-of-range number is
-dropped or clamped, with a sentence saying so.
+``from_query`` never fails and never replaces a value silently: an unknown key is dropped, an
+unknown name (dataset, model, loss) or a malformed or non-finite number becomes the default, an
+out-of-range number is clamped, each with a sentence naming the key and the value used.
+``sid`` (:data:`SID`) is not a setting: it names the page's training session (``registry``).
 """
 from __future__ import annotations
 
+import math
 from typing import Any, Callable, Mapping
 
+from ..data import DATASETS
 from ..losses import LOSSES
+from ..models import check_model_name
 from .hparams import loss_defaults, loss_sliders
 from .settings import BOUNDS, Settings
+
+SID = "sid"  # query key of the page's training session (see ``registry``)
 
 
 def _bool(text: str) -> bool:
@@ -56,6 +63,7 @@ def to_query(s: Settings) -> dict[str, str]:
 
 def from_query(params: Mapping[str, Any]) -> tuple[Settings, list[str]]:
     """(settings, notes): the defaults overridden by what ``params`` holds and makes sense."""
+    defaults = Settings()
     values: dict[str, Any] = {}
     notes: list[str] = []
     hparam_text: dict[str, dict[str, str]] = {"hparams": {}, "hparams_b": {}}
@@ -64,28 +72,49 @@ def from_query(params: Mapping[str, Any]) -> tuple[Settings, list[str]]:
         attr = next((a for a, p in PREFIX.items() if key.startswith(p)), None)
         if attr is not None:
             hparam_text[attr][key[len(PREFIX[attr]):]] = text
+        elif key == SID:
+            continue
         elif key not in FIELDS:
             notes.append(f"ignored the unknown link parameter {key!r}")
         else:
             name, parse = FIELDS[key]
+            default = getattr(defaults, name)
             try:
-                values[name] = _clamp(name, parse(text), notes)
+                value = parse(text)
             except ValueError:
-                notes.append(f"ignored {key}={text!r}: not a valid {parse.__name__ if parse in (int, float) else 'value'}")
-    s = Settings().replace(**values)
+                kind = {int: "an integer", float: "a number"}.get(parse, "a valid value")
+                notes.append(f"{key}={text!r} is not {kind}: using the default {_text(default)}")
+                continue
+            problem = _name_problem(name, value)
+            if problem:
+                notes.append(f"{key}={text!r}: {problem}: using the default {_text(default)}")
+                continue
+            values[name] = _clamp(key, name, value, default, notes)
+    s = defaults.replace(**values)
     for attr, loss in (("hparams", s.loss), ("hparams_b", s.loss_b)):
         parsed = _hparams(loss, hparam_text[attr], PREFIX[attr], notes)
         s = s.replace(**{attr: parsed})
     return s, notes
 
 
+def _name_problem(name: str, value: Any) -> str:
+    """Why a named choice (dataset, model, loss) cannot be used; empty when it can."""
+    if name == "dataset" and value not in DATASETS:
+        return f"unknown dataset (choose one of: {', '.join(DATASETS)})"
+    if name in ("loss", "loss_b") and value not in LOSSES:
+        return "unknown loss (the Loss menu lists them)"
+    if name == "model":
+        try:
+            check_model_name(value)  # imports timm only for names other than small_cnn
+        except ValueError:
+            return "unknown model (small_cnn or a timm model name)"
+    return ""
+
+
 def _hparams(loss: str, texts: dict[str, str], prefix: str, notes: list[str]) -> dict[str, float]:
     if not texts:
         return {}
-    if loss not in LOSSES:
-        notes.append(f"ignored the {prefix}* hyper-parameters: unknown loss {loss!r}")
-        return {}
-    specs, out = loss_sliders(loss), {}
+    specs, paper, out = loss_sliders(loss), loss_defaults(loss), {}
     for name, text in texts.items():
         if name not in specs:
             notes.append(f"ignored {prefix}{name}: {loss} has no hyper-parameter {name!r}")
@@ -93,23 +122,33 @@ def _hparams(loss: str, texts: dict[str, str], prefix: str, notes: list[str]) ->
         try:
             value = float(text)
         except ValueError:
-            notes.append(f"ignored {prefix}{name}={text!r}: not a number")
+            value = math.nan
+        if not math.isfinite(value):
+            notes.append(f"{prefix}{name}={text!r} is not a finite number: using the default {paper[name]:g}")
             continue
         spec = specs[name]
+        used, why = value, ""
         if not spec.min <= value <= spec.max:
-            notes.append(f"{prefix}{name}={value:g} is outside [{spec.min:g}, {spec.max:g}]: clamped")
-            value = min(max(value, spec.min), spec.max)
-        out[name] = int(round(value)) if spec.integer else value
+            used, why = min(max(value, spec.min), spec.max), f"is outside [{spec.min:g}, {spec.max:g}]"
+        if spec.integer:
+            why = why or ("is not an integer" if used != round(used) else "")
+            used = int(round(used))
+        if why:
+            notes.append(f"{prefix}{name}={text} {why}: using {used:g}")
+        out[name] = used
     return out
 
 
-def _clamp(name: str, value: Any, notes: list[str]) -> Any:
+def _clamp(key: str, name: str, value: Any, default: Any, notes: list[str]) -> Any:
     if name not in BOUNDS:
         return value
+    if isinstance(value, float) and not math.isfinite(value):
+        notes.append(f"{key}={value} is not a finite number: using the default {_text(default)}")
+        return default
     low, high = BOUNDS[name]
     if not low <= value <= high:
         clamped = type(value)(min(max(value, low), high))
-        notes.append(f"{name.replace('_', ' ')}={value} is outside [{low:g}, {high:g}]: using {clamped}")
+        notes.append(f"{key}={_text(value)} is outside [{low:g}, {high:g}]: using {_text(clamped)}")
         return clamped
     return value
 

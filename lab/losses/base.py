@@ -6,9 +6,12 @@ relevance, ``mask`` (Q, N) bool (False = item ignored, e.g. the query itself).
 """
 from __future__ import annotations
 
+import difflib
+import functools
 import inspect
+import typing
 import warnings
-from typing import Callable, Optional, Sequence
+from typing import Any, Callable, Iterable, Optional, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -34,6 +37,55 @@ def reduce(losses: Tensor, has_positive: Tensor, reduction: str) -> Tensor:
         )
         return losses.sum() * 0.0  # keeps the graph, so backward() still works
     return losses.sum() / count
+
+
+# ------------------------------------------------------------------ constructor keywords
+class UnknownHyperParameterError(TypeError, ValueError):
+    """A loss was given a keyword it does not take: a TypeError like Python's own, and a ValueError
+    (bad input) for the callers that report those as one-line errors (the CLI)."""
+
+
+@functools.cache
+def constructor_parameters(cls: type) -> dict[str, inspect.Parameter]:
+    """The keywords ``cls(...)`` accepts, in signature order, annotations resolved to types.
+
+    ``**kwargs`` that a loss forwards to its ``rank_class`` (the proxy ROD losses) count as that
+    class's keywords; ``**kwargs`` forwarded elsewhere accept any name (``"**"`` in the result).
+    """
+    init = inspect.unwrap(cls.__init__)
+    hints = typing.get_type_hints(init)
+    params: dict[str, inspect.Parameter] = {}
+    for name, p in list(inspect.signature(init).parameters.items())[1:]:  # [1:]: self
+        if p.kind is p.VAR_KEYWORD:
+            rank_class = getattr(cls, "rank_class", None)
+            forwarded = constructor_parameters(rank_class) if rank_class else {"**": p}
+            params.update({k: v for k, v in forwarded.items() if k not in params})
+        elif p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY):
+            params[name] = p.replace(annotation=hints.get(name, p.annotation))
+    return params
+
+
+def unknown_hparams_error(loss: str, unknown: Iterable[str], accepted: Iterable[str]) -> UnknownHyperParameterError:
+    """'unknown hyper-parameter 'tua' for loss 'smooth_ap'; did you mean 'tau'? accepted: tau, ...'."""
+    accepted = list(accepted)
+    parts = []
+    for name in unknown:
+        close = difflib.get_close_matches(str(name), accepted, n=1)
+        suggestion = f"; did you mean {close[0]!r}?" if close else ";"
+        parts.append(f"unknown hyper-parameter {name!r} for {loss}{suggestion}")
+    return UnknownHyperParameterError(" ".join(parts) + f" accepted: {', '.join(accepted) or 'none'}")
+
+
+def _rejecting_unknown_keywords(init: Callable) -> Callable:
+    @functools.wraps(init)
+    def checked(self, *args: Any, **kwargs: Any) -> None:
+        if type(self).__init__ is checked:  # the outermost constructor checks; the super() calls do not
+            accepted = constructor_parameters(type(self))
+            unknown = [k for k in kwargs if k not in accepted]
+            if unknown and "**" not in accepted:
+                raise unknown_hparams_error(type(self).__name__, unknown, accepted)
+        init(self, *args, **kwargs)
+    return checked
 
 
 # ------------------------------------------------------------------ embedding-level modules
@@ -79,6 +131,12 @@ class RankLoss(nn.Module):
     needs_num_classes: bool = False
     # Constructor arguments that configure forward() (e.g. how relevance is built), not ``functional``.
     forward_hparams: tuple[str, ...] = ()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        # A misspelt keyword gets the list of accepted ones (and a close match), not a bare TypeError.
+        super().__init_subclass__(**kwargs)
+        if "__init__" in cls.__dict__:
+            cls.__init__ = _rejecting_unknown_keywords(cls.__init__)
 
     def save_hparams(self, local_vars: dict) -> None:
         skip = ("self", "include_self", *self.forward_hparams)

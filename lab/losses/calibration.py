@@ -8,6 +8,7 @@ from torch import Tensor
 
 from ..core.checks import check_reduction, check_scores
 from .base import RankLoss, reduce
+from .engine import row_chunks, with_gradient
 
 
 def check_thresholds(alpha: float, beta: float) -> None:
@@ -37,11 +38,26 @@ def calibration(
     scores, targets, mask = check_scores(scores, targets, mask)
     check_reduction(reduction)
     check_thresholds(alpha, beta)
-    pos = (targets & mask).to(scores.dtype)
-    neg = (~targets & mask).to(scores.dtype)
-    pos_term = ((alpha - scores).clamp_min(0) * pos).sum(1) / pos.sum(1).clamp_min(1)
-    neg_term = ((scores - beta).clamp_min(0) * neg).sum(1) / neg.sum(1).clamp_min(1)
-    return reduce(pos_term + neg_term, pos.sum(1) > 0, reduction)
+    need_grad = torch.is_grad_enabled() and scores.requires_grad
+    losses, has_pos = scores.new_empty(scores.shape[0]), torch.empty_like(targets[:, 0])
+    grad = torch.empty_like(scores) if need_grad else None
+    with torch.no_grad():
+        for rows in row_chunks(*scores.shape):  # cache-sized: a few passes over each chunk
+            s = scores[rows]
+            # float 0/1 weights: mixed bool-float arithmetic takes a slow path on CPU.
+            pos, neg = (targets[rows] & mask[rows]).to(s.dtype), (~targets[rows] & mask[rows]).to(s.dtype)
+            count_pos = pos.sum(1, keepdim=True)
+            num_pos, num_neg = count_pos.clamp_min(1), neg.sum(1, keepdim=True).clamp_min(1)
+            losses[rows] = (((alpha - s).clamp_min(0) * pos).sum(1, keepdim=True) / num_pos
+                            + ((s - beta).clamp_min(0) * neg).sum(1, keepdim=True) / num_neg).squeeze(1)
+            has_pos[rows] = count_pos.squeeze(1) > 0
+            if need_grad:
+                # The hinges' slopes, 0 on the hinge itself as autograd's clamp_min has it.
+                grad[rows] = ((s > beta).to(s.dtype).mul_(neg).div_(num_neg)
+                              - (s < alpha).to(s.dtype).mul_(pos).div_(num_pos))
+    if need_grad:
+        losses = with_gradient(scores, losses, grad)
+    return reduce(losses, has_pos, reduction)
 
 
 class CalibrationLoss(RankLoss):

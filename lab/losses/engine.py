@@ -1,77 +1,201 @@
-"""The chunked (query, positive, item) engine of the rank losses.
+"""The engine of the rank losses: per-query losses computed in chunks of queries, gradient included.
 
-A rank loss needs, for each positive k of a query, the differences s_j - s_k to every item j
-(ROADMAP Eq. 3). ``per_query`` forms them in (chunk, P, N) blocks, P the most positives of a
-query in the chunk, sized so a block holds at most ``MAX_BLOCK_ELEMENTS`` entries, and
-checkpoints each chunk so the backward pass holds one block at a time.
+Every loss here is a sum over queries of a function of that query's row of scores, so the
+gradient of each chunk can be taken right after its forward pass (``eager_gradient``): only the
+(Q, N) gradient is kept for the backward pass, which multiplies it by the incoming per-query
+weights. Nothing of a chunk outlives it, so nothing is checkpointed or recomputed (except the
+sigmoid tiles of a row with so many positives that they exceed the budget, see ``pair_sums``).
+
+A rank loss needs, for each positive k of a query, sums over items j of a step surrogate of
+s_j - s_k (ROADMAP Eq. 3). ``Block`` gives a chunk's positives (the anchors) and the sums of
+``pair_sums``; memory per chunk stays below ``block_budget`` whatever the number of positives.
 """
 from __future__ import annotations
 
+import contextlib
 from typing import Callable, NamedTuple, Optional
 
 import torch
 from torch import Tensor
-from torch.utils.checkpoint import checkpoint
 
 from ..core.checks import check_chunk_size
+from .pair_sums import TILE_ELEMENTS, PairSums, count_at_least
 
-# Entries of one (queries, positives, items) block. 2**22 float32 = 16 MB per intermediate.
+# Entries of one chunk's (queries, positives, items) block: 2**22 float32 = 16 MB; 2**16 = 256 KB.
 MAX_BLOCK_ELEMENTS = 2**22
+MIN_BLOCK_ELEMENTS = 2**16
 
 
-def map_query_chunks(fn: Callable[..., Tensor], tensors: tuple[Tensor, ...], chunk_size: int) -> Tensor:
-    """Apply ``fn`` to row chunks of ``tensors`` and concatenate its (chunk,) outputs.
+def block_budget(num_queries: int, num_items: int) -> int:
+    """Entries a chunk's pair block may hold: what a batch with 4 samples per class (3 positives per
+    query) needs, 3 Q N, within [MIN_BLOCK_ELEMENTS, MAX_BLOCK_ELEMENTS]. A batch of one or two classes,
+    whose queries have ~N positives, is cut into more chunks and tiles, and needs no more memory."""
+    return min(MAX_BLOCK_ELEMENTS, max(MIN_BLOCK_ELEMENTS, 3 * num_queries * num_items))
 
-    With several chunks and gradients on, each chunk is checkpointed: its big
-    intermediates are freed after the forward and recomputed in the backward, so peak
-    memory is that of one chunk rather than of all of them.
+
+class _WithGradient(torch.autograd.Function):
+    """(Q,) losses whose (Q, N) gradient with respect to the scores was computed in the forward."""
+
+    @staticmethod
+    def forward(ctx, scores: Tensor, compute: Callable[[], tuple[Tensor, Tensor]]) -> Tensor:
+        losses, grad = compute()
+        ctx.save_for_backward(grad)
+        return losses
+
+    @staticmethod
+    def backward(ctx, grad_losses: Tensor):
+        grad, = ctx.saved_tensors
+        return grad_losses[:, None] * grad, None
+
+
+def row_chunks(num_rows: int, num_items: int) -> list[slice]:
+    """Slices of rows holding about TILE_ELEMENTS entries each: (Q, N) passes on them stay in cache."""
+    step = max(1, TILE_ELEMENTS // max(num_items, 1))
+    return [slice(start, start + step) for start in range(0, num_rows, step)]
+
+
+def with_gradient(scores: Tensor, losses: Tensor, grad: Tensor) -> Tensor:
+    """``losses`` (Q,), computed without autograd, as a function of ``scores`` with gradient ``grad`` (Q, N)."""
+    return _WithGradient.apply(scores, lambda: (losses, grad))
+
+
+def eager_gradient(fn: Callable[..., Tensor], tensors: tuple[Tensor, ...], chunk_size: int) -> Tensor:
+    """``fn`` applied to row chunks of ``tensors`` -> (Q,); differentiable with respect to ``tensors[0]``.
+
+    ``fn(scores_chunk, *others)`` returns (c,) losses, row i depending on row i of the chunk only;
+    it may use autograd (its graph lives for one chunk). Autocast is off inside: float32 throughout.
     """
-    num_queries = tensors[0].shape[0]
-    if chunk_size >= num_queries:
-        return fn(*tensors)
-    needs_grad = torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
-    out = []
-    for start in range(0, num_queries, chunk_size):
-        part = tuple(t[start : start + chunk_size] for t in tensors)
-        out.append(checkpoint(fn, *part, use_reentrant=False) if needs_grad else fn(*part))
-    return torch.cat(out)
+    scores = tensors[0]
+    parts = [tuple(t[start: start + chunk_size] for t in tensors) for start in range(0, scores.shape[0], chunk_size)]
+    no_autocast = torch.autocast(device_type=scores.device.type, enabled=False)
+    if not (torch.is_grad_enabled() and scores.requires_grad):
+        with torch.no_grad(), no_autocast:
+            return torch.cat([fn(*part) for part in parts])
+
+    def compute() -> tuple[Tensor, Tensor]:
+        losses, grads = [], []
+        with no_autocast:
+            for s, *others in parts:
+                leaf = s.detach().requires_grad_()
+                with torch.enable_grad():
+                    out = fn(leaf, *others)
+                    grad = torch.autograd.grad(out.sum(), leaf, allow_unused=True)[0] if out.requires_grad else None
+                losses.append(out.detach())
+                grads.append(torch.zeros_like(leaf) if grad is None else grad)
+        return torch.cat(losses), torch.cat(grads)
+
+    return _WithGradient.apply(scores, compute)
 
 
-class Block(NamedTuple):
-    """One chunk of queries seen from their positives. P = most positives of a query in the chunk.
+def compact(flags: Tensor, count: Tensor) -> tuple[Tensor, Tensor]:
+    """Column indices of each row's True entries, in order, padded with 0 -> (index, present), (c, W).
+    ``count`` (c,) is flags.sum(1)."""
+    width = max(int(count.max()), 1)
+    rows, columns = flags.nonzero(as_tuple=True)  # row-major: each row's columns in order
+    if int(count.min()) == width:  # every row has the same count (e.g. m samples per class)
+        index = columns.view(flags.shape[0], width)
+    else:
+        starts = (count.cumsum(0) - count).long()
+        slot = torch.arange(len(rows), device=flags.device) - starts[rows]
+        index = torch.zeros(flags.shape[0], width, dtype=torch.long, device=flags.device)
+        index[rows, slot] = columns
+    return index, torch.arange(width, device=flags.device) < count[:, None]
 
-    diff[q, p, j] = s_j - s_k for the p-th positive k of query q and every item j: the
-    argument of the step function in rank(k) = 1 + sum_j H(s_j - s_k).
+
+class Items(NamedTuple):
+    """The items j of a sum: their scores (c, M), -inf for those left out, and their column in the
+    row (c, M), or None when they are the row itself (M = N)."""
+
+    scores: Tensor
+    index: Optional[Tensor]
+
+
+class Block:
+    """One chunk of queries and its positives, the anchors k of the sums. P = most positives of a
+    query in the chunk; anchor columns beyond a query's own count are padding.
+
+    The sums (``sigmoid_sums``, ``h_minus_sums``) are what carries the gradient: ``scores`` is
+    detached, and ``backward_into`` chains d loss / d sums back to the scores by hand.
     """
 
-    scores: Tensor  # (c, N)
-    pos: Tensor  # (c, N) bool, positive and not masked
-    valid: Tensor  # (c, N) bool, not masked
-    pos_index: Tensor  # (c, P) item index of each positive (padding: arbitrary)
-    pos_valid: Tensor  # (c, P) bool, False on padding
-    num_pos: Tensor  # (c,)
-    diff: Tensor  # (c, P, N)
-    relevance: Optional[Tensor] = None  # (c, N) graded relevance, when per_query was given one
+    def __init__(self, scores: Tensor, pos: Tensor, valid: Tensor, budget: int, relevance: Optional[Tensor] = None,
+                 num_pos: Optional[Tensor] = None, need_grad: bool = False, tracked: Optional[list] = None) -> None:
+        self.scores = scores  # (c, N), detached
+        self.pos = pos  # (c, N) bool, positive and not masked
+        self.valid = valid  # (c, N) bool, not masked
+        self.relevance = relevance  # (c, N) graded relevance, when per_query was given one
+        self.budget, self.need_grad = budget, need_grad
+        self.num_pos = pos.sum(1, dtype=torch.int32) if num_pos is None else num_pos  # (c,)
+        self.pos_index, self.pos_valid = compact(pos, self.num_pos)  # (c, P); pos_valid False on padding
+        self.anchors = scores.gather(1, self.pos_index)  # (c, P) positives' scores (padding: a finite score)
+        self.tracked = [] if tracked is None else tracked  # (sums leaf, PairSums, items index, anchor index)
 
+    def level(self, anchors: Tensor) -> "Block":
+        """The same chunk with other anchors (c, N) bool, e.g. the positives of one relevance value."""
+        return Block(self.scores, anchors, self.valid, self.budget, self.relevance, need_grad=self.need_grad,
+                     tracked=self.tracked)
 
-def positive_block(scores: Tensor, pos: Tensor, valid: Tensor, relevance: Optional[Tensor] = None) -> Block:
-    num_pos = pos.sum(1)
-    width = max(int(num_pos.max()), 1)
-    # A stable descending sort of the 0/1 flags puts each query's positives first.
-    pos_index = torch.sort(pos.to(torch.uint8), dim=1, descending=True, stable=True).indices[:, :width]
-    pos_valid = torch.arange(width, device=scores.device) < num_pos[:, None]
-    pos_scores = scores.gather(1, pos_index)
-    diff = scores[:, None, :] - pos_scores[:, :, None]
-    return Block(scores, pos, valid, pos_index, pos_valid, num_pos, diff, relevance)
+    # ------------------------------------------------------------------------------ items
+    def items(self, keep: Tensor, count: Optional[Tensor] = None) -> Items:
+        """The items ``keep`` (c, N) marks (``count`` = keep.sum(1) if known); gathered into fewer
+        columns when few are kept, so a sum over negatives costs what the negatives cost."""
+        count = keep.sum(1, dtype=torch.int32) if count is None else count
+        if int(count.max()) <= 0.75 * keep.shape[1]:
+            index, present = compact(keep, count)
+            return Items(self.scores.gather(1, index).masked_fill_(~present, float("-inf")), index)
+        return Items(self.scores.masked_fill(~keep, float("-inf")), None)
 
+    def all_items(self) -> Items:
+        """Every kept item (the query's row without its masked items)."""
+        return self.items(self.valid)
 
-def auto_chunk_size(pos: Tensor, num_items: int, chunk_size: Optional[int]) -> int:
-    """Queries per chunk so that one (chunk, P, N) block holds at most MAX_BLOCK_ELEMENTS."""
-    check_chunk_size(chunk_size)
-    if chunk_size is not None:
-        return chunk_size
-    widest = max(int(pos.sum(1).max()), 1)
-    return max(1, MAX_BLOCK_ELEMENTS // (widest * num_items))
+    def negatives(self) -> Items:
+        """The kept items that are not positives."""
+        keep = self.valid & ~self.pos
+        return self.items(keep, keep.sum(1, dtype=torch.int32))
+
+    def positives(self) -> Items:
+        """The positives themselves as items (P columns)."""
+        return Items(self.anchors.masked_fill(~self.pos_valid, float("-inf")), self.pos_index)
+
+    # ------------------------------------------------------------------------------- sums
+    def sums(self, items: Items, tau: float, rho: Optional[float] = None, delta: Optional[float] = None) -> Tensor:
+        pair_sums = PairSums(items.scores, self.anchors, tau, rho, delta, self.need_grad, self.budget)
+        if not self.need_grad:
+            return pair_sums.sums
+        leaf = pair_sums.sums.requires_grad_()
+        self.tracked.append((leaf, pair_sums, items.index, self.pos_index))
+        return leaf
+
+    def sigmoid_sums(self, items: Items, tau: float) -> Tensor:
+        """sum over ``items`` j of sigma((s_j - s_k) / tau) for every anchor k -> (c, P)."""
+        return self.sums(items, tau)
+
+    def h_minus_sums(self, items: Items, tau: float, rho: float, delta: float) -> Tensor:
+        """sum over ``items`` j of H^-(s_j - s_k) for every anchor k -> (c, P)."""
+        return self.sums(items, tau, rho, delta)
+
+    def count_at_least(self, items: Items) -> Tensor:
+        """#{items j : s_j >= s_k} for every anchor k (exact step, H(0) = 1, no gradient) -> (c, P)."""
+        return count_at_least(items.scores, self.anchors, self.budget)
+
+    def backward_into(self, grad: Tensor, losses: Tensor) -> None:
+        """Add d losses.sum() / d scores to ``grad`` (c, N): autograd from the losses to the sums
+        (small tensors), then each sum's analytic gradient."""
+        if not losses.requires_grad:
+            return
+        leaves = [entry[0] for entry in self.tracked]
+        grads = torch.autograd.grad(losses.sum(), leaves, allow_unused=True)
+        for (_, pair_sums, item_index, anchor_index), grad_sums in zip(self.tracked, grads):
+            if grad_sums is None:
+                continue
+            if item_index is None:
+                grad_anchors = pair_sums.backward(grad_sums, grad)
+            else:
+                grad_items = torch.zeros_like(pair_sums.items)
+                grad_anchors = pair_sums.backward(grad_sums, grad_items)
+                grad.scatter_add_(1, item_index, grad_items)
+            grad.scatter_add_(1, anchor_index, grad_anchors)
 
 
 def per_query(
@@ -82,24 +206,43 @@ def per_query(
     chunk_size: Optional[int] = None,
     relevance: Optional[Tensor] = None,
 ) -> Tensor:
-    """(Q,) per-query values of ``block_fn`` computed over chunked positive blocks.
+    """(Q,) per-query values of ``block_fn`` over chunks of queries, differentiable in ``scores``.
 
-    ``relevance`` (Q, N), optional, is chunked with the rows and reaches ``block_fn`` as
-    ``block.relevance`` (graded losses: SupRank Eq. 21, 24).
+    Chunks hold ``chunk_size`` queries, by default as many as keep a (chunk, P, N) block within
+    ``block_budget``. ``block_fn`` reaches the scores through the block's sums only. ``relevance``
+    (Q, N), optional, reaches it as ``block.relevance`` (graded losses: SupRank Eq. 21, 24).
     """
+    check_chunk_size(chunk_size)
     pos = targets & mask
+    num_pos = pos.sum(1, dtype=torch.int32)
+    budget = block_budget(*scores.shape)
+    if chunk_size is None:
+        chunk_size = max(1, budget // (max(int(num_pos.max()), 1) * scores.shape[1]))
+    starts = range(0, scores.shape[0], chunk_size)
 
-    def run(s: Tensor, p: Tensor, v: Tensor, *rel: Tensor) -> Tensor:
-        return block_fn(positive_block(s, p, v, *rel))
+    def run(grad: Optional[Tensor]) -> Tensor:
+        losses = []
+        for start in starts:
+            rows = slice(start, start + chunk_size)
+            b = Block(scores[rows].detach(), pos[rows], mask[rows], budget,
+                      None if relevance is None else relevance[rows], num_pos[rows], need_grad=grad is not None)
+            with torch.enable_grad() if grad is not None else contextlib.nullcontext():
+                out = block_fn(b)
+                if grad is not None:
+                    b.backward_into(grad[rows], out)
+            losses.append(out.detach())
+        return torch.cat(losses)
 
-    size = auto_chunk_size(pos, scores.shape[1], chunk_size)
-    extra = () if relevance is None else (relevance,)
-    return map_query_chunks(run, (scores, pos, mask, *extra), size)
+    with torch.autocast(device_type=scores.device.type, enabled=False):
+        if not (torch.is_grad_enabled() and scores.requires_grad):
+            with torch.no_grad():
+                return run(None)
 
+        def compute() -> tuple[Tensor, Tensor]:
+            grad = torch.zeros_like(scores)
+            return run(grad), grad
 
-def sum_items(values: Tensor, weights: Tensor) -> Tensor:
-    """sum_j values[q, p, j] * weights[q, j] -> (c, P), as a batched mat-vec (no (c, P, N) temporary)."""
-    return torch.bmm(values, weights.to(values.dtype)[:, :, None]).squeeze(-1)
+        return _WithGradient.apply(scores, compute)
 
 
 def mean_over_positives(values: Tensor, block: Block) -> Tensor:

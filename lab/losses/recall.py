@@ -15,7 +15,7 @@ from torch import Tensor
 from ..core.checks import check_ks, check_positive, check_reduction, check_scores
 from ..core.steps import check_h_minus, sigmoid
 from .base import RankLoss, reduce
-from .engine import Block, per_query, sum_items
+from .engine import Block, per_query
 from .sup_ap import sup_ranks
 
 DEFAULT_KS = (1, 2, 4, 8, 16)
@@ -64,7 +64,7 @@ def smooth_recall(
     check_positive("tau", tau)
 
     def ranks(b: Block) -> Tensor:
-        return 0.5 + sum_items(sigmoid(b.diff, tau), b.valid)  # p itself adds sigma(0) = 0.5
+        return 0.5 + b.sigmoid_sums(b.all_items(), tau)  # p itself adds sigma(0) = 0.5
 
     return _recall_loss(scores, targets, mask, reduction, ks, tau_star, chunk_size, ranks)
 

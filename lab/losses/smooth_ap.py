@@ -3,13 +3,11 @@ from __future__ import annotations
 
 from typing import Optional
 
-import torch
 from torch import Tensor
 
 from ..core.checks import check_positive, check_reduction, check_scores
-from ..core.steps import heaviside, sigmoid
 from .base import RankLoss, reduce
-from .engine import Block, mean_over_positives, per_query, sum_items
+from .engine import Block, mean_over_positives, per_query
 
 
 def smooth_ap(
@@ -28,24 +26,22 @@ def smooth_ap(
     rank^+(k); AP = mean over positives of rank^+(k) / rank(k) (ROADMAP Eq. 1 with H = sigma).
     ``exact_rank_pos=True`` keeps the exact step for positive-positive comparisons: the
     intermediate loss of ROADMAP supp. Fig. 8a (no more opposite gradients on positives, but
-    still vanishing ones). Only (query, positive, item) triples are formed: memory
-    O(Q * P * N), in chunks.
+    still vanishing ones). Time O(Q * P * N), memory bounded per chunk of queries (``engine``).
     """
     scores, targets, mask = check_scores(scores, targets, mask)
     check_reduction(reduction)
     check_positive("tau", tau)
 
     def block_loss(b: Block) -> Tensor:
-        step = sigmoid(b.diff, tau)
         if exact_rank_pos:
-            with torch.no_grad():
-                rank_pos = sum_items(heaviside(b.diff), b.pos)  # k itself: H(0) = 1
-            rank_all = rank_pos + sum_items(step, b.valid & ~b.pos)
+            rank_pos = b.count_at_least(b.positives())  # k itself: H(0) = 1
+            rank_all = rank_pos + b.sigmoid_sums(b.negatives(), tau)
         else:
             # The item k itself contributes sigma(0) = 0.5 to both sums; "1 + sum_{j != k}" = 0.5 + sum_j.
-            rank_all = 0.5 + sum_items(step, b.valid)
-            rank_pos = 0.5 + sum_items(step, b.pos)
-        return 1.0 - mean_over_positives(rank_pos / rank_all, b)
+            rank_all = 0.5 + b.sigmoid_sums(b.all_items(), tau)
+            rank_pos = 0.5 + b.sigmoid_sums(b.positives(), tau)
+        # clamp only matters on padding columns (0 / 0 with the exact rank^+); real positives have rank >= 1.
+        return 1.0 - mean_over_positives(rank_pos / rank_all.clamp_min(0.5), b)
 
     losses = per_query(block_loss, scores, targets, mask, chunk_size)
     return reduce(losses, (targets & mask).any(1), reduction)

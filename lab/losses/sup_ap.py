@@ -3,13 +3,12 @@ from __future__ import annotations
 
 from typing import Optional
 
-import torch
 from torch import Tensor
 
 from ..core.checks import check_reduction, check_scores
-from ..core.steps import check_h_minus, h_minus, heaviside
+from ..core.steps import check_h_minus
 from .base import RankLoss, reduce
-from .engine import Block, mean_over_positives, per_query, sum_items
+from .engine import Block, mean_over_positives, per_query
 
 
 def sup_ranks(b: Block, tau: float, rho: float, delta: float) -> tuple[Tensor, Tensor]:
@@ -19,9 +18,8 @@ def sup_ranks(b: Block, tau: float, rho: float, delta: float) -> tuple[Tensor, T
     gradient: its gradient would push positives down (ROADMAP Sec. 3.1). rank^-_s sums H^-
     over negatives and carries all the gradient.
     """
-    with torch.no_grad():
-        rank_pos = sum_items(heaviside(b.diff), b.pos)
-    rank_neg = sum_items(h_minus(b.diff, tau, rho, delta), b.valid & ~b.pos)
+    rank_pos = b.count_at_least(b.positives())
+    rank_neg = b.h_minus_sums(b.negatives(), tau, rho, delta)
     return rank_pos, rank_neg
 
 

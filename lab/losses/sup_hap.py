@@ -7,26 +7,30 @@ import torch
 from torch import Tensor
 
 from ..core.checks import check_reduction
-from ..core.graded_ranks import exact_graded_ranks
+from ..core.graded_ranks import exact_graded_ranks, relevance_steps
 from ..core.relevance import check_relevance, check_relevance_kind
-from ..core.steps import check_h_minus, h_minus
+from ..core.steps import check_h_minus
 from .base import HierarchicalRankLoss, reduce
 from .engine import Block, per_query
 
 
 def graded_sup_ranks(b: Block, tau: float, rho: float, delta: float) -> tuple[Tensor, Tensor, Tensor]:
-    """(H-rank^+, rank^+, rank^-_s) of each positive k under graded relevance, all (c, P) (Eq. 18, 3, 5).
+    """(H-rank^+, rank^+, rank^-_s) of every item under graded relevance, all (c, N), 0 off the positives
+    (Eq. 18, 3, 5).
 
     H-rank^+ and rank^+(k) = 1 + #{j != k : rel(j) >= rel(k), s_j >= s_k} are exact, without
-    gradient, and computed by sorting (no (c, P, N) tensor). rank^-_s(k) sums H^-(s_j - s_k)
-    over the items with rel(j) < rel(k) (negatives and less relevant positives): the
-    instances SupRank penalises for being ranked above k.
+    gradient, and computed by sorting. rank^-_s(k) sums H^-(s_j - s_k) over the items with
+    rel(j) < rel(k) (negatives and less relevant positives): the instances SupRank penalises for
+    being ranked above k. One pass per relevance value v of the row: anchors rel(k) = v, items
+    rel(j) < v, so the pairs formed are the (positive, item) pairs, as with binary relevance.
     """
     exact = exact_graded_ranks(b.scores, b.relevance, b.valid)
-    rel_k = b.relevance.gather(1, b.pos_index)[:, :, None]  # (c, P, 1)
-    lower = (b.relevance[:, None, :] < rel_k) & b.valid[:, None, :]
-    rank_neg = (h_minus(b.diff, tau, rho, delta) * lower).sum(-1)
-    return exact.h_rank_plus.gather(1, b.pos_index), exact.rank_plus.gather(1, b.pos_index), rank_neg
+    rank_neg = torch.zeros_like(b.scores)
+    for value, _ in relevance_steps(b.relevance):
+        level = b.level(b.relevance == value[:, None])
+        sums = level.h_minus_sums(level.items(b.valid & (b.relevance < value[:, None])), tau, rho, delta)
+        rank_neg = rank_neg.scatter_add(1, level.pos_index, torch.where(level.pos_valid, sums, 0.0))
+    return exact.h_rank_plus, exact.rank_plus, rank_neg
 
 
 def check_graded_loss(scores: Tensor, relevance: Tensor, mask: Optional[Tensor], reduction: str, tau: float,
@@ -54,14 +58,15 @@ def sup_hap(
     Sup-H-AP = (1 / sum_k rel(k)) * sum over positives k of H-rank^+(k) / (rank^+(k) + rank^-_s(k)),
     with H-rank^+ and rank^+ exact (no gradient) and rank^-_s over the items of strictly lower
     relevance (H^-). H^- >= H makes the loss an upper bound of 1 - H-AP. With 0/1 relevance
-    it equals Sup-AP. Memory O(Q * P * N), P = items with relevance > 0, in chunks of queries.
+    it equals Sup-AP. Time O(Q * P * N), P = items with relevance > 0; memory bounded per chunk of queries.
     Returns a scalar, or (Q,) with reduction="none" (0 for queries without positive).
     """
     scores, relevance, mask, pos = check_graded_loss(scores, relevance, mask, reduction, tau, rho, delta)
 
     def block_loss(b: Block) -> Tensor:
         h_rank, rank_pos, rank_neg = graded_sup_ranks(b, tau, rho, delta)
-        terms = torch.where(b.pos_valid, h_rank / (rank_pos + rank_neg).clamp_min(1.0), 0.0)
+        # clamp: off the positives every rank is 0; real positives have rank^+ >= 1.
+        terms = torch.where(b.pos, h_rank / (rank_pos + rank_neg).clamp_min(1.0), 0.0)
         total_rel = (b.relevance * b.pos).sum(1)
         return 1.0 - terms.sum(1) / torch.where(total_rel > 0, total_rel, torch.ones_like(total_rel))
 

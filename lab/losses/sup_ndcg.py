@@ -35,8 +35,8 @@ def sup_ndcg(
 
     def block_dcg(b: Block) -> Tensor:
         _, rank_pos, rank_neg = graded_sup_ranks(b, tau, rho, delta)
-        gain = torch.where(b.pos_valid, b.relevance.gather(1, b.pos_index), 0.0)
-        # clamp: padding columns have rank 0; real positives have rank^+ >= 1.
+        gain = torch.where(b.pos, b.relevance, 0.0)
+        # clamp: off the positives every rank is 0; real positives have rank^+ >= 1.
         return (gain / torch.log2(1.0 + (rank_pos + rank_neg).clamp_min(1.0))).sum(1)
 
     dcg = per_query(block_dcg, scores, pos, mask, chunk_size, relevance=relevance)

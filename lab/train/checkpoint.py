@@ -3,12 +3,15 @@ and the guards that keep a bad or interrupted step out of them."""
 from __future__ import annotations
 
 import contextlib
+import glob
 import json
 import os
+import pickle
 import random
 import signal
 import tempfile
 import threading
+import warnings
 from pathlib import Path
 from typing import Any, Iterator, Optional, Union
 
@@ -19,11 +22,30 @@ import torch
 FORMAT = 1  # bump when the layout of Trainer.state_dict() changes
 
 
+KEYS = ("format", "config", "step", "epoch", "position", "world_size", "model", "loss", "optimizer", "scheduler",
+        "scaler", "memory", "rng")  # Trainer.state_dict()
+WHAT = "expected a file written by `python -m lab train --out` or Trainer.save"
+DAMAGED = "the file is damaged, cut short or not a PyTorch file"
+
+
+def not_a_checkpoint(path: Union[str, Path], why: str) -> ValueError:
+    return ValueError(f"{path} is not a RankLab checkpoint ({WHAT}): {why}")
+
+
 def check_format(state: Any, path: Union[str, Path]) -> dict[str, Any]:
     """The state of a training checkpoint, or a ValueError saying that ``path`` is not one."""
-    if not isinstance(state, dict) or state.get("format") != FORMAT or not {"config", "model"} <= set(state):
-        found = state.get("format") if isinstance(state, dict) else type(state).__name__
-        raise ValueError(f"{path} is not a RankLab training checkpoint of format {FORMAT} (found {found!r})")
+    if not isinstance(state, dict):
+        raise not_a_checkpoint(path, f"it holds a {type(state).__name__}, not a dict of the run's state")
+    missing = [k for k in KEYS if k not in state]
+    if missing:
+        found = ", ".join(map(str, list(state)[:6])) + (", ..." if len(state) > 6 else "")
+        hint = " (a model's state_dict?)" if state and all(isinstance(v, torch.Tensor) for v in state.values()) else ""
+        missing_text = ", ".join(missing[:4]) + (", ..." if len(missing) > 4 else "")
+        raise not_a_checkpoint(path, f"it has no {missing_text} (its keys: {found or 'none'}){hint}")
+    if state["format"] != FORMAT:
+        raise not_a_checkpoint(path, f"it is of format {state['format']!r}; this version reads format {FORMAT}")
+    if not isinstance(state["config"], dict) or not isinstance(state["model"], dict):
+        raise not_a_checkpoint(path, "its config or model entry is not a dict")
     return state
 
 
@@ -31,7 +53,8 @@ def save_checkpoint(state: dict[str, Any], path: Union[str, Path]) -> Path:
     """torch.save to a temporary file in the same folder, fsync, then os.replace.
 
     os.replace is atomic on POSIX: a reader (or a crash) sees the old file or the new one,
-    never a partial one. The temporary file is removed if writing fails.
+    never a partial one. The temporary file is removed if writing fails; those left by a
+    process killed while writing (SIGKILL, power loss) are removed by the next successful save.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -46,15 +69,54 @@ def save_checkpoint(state: dict[str, Any], path: Union[str, Path]) -> Path:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+    _fsync_dir(path.parent)  # the rename itself survives a power loss
+    for stray in path.parent.glob(f".{glob.escape(path.name)}.*.tmp"):
+        with contextlib.suppress(FileNotFoundError):
+            stray.unlink()
     return path
 
 
-def load_checkpoint(path: Union[str, Path], map_location: Union[str, torch.device] = "cpu") -> dict[str, Any]:
-    """Load a checkpoint written by :func:`save_checkpoint` (tensors and plain Python only)."""
+def _fsync_dir(folder: Path) -> None:
+    with contextlib.suppress(OSError):  # not every platform or file system can open a folder
+        fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def load_checkpoint(path: Union[str, Path], map_location: Union[str, torch.device] = "cpu") -> Any:
+    """Load a file written by :func:`save_checkpoint`: tensors and plain Python values only
+    (``weights_only``: loading never runs code from the file). :func:`check_format` then says
+    whether it is a training checkpoint.
+
+    A missing path is a FileNotFoundError; a folder, an empty, damaged or cut-short file, or a
+    pickled object (``torch.save(model)``) a one-line ValueError naming the path.
+    """
     path = Path(path)
+    if path.is_dir():
+        inside = path / "checkpoint.pt"
+        hint = f"; did you mean {inside}?" if inside.is_file() else ""
+        raise not_a_checkpoint(path, f"it is a folder{hint}")
     if not path.is_file():
-        raise FileNotFoundError(f"no checkpoint at {path}")
-    return torch.load(path, map_location=map_location, weights_only=True)
+        raise FileNotFoundError(f"no checkpoint at {path} ({WHAT})")
+    if path.stat().st_size == 0:
+        raise not_a_checkpoint(path, "the file is empty")
+    try:
+        with warnings.catch_warnings():  # a foreign pickle warns about its protocol before failing
+            warnings.simplefilter("ignore")
+            return torch.load(path, map_location=map_location, weights_only=True)
+    except MemoryError:
+        raise
+    except pickle.UnpicklingError as e:
+        if "Unsupported global" in str(e):  # torch.save(model), or any other pickled Python object
+            raise not_a_checkpoint(path, "it holds pickled Python objects (e.g. torch.save(model)) where a "
+                                         "checkpoint holds only tensors and plain values") from None
+        raise not_a_checkpoint(path, DAMAGED) from None
+    except Exception as e:  # EOFError, RuntimeError (zip), OSError, KeyError, ...: what torch.load meets
+        if isinstance(e, RuntimeError) and "zip archive" not in str(e):
+            raise  # e.g. a CUDA map_location without CUDA: not the file's fault, torch's own message
+        raise not_a_checkpoint(path, DAMAGED) from None
 
 
 def rng_state() -> dict[str, Any]:

@@ -8,7 +8,10 @@ from dataclasses import InitVar, dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Union
 
+import torch
 import yaml
+
+from ..losses import LOSSES, build_loss, check_loss_kwargs, loss_kwargs_of
 
 OPTIMIZERS = ("adam", "adamw")
 SCHEDULERS = ("none", "multistep", "cosine")
@@ -18,6 +21,9 @@ TRANSFORMS = ("small", "paper")
 EVAL_BACKENDS = ("faiss", "torch")
 
 RENAMED = {"chunk_size": "stage_size"}  # old config key -> its name now (recipes, saved checkpoints)
+# A dict field and the field it belongs to: flags merge into a recipe's dict while the owner is
+# the recipe's own (``--loss-kwargs lam=0.3`` changes lam only); naming another owner drops it.
+MERGED = {"loss_kwargs": "loss", "dataset_kwargs": "dataset"}
 # Keys that may change between a run and its resumption without changing its trajectory
 # (how long it runs, where it writes, how often it reports, where it runs).
 RESUME_FREE = frozenset({"steps", "epochs", "out", "checkpoint_every", "eval_every", "log_every", "progress",
@@ -93,7 +99,15 @@ class TrainConfig:
             warnings.warn("TrainConfig(chunk_size=...) is now stage_size (images per staged-backprop stage)",
                           DeprecationWarning, stacklevel=3)
             self.stage_size = chunk_size
+        if isinstance(self.loss_kwargs, dict) and self.loss in LOSSES:  # '1e-2' from YAML -> 0.01
+            self.loss_kwargs = self._checked_loss_kwargs()
         self.validate()
+
+    def _checked_loss_kwargs(self) -> dict[str, Any]:
+        try:
+            return check_loss_kwargs(self.loss, self.loss_kwargs)
+        except ValueError as e:  # also UnknownHyperParameterError, which keeps its type
+            raise type(e)(f"loss_kwargs: {e}") from None
 
     def validate(self) -> None:
         choices = {"optimizer": OPTIMIZERS, "scheduler": SCHEDULERS, "sampler": SAMPLERS, "amp": AMP,
@@ -123,6 +137,15 @@ class TrainConfig:
             raise ValueError(f"log_every must be >= 1, got {self.log_every!r}")
         if sorted(self.milestones) != list(self.milestones):
             raise ValueError(f"milestones must be increasing, got {self.milestones!r}")
+        for name in MERGED:
+            if not isinstance(getattr(self, name), dict):
+                raise ValueError(f"{name} must be a mapping of names to values (e.g. {{tau: 0.01}}), "
+                                 f"got {type(getattr(self, name)).__name__} {getattr(self, name)!r}")
+        if self.loss in LOSSES:  # another name is refused by the Trainer (or is a loss module passed to it)
+            self._checked_loss_kwargs()
+        if self.loss_kwargs.get("reduction", "mean") != "mean":
+            raise ValueError(f"loss_kwargs: reduction must be 'mean' for training (one number per batch), "
+                             f"got {self.loss_kwargs['reduction']!r}")
 
     # ------------------------------------------------------------------ conversions
     def to_dict(self) -> dict[str, Any]:
@@ -167,19 +190,90 @@ def coerce(name: str, value: Any) -> Any:
     return value
 
 
+def merge_overrides(values: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
+    """``values`` (a recipe, a checkpoint's config) with ``overrides`` on top; None = not given.
+
+    ``loss_kwargs`` and ``dataset_kwargs`` merge key by key into the recipe's while ``loss`` /
+    ``dataset`` stay the recipe's; with another loss (dataset) the recipe's dict is dropped,
+    since its keys are the other loss's hyper-parameters.
+    """
+    given = {RENAMED.get(k, k): v for k, v in overrides.items() if v is not None}
+    merged = {RENAMED.get(k, k): v for k, v in values.items()}
+    defaults = TrainConfig.__dataclass_fields__
+    for name, owner in MERGED.items():
+        if owner in given and given[owner] != merged.get(owner, defaults[owner].default):
+            merged.pop(name, None)  # the recipe's dict belongs to its own loss / dataset
+        elif name in given and isinstance(merged.get(name), dict) and isinstance(given[name], dict):
+            given[name] = {**merged[name], **given[name]}
+    return {**merged, **given}
+
+
+def read_recipe(path: Union[str, Path]) -> dict[str, Any]:
+    """The mapping in a YAML recipe; a missing, unreadable or malformed file is a one-line error
+    naming the file (and the line and column of a YAML error)."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no recipe at {path}" + (" (it is a folder)" if path.is_dir() else "") +
+                                "; recipes/*.yaml are the shipped ones")
+    try:
+        text = path.read_text(encoding="utf-8")
+        loaded = yaml.safe_load(text)
+    except UnicodeDecodeError:
+        raise ValueError(f"{path} is not a text file: a recipe is YAML (see recipes/*.yaml)") from None
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(path)
+        problem = " ".join(str(getattr(e, "problem", None) or e).split())  # one line
+        line = text.splitlines()[mark.line] if mark is not None and mark.line < len(text.splitlines()) else ""
+        tab = " (YAML indents with spaces, not tabs)" if "\t" in line else ""
+        raise ValueError(f"{where}: not valid YAML: {problem}{tab}") from None
+    if loaded is None:
+        return {}
+    if not isinstance(loaded, dict):
+        raise ValueError(f"{path}: a recipe must be a YAML mapping of config keys (key: value lines), "
+                         f"got a {type(loaded).__name__}")
+    return loaded
+
+
 def load_config(path: Union[str, Path, None] = None, **overrides: Any) -> TrainConfig:
-    """A YAML recipe (or the defaults) with ``overrides`` (None values are ignored) on top."""
-    values: dict[str, Any] = {}
-    if path is not None:
-        loaded = yaml.safe_load(Path(path).read_text()) or {}
-        if not isinstance(loaded, dict):
-            raise ValueError(f"{path}: a recipe must be a YAML mapping of config keys, got {type(loaded).__name__}")
-        values.update(loaded)
-    values.update({k: v for k, v in overrides.items() if v is not None})
-    return TrainConfig.from_dict(values)
+    """A YAML recipe (or the defaults) with ``overrides`` (None values are ignored) on top;
+    ``loss_kwargs`` overrides merge into the recipe's (see :func:`merge_overrides`)."""
+    values = read_recipe(path) if path is not None else {}
+    return TrainConfig.from_dict(merge_overrides(values, overrides))
+
+
+def check_loss_values(cfg: TrainConfig) -> None:
+    """Build the config's loss once on a throwaway random state, so that an out-of-range value
+    (``tau=-1``) fails before any dataset is built, with the loss's own message."""
+    loss_kwargs_of(cfg.loss)  # an unknown loss name: the list of the known ones
+    with torch.random.fork_rng(devices=[]):  # proxies are drawn at random: leave the run's stream alone
+        try:
+            build_loss(cfg.loss, num_classes=1, embed_dim=cfg.embed_dim, **cfg.loss_kwargs)
+        except ValueError as e:
+            raise ValueError(f"loss_kwargs of {cfg.loss!r}: {e}") from None
+
+
+def check_out_dir(out: Union[str, Path, None]) -> None:
+    """``out`` can become a run folder: it is a folder, or missing below a folder (not a file)."""
+    if out is None:
+        return
+    for path in (Path(out), *Path(out).parents):
+        if path.exists():
+            if not path.is_dir():
+                what = "is an existing file" if path == Path(out) else f"is inside {path}, which is a file"
+                raise ValueError(f"--out {out} {what}: give a folder (it receives config.yaml, metrics.jsonl "
+                                 "and checkpoint.pt)")
+            return
 
 
 def config_diff(saved: dict[str, Any], current: dict[str, Any], ignore=RESUME_FREE) -> dict[str, tuple]:
-    """{key: (saved, current)} for the keys that differ and change the training trajectory."""
+    """{key: (saved, current)} for the keys that differ and change the training trajectory
+    (a tuple equals the list of its items: loss_kwargs values are lists since they are typed)."""
     keys = (set(saved) | set(current)) - set(ignore)
-    return {k: (saved.get(k), current.get(k)) for k in sorted(keys) if saved.get(k) != current.get(k)}
+    return {k: (saved.get(k), current.get(k)) for k in sorted(keys) if _plain(saved.get(k)) != _plain(current.get(k))}
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return [_plain(v) for v in value] if isinstance(value, (list, tuple)) else value

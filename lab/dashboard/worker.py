@@ -1,0 +1,93 @@
+"""The background thread that trains a running :class:`~lab.dashboard.session.TrainingSession`.
+
+Training used to run inside the page's timed fragment: a fragment rerun lasted a whole tick
+(seconds on a loaded machine), and Streamlit dims a fragment's elements as stale while it
+reruns, so the charts were grey most of the time. Now the worker calls ``session.tick()`` in a
+loop and the fragment only draws the published view.
+
+A run trains only while someone watches it: a page showed it in the last ``WATCH_SECONDS``
+(every fragment rerun calls ``session.touch()``) or the page that owns it is still connected
+(``page_open``, set by the app from Streamlit's runtime). A closed tab therefore stops costing
+CPU after a while; the run waits, says so, and goes on when a page shows it again (a reload).
+"""
+from __future__ import annotations
+
+import threading
+import time
+from typing import Callable, Protocol
+
+
+class TrainingSession(Protocol):
+    """What the worker needs of :class:`lab.dashboard.session.TrainingSession` (a protocol, so
+    that the worker does not import the session that imports it)."""
+
+    lock: threading.RLock
+    running: bool
+    notice: str | None
+    step_count: int
+
+    def tick(self) -> None: ...
+    def _publish(self) -> None: ...
+    def _fail(self, what: str, error: BaseException) -> None: ...
+
+WATCH_SECONDS = 120.0  # hidden browser tabs still tick about once a minute
+YIELD_SECONDS = 0.005  # between ticks: a click waiting for the lock gets it
+
+
+class Worker:
+    """Starts, keeps and ends the training thread of one session. ``active`` is read and
+    written under the session's lock only, so a thread that is deciding to end and a Start
+    that wants one never miss each other."""
+
+    def __init__(self, session: TrainingSession) -> None:
+        self.session = session
+        self.active = False
+        self.thread: threading.Thread | None = None
+        self.last_seen = time.monotonic()
+        self.page_open: Callable[[], bool] = lambda: False
+        self.waiting_at: int | None = None  # the step where training waited for a viewer
+
+    def watched(self) -> bool:
+        return time.monotonic() - self.last_seen < WATCH_SECONDS or self.page_open()
+
+    def seen(self) -> None:
+        """A page shows the session now; restart the thread if training waited for one."""
+        self.last_seen = time.monotonic()
+        if self.session.running and not self.active:
+            with self.session.lock:
+                self.ensure()
+                self.session._publish()
+
+    def ensure(self) -> None:
+        """A thread trains while the session runs (call holding the session's lock)."""
+        if self.active or not self.session.running:
+            return
+        if self.waiting_at is not None:
+            self.session.notice = (f"training waited at step {self.waiting_at} while no page showed this run, "
+                                   "and went on when one did")
+            self.waiting_at = None
+        self.active = True
+        self.thread = threading.Thread(target=self._loop, name="ranklab-training", daemon=True)
+        self.thread.start()
+
+    def _loop(self) -> None:
+        s = self.session
+        while True:
+            with s.lock:
+                if not s.running or not self.watched():
+                    if s.running:
+                        self.waiting_at = s.step_count
+                        s.notice = (f"training waits at step {s.step_count}: no page has shown this run for "
+                                    f"{WATCH_SECONDS:.0f} s; it goes on when one does")
+                        s._publish()
+                    self.active = False
+                    return
+                try:
+                    s.tick()
+                except Exception as e:  # noqa: BLE001 - tick reports training errors itself; anything else too
+                    s.running = False
+                    s._fail("training stopped", e)
+                    s._publish()
+                    self.active = False
+                    return
+            time.sleep(YIELD_SECONDS)
