@@ -179,7 +179,8 @@ def test_full_mode_paths_with_a_tiny_budget(monkeypatch, capsys):
     monkeypatch.setenv("LAB_FAST", "0")
     smooth, happier = hierarchical.hierarchical_study()
     assert happier["steps"] == 1 and happier["source"] == "trained" and 0 <= happier["H-AP"] <= 1
-    assert "train" in capsys.readouterr().err  # the trainer's tqdm bar, shown in full mode
+    err = capsys.readouterr().err
+    assert "train: 100%" in err and "1/1" in err  # the trainer's tqdm bar of the training steps, in full mode
     trainer = hierarchical.hierarchical_model("happier")
     embeddings, labels, index = runs.evaluation_embeddings(trainer)
     assert 60 <= len(index) < len(trainer.test_set) and len(embeddings) == len(labels) == len(index)

@@ -84,7 +84,7 @@ def _trained(key: str):
     start = time.perf_counter()
     with run_threads():
         trainer = Trainer(cfg)
-        trainer.step(cfg.steps)
+        trainer.fit(cfg.steps)  # fit: the trainer's progress bar (full mode); no evaluation, no checkpoint here
     trainer.train_seconds = time.perf_counter() - start
     return trainer
 
