@@ -80,8 +80,8 @@ def test_error_bars_and_marker_shapes_are_drawn():
     shapes = [c.get_paths()[0].vertices.round(6).tolist() for c in ax.collections if type(c).__name__ == "PathCollection"]
     want = [MarkerStyle(m).get_path().transformed(MarkerStyle(m).get_transform()).vertices.round(6).tolist() for m in "Ds"]
     assert shapes == want  # a diamond, then a square (not two circles)
-    with pytest.raises(NotImplementedError, match="star"):
-        to_matplotlib(go.Figure(go.Scatter(x=[0], y=[0], mode="markers", marker=dict(symbol="star"))))
+    with pytest.raises(NotImplementedError, match="hexagram"):  # a plotly symbol with no matplotlib twin here
+        to_matplotlib(go.Figure(go.Scatter(x=[0], y=[0], mode="markers", marker=dict(symbol="hexagram"))))
 
 
 def test_a_log_axis_with_tick_values_shows_only_those():
