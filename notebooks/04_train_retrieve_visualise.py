@@ -44,7 +44,7 @@
 # those of almost untrained models. Without it (full mode) a run is 300 steps of 128 images on all
 # 1,844 training classes, evaluated on a fixed ~2,000-image subset of the test classes: the
 # comparison of section 1 is read from the reproduction study (`results/methods.json`, 3 seeds),
-# and one ROADMAP model is trained here, with a progress bar (2-4 minutes on 2 CPU cores), for
+# and one ROADMAP model is trained here, with a progress bar (about 2 minutes on 2 CPU cores), for
 # sections 2-3.
 
 # %%
@@ -71,7 +71,7 @@ print("fast mode:", fast_mode(), "| run settings:", {k: v for k, v in run_settin
 # share it: the same initial weights, the same batches in the same order, the same augmentations —
 # only the loss differs, as in ROADMAP Table 2. In full mode the rows are the reproduction study's
 # runs of exactly these settings, 3 seeds each, as mean ± std; `loss_comparison(retrain=True)`
-# trains seed 0 of each here instead (about 10 minutes on 2 cores).
+# trains seed 0 of each here instead (5-10 minutes on 2 cores).
 
 # %%
 before = untrained_metrics()
@@ -207,7 +207,7 @@ explore(retrieval_browser(embeddings, labels, images, names), RETRIEVAL_SLIDERS)
 #
 # 1. Look at each seed alone: `loss_comparison(seed=1)` (and `seed=0`, `seed=2`; full mode reads
 #    them from the study). Does the order of the three losses hold in every seed? Train a new one,
-#    `loss_comparison(seed=3, retrain=True)` (~10 min). Compare the differences between losses with
+#    `loss_comparison(seed=3, retrain=True)` (5-10 min). Compare the differences between losses with
 #    the spread between seeds of one loss: how many seeds would a paired t-test need to confirm a
 #    0.2-point difference?
 # 2. Change `batch_size` (e.g. `trained_model("roadmap", batch_size=64)`): how do the metrics and

@@ -144,7 +144,7 @@ assert flat["top row"]["h_ap"] == flat["bottom row"]["h_ap"]
 # same-script items in its batch. Scripts with fewer than `batch_size / (2m)` training classes
 # cannot fill a half-batch and are left out (a warning says which: in full mode, Currency with
 # 13 classes). The reproduction study has no hierarchical runs, so both models are trained here:
-# in full mode 150 steps of 128 each (half the study's budget, 1.5-3 minutes per model on 2 cores,
+# in full mode 150 steps of 128 each (half the study's budget, about a minute per model on 2 cores,
 # with a progress bar), one seed — in fast mode 3 steps. Test metrics, each averaged over all test
 # queries of the evaluation subset (~2,000 images of whole test classes in full mode):
 #

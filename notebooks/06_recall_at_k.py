@@ -118,7 +118,7 @@ explore(*INTERACTIVE["recall_gradient_flow"])
 # Same data, model and number of steps for Smooth-R@k, Sup-R@k (both with
 # $\mathcal{K} = \{1, 2, 4, 8, 16\}$, $\tau^* = 1$) and ROADMAP; test R@1..R@8. In full mode the
 # three are the reproduction study's runs (`results/methods.json`, 3 seeds each, mean ± std);
-# `recall_study(retrain=True)` trains seed 0 of each here (about 10 minutes on 2 cores). In fast
+# `recall_study(retrain=True)` trains seed 0 of each here (5-10 minutes on 2 cores). In fast
 # mode the runs are a few steps on a small class subset and the numbers are noise.
 
 # %%
