@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from lab.viz.registry import INTERACTIVE
+from lab.viz.registry import INTERACTIVE, caption
 
 from .widgets import spec_slider
 
@@ -13,16 +13,11 @@ FEATURED = ("surrogates", "gradient_flow")  # notebook 01: where a lecture start
 NAMES = list(FEATURED) + [n for n in INTERACTIVE if n not in FEATURED]
 
 
-def _summary(name: str) -> str:
-    doc = (INTERACTIVE[name][0].__doc__ or "").strip()
-    return doc.split("\n\n")[0].replace("\n", " ")
-
-
 @st.fragment
 def toy_explorer() -> None:
     name = st.selectbox("Figure", NAMES, key="toy", format_func=lambda n: n.replace("_", " "))
     builder, spec = INTERACTIVE[name]
-    st.caption(_summary(name))
+    st.caption(caption(name))
     left, right = st.columns([1, 3])
     with left:
         values = {param: spec_slider(s.description or param, s, f"toy_{name}_{param}") for param, s in spec.items()}

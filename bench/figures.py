@@ -120,39 +120,56 @@ def _recall_surrogate():
 def _recall_flow():
     f = gradient_flow.toy_gradients(family="recall")
     return gradient_flow.plot_recall_gradient_flow(), "; ".join(
-        f"{name} ∂L/∂s = ({', '.join(f'{g:+.2e}' for g in v.grads)})" for name, v in f.items()) + "."
+        f"{name} ∂L/∂s = ({', '.join(f'{g:+.2e}' for g in v.grads)})" for name, v in f.items()) + (
+        " — each panel has its own arrow scale (Sup-R@k's arrows magnified, as its title says): the directions "
+        "are the lesson, the printed values the magnitudes.")
+
+
+def _test_images(fast: bool):
+    """The ROADMAP model of notebook 04 and the test images its metrics are computed on."""
+    trainer = runs.trained_model("roadmap", fast=fast)
+    return (trainer, *runs.evaluation_embeddings(trainer))
 
 
 def _retrieval_grid(fast: bool):
-    trainer = runs.trained_model("roadmap", fast=fast)
-    emb, labels = trainer.embed("test")
+    trainer, emb, labels, index = _test_images(fast)
     queries = [0, 8, 16, 24, 32, 40]
     found = retrieval.retrieve(emb, labels, queries, k=6)
     names = [trainer.test_set.class_names[int(y)] for y in labels[:, 0]]
     hits = sum(any(r) for r in found["relevant"])
-    return (retrieval.plot_retrieval([trainer.test_set.image(i) for i in range(len(emb))], queries, found, names),
+    return (retrieval.plot_retrieval([trainer.test_set.image(i) for i in index], queries, found, names),
             f"ROADMAP, {trainer.config.steps} steps: {hits} of {len(queries)} queries have a relevant item in their top 6.")
 
 
 def _embedding(fast: bool):
-    trainer = runs.trained_model("roadmap", fast=fast)
-    emb, labels = trainer.embed("test", max_items=3000)
+    trainer, emb, labels, _ = _test_images(fast)
     points = retrieval.project_2d(emb)
     return (retrieval.plot_embedding_2d(points, labels[:, 1], trainer.test_set.coarse_names),
-            f"{len(emb)} test glyphs, first two principal components.")
+            f"{len(emb)} test glyphs (the evaluation subset), first two principal components.")
 
 
-def _loss_comparison(fast: bool):
-    rows = runs.loss_comparison(fast=fast)
+def _mean_std(row, metric: str) -> str:
+    """'92.9 ± 1.2' (%) for a study row, '92.9' for one run."""
+    return f"{100 * row[metric]:.1f}" + (f" ± {100 * row['std'][metric]:.1f}" if "std" in row else "")
+
+
+def _source(rows) -> str:
+    if rows and "std" in rows[0]:
+        return f"mean ± std over {len(rows[0]['seeds'])} seeds, from {rows[0]['source']}"
+    return f"one run each, seed {rows[0]['seed']}, trained here" if rows else ""
+
+
+def _loss_comparison():
+    rows = runs.loss_comparison(fast=False)
     return comparisons.plot_loss_comparison(rows), "; ".join(
-        f"{r['loss']}: R@1 {100 * r['R@1']:.1f}, mAP@R {100 * r['mAP@R']:.1f}, gap {r['gap']:.3f}" for r in rows) + (
-        f" (%, {rows[0]['steps']} steps of {rows[0]['batch_size']}, seed {rows[0]['seed']}, one run each).")
+        f"{r['loss']}: R@1 {_mean_std(r, 'R@1')}, mAP@R {_mean_std(r, 'mAP@R')}" for r in rows) + (
+        f" (%, {rows[0]['steps']} steps of {rows[0]['batch_size']}, {_source(rows)}; paired t-tests of each step of "
+        "the ablation: [results.md, 1](results.md)).")
 
 
 @functools.lru_cache(maxsize=2)
 def _class_tsne(fast: bool):
-    trainer = runs.trained_model("roadmap", fast=fast)
-    emb, labels = trainer.embed("test")
+    trainer, emb, labels, _ = _test_images(fast)
     max_items = retrieval.FAST_TSNE_ITEMS if fast else retrieval.FULL_TSNE_ITEMS
     return trainer, retrieval.class_tsne(emb, labels, trainer.test_set.class_names, max_items=max_items)
 
@@ -162,7 +179,7 @@ def _tsne_classes(fast: bool):
     n = len(m["index"])
     return (retrieval.plot_embedding_2d(m["points"], m["fine"], m["names"], highlight=m["coloured"], axis_title="t-SNE",
                                         title=f"t-SNE of {n} test embeddings (ROADMAP), the first 16 classes coloured"),
-            f"{n} test images of the first {len(set(m['fine'].tolist()))} held-out classes: {m['map_agreement']:.2f} of "
+            f"{n} test images of {len(set(m['fine'].tolist()))} held-out classes: {m['map_agreement']:.2f} of "
             f"each point's 5 nearest neighbours on the map are the same glyph ({m['embedding_agreement']:.2f} in the "
             f"64-d space, chance {m['chance']:.3f}).")
 
@@ -171,36 +188,62 @@ def _tsne_scripts(fast: bool):
     trainer, m = _class_tsne(fast)
     n = len(m["index"])
     agree = retrieval.same_group_neighbours(m["points"], m["coarse"], 5, "euclidean")
+    chance = retrieval.chance_neighbours(m["coarse"])
+    lesson = (f" **Does not reproduce the paper's lesson here:** ROADMAP groups glyphs by script ({agree / chance:.0f}x "
+              "chance) without ever seeing the scripts, unlike Smooth-AP's map on SOP. Likely reason: the glyphs of a "
+              "script share their strokes (Braille dots, box-drawing lines, arrowheads), so the features that tell "
+              "glyphs apart also tell scripts apart." if agree > 2 * chance else "")
     return (retrieval.plot_embedding_2d(m["points"], m["coarse"], trainer.test_set.coarse_names, axis_title="t-SNE",
                                         title=f"t-SNE of {n} test embeddings (ROADMAP), coloured by script"),
-            f"same map: {agree:.2f} of the 5 nearest neighbours share the script (chance "
-            f"{retrieval.chance_neighbours(m['coarse']):.2f}); the loss never saw scripts.")
+            f"same map: {agree:.2f} of the 5 nearest neighbours share the script (chance {chance:.2f}); the loss "
+            f"never saw scripts.{lesson}")
 
 
 def _hierarchical_levels(fast: bool):
     rows = hierarchical_runs.hierarchical_study(fast=fast)
     keys = hierarchical_runs.LEVEL_METRICS
+    claims = hierarchical_runs.tab_ix_claims(*rows)
+    failed = [c["paper_name"] for c in claims if not c["holds"]]
     return comparisons.plot_level_metrics(rows), "; ".join(
         f"{r['loss']}: " + ", ".join(f"{k} {100 * r[k]:.1f}" for k in keys) for r in rows) + (
-        f" (%, {rows[0]['steps']} steps of {rows[0]['batch_size']}, hierarchical sampler, seed {rows[0]['seed']}).")
+        f" (%, {rows[0]['steps']} steps of {rows[0]['batch_size']}, hierarchical sampler, seed {rows[0]['seed']}, "
+        "one run each). HAPPIER − Smooth-AP: " + ", ".join(f"{c['paper_name']} {c['measured']:+.1f} pt (paper "
+                                                           f"{c['paper']:+.1f})" for c in claims) + "." + (
+        f" **Not reproduced at this scale:** {', '.join(failed)} (one seed; likely reasons in notebook 05, section 5: "
+        f"a proxy of L_DG* is pulled ~{_proxy_pulls(fast):.0f} times in such a run, ~130 times on SOP)." if failed else ""))
+
+
+def _proxy_pulls(fast: bool) -> float:
+    """How often a class (so its L_DG* proxy) is in a batch during HAPPIER's run: steps x classes per batch / classes."""
+    trainer = hierarchical_runs.hierarchical_model("happier", fast=fast)
+    cfg = trainer.config
+    return cfg.steps * (cfg.batch_size / cfg.m) / len(trainer.loss_fn.decomposability_loss.proxies)
 
 
 def _class_means_tsne(fast: bool):
     maps, names = {}, {}
     for loss in hierarchical_runs.HIERARCHICAL_LOSSES:
         trainer = hierarchical_runs.hierarchical_model(loss, fast=fast)
-        maps[loss] = retrieval.class_mean_map(*trainer.embed("test"))
+        emb, labels, _ = runs.evaluation_embeddings(trainer)
+        maps[loss] = retrieval.class_mean_map(emb, labels)
         names = trainer.test_set.coarse_names
+    first = next(iter(maps.values()))
+    gain = maps["happier"]["embedding_agreement"] - maps["smooth_ap"]["embedding_agreement"]
+    lesson = (" **Does not reproduce Fig. 9's lesson here:** SmoothAP's class means already gather by script "
+              f"({maps['smooth_ap']['embedding_agreement'] / first['chance']:.0f}x chance) and HAPPIER adds "
+              f"{gain:+.3f}; glyphs of one script look alike, and HAPPIER's proxies have barely moved after "
+              f"{trainer.config.steps} steps." if gain < 0.1 else "")
     return retrieval.plot_class_mean_maps(maps, names), "; ".join(
         f"{loss}: {m['embedding_agreement']:.3f} of each class mean's 5 nearest class means share its script "
         f"({m['map_agreement']:.3f} on the map)" for loss, m in maps.items()) + (
-        f"; chance {next(iter(maps.values()))['chance']:.3f}, {next(iter(maps.values()))['num_classes']} test classes.")
+        f"; chance {first['chance']:.3f}, {first['num_classes']} test classes (those of the evaluation subset).{lesson}")
 
 
-def _recall_study(fast: bool):
-    rows = runs.recall_study(fast=fast)
+def _recall_study():
+    rows = runs.recall_study(fast=False)
     return comparisons.plot_recall_study(rows), "; ".join(
-        f"{r['loss']}: R@1 {r['R@1']:.3f}, R@8 {r['R@8']:.3f}" for r in rows) + "."
+        f"{r['loss']}: R@1 {_mean_std(r, 'R@1')}, R@8 {_mean_std(r, 'R@8')}" for r in rows) + (
+        f" (%, {_source(rows)}; Sup-R@k − Smooth-R@k, paired t-tests: [results.md, 1](results.md)).")
 
 
 ENTRIES = [
@@ -256,10 +299,10 @@ ENTRIES = [
     Entry("embedding_pca", "Test embeddings in 2-D", "SupRank Fig. 9 (there t-SNE)",
           "A projection of the embedding space shows how classes and coarse groups are organised.", _embedding, "04",
           trained=True),
-    Entry("loss_comparison", "SmoothAP, SupAP, ROADMAP from the same seed", "ROADMAP Table 2",
+    Entry("loss_comparison", "SmoothAP, SupAP, ROADMAP, seed for seed", "ROADMAP Table 2",
           "Replacing SmoothAP's sigmoid by H⁻ (SupAP) improves R@1 / mAP@R (+0.9 pt R@1 on CUB, +0.5 on SOP, +1.5 on "
           "iNaturalist), and adding L_calibr. (ROADMAP) improves again (CUB R@1 62.1 → 62.9 → 64.2, mAP@R 23.9 → "
-          "24.6 → 25.3).", _loss_comparison, "04", trained=True),
+          "24.6 → 25.3).", _loss_comparison, "04"),
     Entry("tsne_classes", "t-SNE of the test embeddings, by class", "SupRank Fig. 9 (t-SNE), ROADMAP Fig. 6",
           "A t-SNE keeps neighbourhoods: a trained model puts the images of one class together, even for classes "
           "never seen in training.", _tsne_classes, "04", trained=True),
@@ -274,7 +317,7 @@ ENTRIES = [
           "With Smooth-AP no clear cluster of the coarse level is visible; with HAPPIER the class means of one "
           "coarse label gather.", _class_means_tsne, "05", trained=True),
     Entry("recall_study", "Training with recall losses", "SupRank Tab. II",
-          "Sup-R@k trains better R@k than Smooth-R@k.", _recall_study, "06", trained=True),
+          "Sup-R@k trains better R@k than Smooth-R@k.", _recall_study, "06"),
 ]
 
 
@@ -318,11 +361,14 @@ def write_doc(entries: list[Entry], measured: dict[str, str], out: Path = OUT, d
              f"run trains a {full['model']} (64-d embedding) on all glyph training classes for {full['steps']} steps of "
              f"{full['batch_size']} images (m = {full['m']} per class, Adam, lr 1e-3, seed {full['seed']}) and is "
              f"evaluated on a fixed subset of ~{full['eval_max_items']} test images (whole classes, every image a "
-             f"query); HAPPIER vs SmoothAP with the hierarchical sampler; t-SNE maps on the first "
-             f"~{retrieval.FULL_TSNE_ITEMS} test images (by class) or all test class means. One run per setting: "
-             "differences of a point or two are within seed-to-seed noise. The times in brackets were measured on 2 "
-             "CPU cores shared with other jobs. The batch-size, gap and bin-count figures come from the reproduction "
-             "study instead (3 seeds, [results.md](results.md)).", ""]
+             f"query); HAPPIER vs SmoothAP with the hierarchical sampler for "
+             f"{hierarchical_runs.hierarchical_overrides(fast=False).get('steps', full['steps'])} steps; the maps, the "
+             "retrieved images and the class means are those of the evaluation subset (t-SNE on at most "
+             f"~{retrieval.FULL_TSNE_ITEMS} points). These are the models the notebooks train in full mode, one run "
+             "per setting: differences of a point or two are within seed-to-seed noise. The times in brackets were "
+             "measured on 2 CPU cores shared with other jobs. The loss comparison and the recall losses (mean ± std "
+             "over 3 seeds) and the batch-size, gap and bin-count figures come from the reproduction study "
+             "([results.md](results.md), `results/*.json`): no training.", ""]
     for e in entries:
         lines += [f"<!-- figure: {e.name} -->", f"## {e.title} — {e.source}", "",
                   f"*Paper:* {e.statement}", ""]

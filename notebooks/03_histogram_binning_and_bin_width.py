@@ -42,6 +42,7 @@
 
 # %%
 import torch
+from IPython.display import Markdown
 
 from lab.losses.functional import fast_ap
 from lab.core.env import fast_mode
@@ -49,8 +50,9 @@ from lab.viz.binning import (apq_vs_ap, bin_tradeoff, bins, histogram_summary, m
                              plot_bin_tradeoff, plot_soft_binning, soft_assignment)
 from lab.viz.controls import explore
 from lab.viz.registry import INTERACTIVE
-from lab.experiments.runs import bins_study
+from lab.experiments.runs import bins_study, source_note
 from lab.viz.comparisons import plot_bins_study
+from lab.studies.verdicts import study_verdict
 
 print("fast mode:", fast_mode())
 
@@ -139,16 +141,33 @@ explore(*INTERACTIVE["apq_scatter"])
 # ## 4. Training with different bin counts (FastAP Fig. 4b)
 #
 # FastAP's authors find test R@1 peaks around 10 bins: more bins approximate AP better but
-# remove the margin of section 2. Here each run trains the small CNN with FastAP on glyphs for
-# the same number of steps. In fast mode (tests) the runs are a few steps on a small class subset: the
-# figure is drawn, the numbers are noise; run without `LAB_FAST` for the documentation figure.
+# remove the margin of section 2. Here each run trains the small CNN with FastAP or AP_Q
+# (`soft_bin_ap`) on glyphs for the same number of steps, with 2 to 40 bins. The right panel
+# zooms on 5 bins and more, where the peak is decided: the differences there are a point or less.
+#
+# In full mode these 10 settings are the reproduction study's (`results/bins.json`, 3 seeds each):
+# the cell reads them; `bins_study(retrain=True)` trains one seed of each here (about 30 min on 2
+# cores). In fast mode (tests) the runs are a few steps on a small class subset: the figure is
+# drawn, the numbers are noise.
 
 # %%
 rows = bins_study()
+print(source_note(rows, "bins", "bins_study(retrain=True)"))
 for row in rows:
-    print(f"num_bins {row['num_bins']:3d}: R@1 {row['R@1']:.3f}  mAP@R {row['mAP@R']:.3f}  ({row['seconds']:.0f} s)")
+    print(f"{row['loss']:12s} num_bins {row['num_bins']:3d}: R@1 {row['R@1']:.3f}  mAP@R {row['mAP@R']:.3f}")
 assert all(0 <= row["R@1"] <= 1 for row in rows)
 plot_bins_study(rows)
+
+# %% [markdown]
+# The study's verdict, computed from `results/bins.json` by the rule of
+# [docs/results.md](../docs/results.md): the bin count with the best mean R@1 must be inside the
+# grid, between 5 and 20. The rule looks at the means only: compare the differences in the zoomed
+# panel with their error bars (one std over seeds) before reading a peak into them — the part of
+# Fig. 4b that a figure of this size can show without doubt is at the left, where too few bins
+# lump positives and negatives together.
+
+# %%
+Markdown(study_verdict("bins"))
 
 # %% [markdown]
 # ## Summary

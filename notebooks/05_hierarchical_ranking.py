@@ -55,11 +55,14 @@ from IPython.display import Markdown
 from lab.core.env import fast_mode
 from lab.viz.controls import explore
 from lab.viz.hierarchical import LADA_RANKINGS, LEVEL_NAMES, hierarchical_pr, lada_example, lada_relevance, plot_lada
-from lab.experiments.hierarchical import LEVEL_METRICS, hierarchical_model, hierarchical_overrides, hierarchical_study
-from lab.experiments.runs import run_settings
+from lab.experiments.hierarchical import (LEVEL_METRICS, hierarchical_model, hierarchical_overrides, hierarchical_study,
+                                          tab_ix_claims)
+from lab.experiments.runs import evaluation_embeddings, notebook_config
 from lab.viz.comparisons import metrics_table, plot_level_metrics
 from lab.viz.retrieval import class_mean_map, plot_class_mean_maps
 from lab.viz.registry import INTERACTIVE
+
+print("fast mode:", fast_mode())
 
 # %% [markdown]
 # ## 1. Relevance of each level
@@ -140,15 +143,18 @@ assert flat["top row"]["h_ap"] == flat["bottom row"]["h_ap"]
 # each batch holds $m = 4$ images per class from classes of two scripts, so every query has
 # same-script items in its batch. Scripts with fewer than `batch_size / (2m)` training classes
 # cannot fill a half-batch and are left out (a warning says which: in full mode, Currency with
-# 13 classes). Test metrics, each averaged over all test queries:
+# 13 classes). The reproduction study has no hierarchical runs, so both models are trained here:
+# in full mode 150 steps of 128 each (half the study's budget, about a minute per model on 2 cores,
+# with a progress bar), one seed — in fast mode 3 steps. Test metrics, each averaged over all test
+# queries of the evaluation subset (~2,000 images of whole test classes in full mode):
 #
 # * AP@glyph (= mAP) and AP@script: AP with the positives of one level (Eq. 34; SupRank Tab. IX's
 #   "fine AP" and "coarse AP"),
 # * H-AP (Eq. 19), NDCG and ASI (SupRank Sec. C-A1): the whole ranking against the hierarchy.
 
 # %%
-print("settings:", {**{k: v for k, v in run_settings().items() if k in ("steps", "batch_size", "seed")},
-                    **hierarchical_overrides()})
+settings = notebook_config("happier", **hierarchical_overrides())
+print("settings:", {k: getattr(settings, k) for k in ("steps", "batch_size", "seed", "sampler", "eval_max_items")})
 rows = hierarchical_study()
 smooth, happier = rows
 for row in rows:
@@ -160,22 +166,33 @@ Markdown(metrics_table(rows, LEVEL_METRICS))
 plot_level_metrics(rows)
 
 # %% [markdown]
-# **The claim.** SupRank (Sec. VII-C, Tab. IX) finds that HAPPIER gives up a little at the fine
-# level (SOP: R@1 81.0 vs 81.3, fine AP 60.4 vs 61.7 for Smooth-AP) for much better coarse-level
-# AP (58.4 vs 13.4) and H-AP. The cell below measures the two differences; in fast mode (3
-# steps) they are noise and nothing is asserted about them.
+# **The claim.** SupRank (Sec. VII-C, Tab. IX; Tab. V for H-AP) finds that HAPPIER gives up a
+# little at the fine level (SOP: R@1 81.0 vs 81.3, fine AP 60.4 vs 61.7 for Smooth-AP) for a much
+# better coarse-level AP (58.4 vs 13.4) and H-AP (+16.4 pt over the best fine-level method). The
+# cell below sets each of these differences next to the one measured here, and says whether it
+# goes the paper's way (same sign). These are single runs: differences of a point or two are
+# within the seed-to-seed spread (about one point of mAP@R in the reproduction study), and in fast
+# mode they are noise.
 
 # %%
-fine_change = happier["AP@glyph"] - smooth["AP@glyph"]
-coarse_change = happier["AP@script"] - smooth["AP@script"]
-hap_change = happier["H-AP"] - smooth["H-AP"]
-print(f"HAPPIER - SmoothAP: AP@glyph {100 * fine_change:+.1f} pt, AP@script {100 * coarse_change:+.1f} pt, "
-      f"H-AP {100 * hap_change:+.1f} pt, R@1 {100 * (happier['R@1'] - smooth['R@1']):+.1f} pt")
-if not fast_mode():
-    assert coarse_change > 0 and hap_change > 0  # measured in full mode: see the text below
+for claim in tab_ix_claims(smooth, happier):
+    print(f"{claim['paper_name']:9s} HAPPIER − Smooth-AP: paper {claim['paper']:+5.1f} pt (SOP), here "
+          f"{claim['measured']:+5.1f} pt ({claim['metric']}): {'same' if claim['holds'] else 'opposite'} direction")
+print(f"NDCG {100 * (happier['NDCG'] - smooth['NDCG']):+.1f} pt, ASI {100 * (happier['ASI'] - smooth['ASI']):+.1f} pt")
 
 # %% [markdown]
-# In full mode (300 steps of 128 images, seed 0; see `docs/figures.md`), FULL_MODE_RESULTS
+# **Why it may not hold here.** In the full-mode runs documented in
+# [docs/figures.md](../docs/figures.md), HAPPIER gains at the coarse level but loses H-AP: the
+# paper's H-AP claim does not hold at this scale. Likely reasons, each measured elsewhere in the
+# lab: (1) HAPPIER's $\mathcal{L}_\text{DG}^*$ pulls each embedding towards a proxy of its class,
+# and a proxy moves only when its class is in the batch — two or three times in these runs (150
+# batches of 32 classes, 1,844 classes), against ~130 times on SOP; in the reproduction study,
+# ROADMAP with this proxy loss ends about 6 points of mAP@R below SupAP at twice this budget
+# ([docs/results.md](../docs/results.md), study 1). (2) By Eq. 20, each level $l$ carries a total
+# relevance of $(l/L)^\alpha$: the glyph level weighs twice the script level in H-AP, and the
+# glyph level is where HAPPIER loses. (3) A fine-level loss already groups glyphs by script
+# (notebook 04, section 3), which leaves less to gain at the coarse level than on SOP. The numbers
+# printed above are the ones to trust for this kernel's run.
 
 # %% [markdown]
 # ## 6. Where the class means go (SupRank Fig. 9)
@@ -184,23 +201,30 @@ if not fast_mode():
 # Smooth-AP no coarse cluster is visible, with HAPPIER classes of one coarse label gather. A map
 # is a picture; the number in each panel's title measures the same thing in the 64-d embedding
 # space itself: the fraction of each class mean's 5 nearest class means (cosine) that share its
-# script, against the fraction if scripts were placed at random.
+# script, against the fraction if scripts were placed at random. The class means are those of the
+# evaluation images (in full mode ~250 test classes; a t-SNE of so few points takes seconds).
 
 # %%
 maps = {}
 for loss in ("smooth_ap", "happier"):
     trainer = hierarchical_model(loss)
-    maps[loss] = class_mean_map(*trainer.embed("test"), seed=0)
+    embeddings, labels, _ = evaluation_embeddings(trainer)
+    maps[loss] = class_mean_map(embeddings, labels, seed=0)
     m = maps[loss]
     print(f"{loss}: {m['num_classes']} class means; same-script 5-NN {m['embedding_agreement']:.3f} in the embedding "
           f"space, {m['map_agreement']:.3f} on the map (chance {m['chance']:.3f})")
     assert m["points"].shape == (m["num_classes"], 2) and 0 <= m["embedding_agreement"] <= 1
-if not fast_mode():
-    assert maps["happier"]["embedding_agreement"] > maps["smooth_ap"]["embedding_agreement"]  # measured, see below
+gain = maps["happier"]["embedding_agreement"] - maps["smooth_ap"]["embedding_agreement"]
+print(f"HAPPIER − SmoothAP: {gain:+.3f} of same-script neighbours")
 plot_class_mean_maps(maps, trainer.test_set.coarse_names)
 
 # %% [markdown]
-# FULL_MODE_TSNE
+# **Does Fig. 9's lesson hold here?** It would show as a same-script fraction near chance for
+# SmoothAP and well above it for HAPPIER. Compare the printed numbers: in the full-mode runs of
+# [docs/figures.md](../docs/figures.md) both are far above chance and close to each other — the
+# figure does not reproduce the paper's lesson at this scale. SmoothAP's class means already
+# gather by script, as ROADMAP's images do in notebook 04 (glyphs of a script look alike), and
+# HAPPIER, after ~1 epoch with a proxy loss whose proxies have barely moved, adds little to it.
 
 # %% [markdown]
 # ## Summary
@@ -212,7 +236,8 @@ plot_class_mean_maps(maps, trainer.test_set.coarse_names)
 # * The exponent $\alpha$ of Eq. 20 trades fine-grained accuracy against coarse consistency.
 # * Trained on both label levels, HAPPIER is compared with SmoothAP level by level: the
 #   fine-level AP, the coarse-level AP, H-AP, NDCG and ASI, and the layout of the class means.
-#   FULL_MODE_SUMMARY
+#   At this scale (one seed, ~1 epoch of a small CNN) only part of SupRank's claims hold: the
+#   cells of sections 5-6 print which, with the numbers, and the likely reasons.
 #
 # ## Exercises
 #

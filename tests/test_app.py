@@ -15,6 +15,7 @@ from streamlit.testing.v1 import AppTest
 from app_pages.reattach import REGISTRY
 from lab.losses import LOSSES
 from lab.train import NonFiniteLossError, Trainer
+from lab.viz.registry import caption
 from tests._spies import record_step_threads
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
@@ -356,8 +357,10 @@ def test_the_toy_explorer_redraws_from_its_sliders():
     at = app()
     at.segmented_control(key="view").set_value("Toy explorer").run()
     assert "τ = 0.01" in chart(at, "toy_fig_surrogates")["layout"]["title"]["text"]
+    assert caption("surrogates") in [c.value for c in at.caption]  # the notebooks' caption, one source
     at.select_slider(key="toy_surrogates_tau").set_value(0.1).run()
     assert "τ = 0.1," in chart(at, "toy_fig_surrogates")["layout"]["title"]["text"]
     at.selectbox(key="toy").set_value("gradient_flow").run()
     flow = chart(at, "toy_fig_gradient_flow")
     assert "Gradient flow" in flow["layout"]["title"]["text"] and not at.exception
+    assert caption("gradient_flow") in [c.value for c in at.caption]

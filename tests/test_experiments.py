@@ -1,6 +1,7 @@
 """The notebooks' runs (lab.experiments) and the figures of their rows (lab.viz.comparisons: ROADMAP Fig. 5,
 FastAP Fig. 4b, Table 2), with one tiny run."""
 import pytest
+import torch
 
 from lab.experiments import runs
 from lab.viz import comparisons
@@ -18,16 +19,37 @@ def test_relative_gain_is_fig_5s_axis():
 
 def test_batch_size_figure_draws_the_rows():
     fig = comparisons.plot_batch_size_study(rows())
-    lines = {t.name: (list(t.x), list(t.y)) for t in fig.data if t.type == "scatter"}
-    assert lines["sup_ap"] == ([32.0, 128.0], [0.30, 0.10]) and lines["roadmap"] == ([32.0, 128.0], [0.20, 0.09])
+    lines = {(t.name, t.xaxis): (list(t.x), list(t.y)) for t in fig.data if t.type == "scatter"}
+    assert lines["sup_ap", "x"] == ([32.0, 128.0], [0.20, 0.40]) and lines["roadmap", "x"] == ([32.0, 128.0], [0.25, 0.42])
+    assert lines["sup_ap", "x3"] == ([32.0, 128.0], [0.30, 0.10]) and lines["roadmap", "x3"] == ([32.0, 128.0], [0.20, 0.09])
     bars = [t for t in fig.data if t.type == "bar"][0]
     assert list(bars.x) == ["32", "128"] and list(bars.y) == pytest.approx([25.0, 5.0])
+    assert not bars.error_y.visible  # one run per setting: no spread to draw
+
+
+def test_relative_gains_pair_the_seeds():
+    """With per-seed values, the gain is computed seed by seed (ROADMAP seed s against SupAP seed s)."""
+    def row(loss, values):
+        return {"loss": loss, "batch_size": 32, "steps": 5, "mAP@R": sum(values) / 2, "seeds": [0, 1],
+                "values": {"mAP@R": values}, "std": {"mAP@R": 0.0}}
+
+    gains = comparisons.relative_gains([row("sup_ap", [0.2, 0.4]), row("roadmap", [0.3, 0.4])])
+    assert gains == {32: pytest.approx([50.0, 0.0])}  # not 100 * (0.35 - 0.3) / 0.3 = 16.7
+    assert comparisons.relative_gain([row("sup_ap", [0.2, 0.4]), row("roadmap", [0.3, 0.4])]) == {32: pytest.approx(25.0)}
 
 
 def test_bins_figure_draws_the_rows():
-    data = [{"loss": "fast_ap", "steps": 3, "num_bins": n, "R@1": r, "mAP@R": r / 2} for n, r in ((4, 0.3), (20, 0.5))]
+    data = [{"loss": loss, "steps": 3, "num_bins": n, "R@1": r + d, "mAP@R": r / 2}
+            for loss, d in (("fast_ap", 0.0), ("soft_bin_ap", 0.01)) for n, r in ((2, 0.3), (5, 0.5), (20, 0.52))]
     fig = comparisons.plot_bins_study(data)
-    assert list(fig.data[0].x) == [4.0, 20.0] and list(fig.data[0].y) == [0.3, 0.5]
+    left = [t for t in fig.data if t.xaxis == "x"]
+    right = [t for t in fig.data if t.xaxis == "x2"]
+    assert [t.name for t in left] == ["fast_ap", "soft_bin_ap"]
+    assert list(left[0].x) == [2.0, 5.0, 20.0] and list(left[0].y) == [0.3, 0.5, 0.52]
+    assert list(right[1].x) == [5.0, 20.0] and list(right[1].y) == pytest.approx([0.51, 0.53])  # the zoom drops 2 bins
+    lo, hi = fig.layout.yaxis2.range
+    assert 0.4 < lo < 0.5 and 0.53 < hi < 0.6  # zoomed on 5 bins and more, the 0.3 left out
+    assert list(fig.layout.xaxis.tickvals) == [2.0, 5.0, 20.0] and list(fig.layout.xaxis.ticktext) == ["2", "5", "20"]
 
 
 def test_fast_mode_shrinks_the_runs(monkeypatch):
@@ -56,10 +78,11 @@ def ablation_rows():
 
 def test_loss_comparison_changes_only_the_loss(monkeypatch):
     calls = []
-    monkeypatch.setattr(runs, "train_and_evaluate", lambda loss, **kw: calls.append((loss, kw)) or {"loss": loss})
+    monkeypatch.setattr(runs, "train_and_evaluate",
+                        lambda loss, loss_kwargs=None, **kw: calls.append((loss, loss_kwargs, kw)) or {"loss": loss})
     rows = runs.loss_comparison(fast=True, seed=3)
     assert [r["loss"] for r in rows] == ["smooth_ap", "sup_ap", "roadmap"]  # ROADMAP Table 2's rows
-    assert [kw for _, kw in calls] == [{"fast": True, "seed": 3}] * 3
+    assert [(kwargs, kw) for _, kwargs, kw in calls] == [(None, {"fast": True, "seed": 3})] * 3
 
 
 def test_metrics_table_prints_percent_and_bolds_the_best():
@@ -70,24 +93,98 @@ def test_metrics_table_prints_percent_and_bolds_the_best():
     assert comparisons.metrics_table(ablation_rows(), ["mAP@R"]).splitlines()[3] == "| sup_ap | 24.6 |"
 
 
+def panels(fig):
+    """{panel title: {trace name: (x, y)}} of a plot_metric_points figure (means only)."""
+    titles = {f"x{'' if i == 0 else i + 1}": a.text for i, a in enumerate(fig.layout.annotations)}
+    out = {}
+    for t in fig.data:
+        if t.name != "one seed":
+            out.setdefault(titles[t.xaxis], {})[t.name] = (list(t.x), list(t.y))
+    return out
+
+
 def test_loss_comparison_figure_draws_the_rows():
     fig = comparisons.plot_loss_comparison(ablation_rows())
-    assert [t.name for t in fig.data] == ["smooth_ap", "sup_ap", "roadmap"]
-    assert list(fig.data[2].x) == list(comparisons.RETRIEVAL)
-    assert list(fig.data[2].y) == pytest.approx([0.642, 0.692, 0.742, 0.792, 0.253])
-    assert fig.layout.barmode == "group" and "300 steps" in fig.layout.title.text
+    drawn = panels(fig)
+    assert list(drawn) == list(comparisons.RETRIEVAL)  # one panel per metric
+    assert list(drawn["R@1"]) == ["smooth_ap", "sup_ap", "roadmap"]
+    assert [drawn[m]["roadmap"][1][0] for m in drawn] == pytest.approx([0.642, 0.692, 0.742, 0.792, 0.253])
+    assert [drawn["mAP@R"][loss][0][0] for loss in drawn["mAP@R"]] == [0.0, 1.0, 2.0]  # same x in every panel
+    assert "300 steps" in fig.layout.title.text and "seed 0" in fig.layout.title.text
     recall = comparisons.plot_recall_study(ablation_rows())  # the same builder, R@k only
-    assert list(recall.data[0].x) == ["R@1", "R@2", "R@4", "R@8"]
+    assert list(panels(recall)) == ["R@1", "R@2", "R@4", "R@8"]
 
 
-def test_fast_runs_use_one_thread_and_give_it_back(monkeypatch):
+def study_rows():
+    """Rows as lab.experiments.cached makes them: mean, std and per-seed values (3 seeds)."""
+    out = []
+    for loss, values in (("smooth_ap", [0.912, 0.921, 0.918]), ("roadmap", [0.925, 0.936, 0.927])):
+        mean = sum(values) / 3
+        std = (sum((v - mean) ** 2 for v in values) / 2) ** 0.5
+        out.append({"loss": loss, "steps": 300, "seeds": [0, 1, 2], "R@1": mean, "std": {"R@1": std},
+                    "values": {"R@1": values}})
+    return out
+
+
+def test_small_differences_get_a_zoomed_axis_and_the_seed_spread():
+    fig = comparisons.plot_metric_points(study_rows(), ["R@1"], "t")
+    lo, hi = fig.layout.yaxis.range
+    values = [v for r in study_rows() for v in r["values"]["R@1"]]
+    assert 0.85 < lo < min(values) and max(values) < hi <= 1.0  # not from 0: 1-point differences fill the panel
+    assert (hi - lo) < 0.1
+    means = [t for t in fig.data if t.name != "one seed"]
+    for t, row in zip(means, study_rows()):
+        assert t.error_y.visible and list(t.error_y.array) == pytest.approx([row["std"]["R@1"]])  # one std over seeds
+    dots = [t for t in fig.data if t.name == "one seed"]
+    assert [list(t.y) for t in dots] == [r["values"]["R@1"] for r in study_rows()]  # every seed drawn
+    assert "3 seeds" in comparisons.plot_loss_comparison([{**r, **{m: r["R@1"] for m in comparisons.RETRIEVAL},
+                                                          "std": {m: 0.01 for m in comparisons.RETRIEVAL}}
+                                                         for r in study_rows()]).layout.title.text
+    assert "does not start at 0" in fig.layout.title.text
+
+
+def test_zoomed_range_holds_the_data_and_a_minimum_span():
+    assert comparisons.zoomed_range([0.5], [0.5]) == pytest.approx([0.49, 0.51])  # min_span 0.02 around one value
+    lo, hi = comparisons.zoomed_range([0.60, 0.62], [0.64, 0.70])
+    assert lo == pytest.approx(0.60 - 0.025) and hi == pytest.approx(0.70 + 0.025)
+    assert comparisons.zoomed_range([0.001], [0.999]) == [0.0, 1.0]  # clipped to the metric's range
+
+
+def test_metrics_table_prints_the_spread_over_seeds():
+    lines = comparisons.metrics_table(study_rows(), ["R@1"]).splitlines()
+    assert lines[2] == "| smooth_ap | 91.7 ± 0.5 |" and lines[3] == "| roadmap | **92.9 ± 0.6** |"
+
+
+def test_runs_use_one_thread_and_give_it_back(monkeypatch):
     import torch
 
     before = torch.get_num_threads()
-    monkeypatch.setenv("LAB_FAST", "1")
-    with runs.fast_threads():
-        assert torch.get_num_threads() == 1
-    assert torch.get_num_threads() == before
-    monkeypatch.setenv("LAB_FAST", "0")
-    with runs.fast_threads():
+    for fast in ("1", "0"):  # full mode too: on 2 shared cores one thread trained 4x faster than two
+        monkeypatch.setenv("LAB_FAST", fast)
+        with runs.run_threads():
+            assert torch.get_num_threads() == runs.RUN_THREADS == 1
         assert torch.get_num_threads() == before
+
+
+@pytest.mark.slow
+def test_full_mode_paths_with_a_tiny_budget(monkeypatch, capsys):
+    """Full mode's code (progress bars, the evaluation subset, the hierarchical settings, training
+    what results/ lacks) on a run of 1 step: what notebooks 04-05 run, minus the minutes."""
+    from lab.experiments import hierarchical
+
+    tiny = dict(steps=1, batch_size=16, dataset_kwargs={"num_classes": 120, "instances_per_class": 4},
+                probe_batches=2, eval_max_items=60, progress=True)
+    monkeypatch.setattr(runs, "FULL_RUN", tiny)
+    monkeypatch.setattr(hierarchical, "FULL_HIERARCHY", {"sampler": "hierarchical"})
+    monkeypatch.setenv("LAB_FAST", "0")
+    smooth, happier = hierarchical.hierarchical_study()
+    assert happier["steps"] == 1 and happier["source"] == "trained" and 0 <= happier["H-AP"] <= 1
+    err = capsys.readouterr().err
+    assert "train: 100%" in err and "1/1" in err  # the trainer's tqdm bar of the training steps, in full mode
+    trainer = hierarchical.hierarchical_model("happier")
+    embeddings, labels, index = runs.evaluation_embeddings(trainer)
+    assert 60 <= len(index) < len(trainer.test_set) and len(embeddings) == len(labels) == len(index)
+    assert torch.equal(labels, trainer.test_set.labels[index])  # the rows of the images shown
+    fine = set(labels[:, 0].tolist())
+    assert all((trainer.test_set.labels[:, 0] == c).sum() == (labels[:, 0] == c).sum() for c in fine)  # whole classes
+    assert runs.loss_comparison(["sup_ap"])[0]["source"] == "trained"  # not in results/: trained, not invented

@@ -58,12 +58,25 @@ def test_class_mean_map_and_its_figure():
 
 
 def test_level_metrics_figure_draws_the_rows():
-    rows = [{"loss": loss, "steps": 5, **{m: v + i / 10 for i, m in enumerate(ht.LEVEL_METRICS)}}
+    rows = [{"loss": loss, "steps": 5, "seed": 0, **{m: v + i / 10 for i, m in enumerate(ht.LEVEL_METRICS)}}
             for loss, v in (("smooth_ap", 0.1), ("happier", 0.2))]
     fig = comparisons.plot_level_metrics(rows)
-    assert [t.name for t in fig.data] == ["smooth_ap", "happier"]
-    assert list(fig.data[1].x) == list(ht.LEVEL_METRICS)
-    assert list(fig.data[1].y) == pytest.approx([0.2 + i / 10 for i in range(len(ht.LEVEL_METRICS))])
+    assert [a.text for a in fig.layout.annotations] == list(ht.LEVEL_METRICS)  # one panel per metric
+    happier = [t for t in fig.data if t.name == "happier"]
+    assert len(happier) == len(ht.LEVEL_METRICS) and [t.showlegend for t in happier].count(True) == 1
+    assert [t.y[0] for t in happier] == pytest.approx([0.2 + i / 10 for i in range(len(ht.LEVEL_METRICS))])
+
+
+def test_tab_ix_claims_compare_signs_with_the_paper():
+    metrics = ("R@1", "AP@glyph", "AP@script", "H-AP")
+    smooth = dict(zip(metrics, (0.90, 0.78, 0.25, 0.59)))
+    happier = dict(zip(metrics, (0.87, 0.72, 0.30, 0.566)))
+    claims = {c["metric"]: c for c in ht.tab_ix_claims(smooth, happier)}
+    assert claims["AP@script"]["paper"] == pytest.approx(58.4 - 13.4)  # SupRank Tab. IX, SOP coarse AP
+    assert claims["AP@script"]["measured"] == pytest.approx(5.0) and claims["AP@script"]["holds"]
+    assert claims["AP@glyph"]["paper"] == pytest.approx(60.4 - 61.7) and claims["AP@glyph"]["holds"]  # both lower
+    assert claims["H-AP"]["measured"] == pytest.approx(-2.4) and not claims["H-AP"]["holds"]  # paper: +16.4
+    assert claims["R@1"]["holds"]  # -3.0 here, -0.3 in the paper
 
 
 def test_both_losses_use_the_hierarchical_sampler():

@@ -212,6 +212,45 @@ def test_batch_size_figure_draws_the_relative_gain():
     assert [round(p.get_height(), 6) for p in bars] == [round(mean_std(g).mean, 6) for g in gains.values()]
 
 
+def test_bins_figure_has_readable_ticks_a_title_that_fits_and_a_zoom():
+    recs = [fake_execute(s) for s in study_spec.study_runs("bins")]
+    for i, r in enumerate(recs):  # 2 bins far below the rest, as measured: the zoom must leave it out
+        r["R@1"] = 0.25 if r["params"]["num_bins"] == 2 else 0.92 + 0.002 * (i % 5)
+    fig = plots.plot_bins(recs)
+    full, zoom = fig.axes
+    for ax, bins in ((full, [2, 5, 10, 20, 40]), (zoom, [5, 10, 20, 40])):
+        assert [t.get_text() for t in ax.get_xticklabels()] == [str(b) for b in bins]
+        assert len(ax.xaxis.get_minorticklocs()) == 0  # no "3x10^1" between the explicit labels
+    low, high = zoom.get_ylim()
+    assert low > 0.8 and high < 1.0  # zoomed on 5-40 bins; the 0.25 of 2 bins is on the left panel only
+    assert full.get_ylim()[0] < 0.25
+    for line in fig.get_suptitle().splitlines():  # 11-pt title: wrapped to the figure's width
+        assert len(line) <= plots.CHARS_PER_INCH * fig.get_figwidth()
+
+
+def test_memory_accuracy_axes_are_zoomed_on_points():
+    recs = [fake_execute(s) for s in study_spec.study_runs("memory")]
+    fig = plots.plot_memory(recs)
+    r1, map_r, minutes = fig.axes
+    for ax in (r1, map_r):
+        assert ax.get_ylim()[0] > 0.3 and not ax.patches  # points with error bars, not bars from 0
+    assert minutes.patches and minutes.get_ylim()[0] == 0  # time is a quantity: bars from 0
+
+
+def test_verdicts_for_the_notebooks_are_the_pages(fake, tmp_path):
+    from lab.studies.verdicts import claims_table, study_verdict
+
+    runner.run_studies(["methods", "bins"], tmp_path)
+    text = study_verdict("methods", tmp_path)
+    records = [fake_execute(s) for s in study_spec.study_runs("methods")]
+    section = analyse_methods(records)
+    assert f"**Verdict: {section.verdict}.**" in text and section.measured in text and "results/methods.json" in text
+    table = claims_table("methods", [("Table 2", "ROADMAP", "SupAP", "mAP@R")], tmp_path).splitlines()
+    c = compare(records, "mAP@R", {"method": "ROADMAP"}, {"method": "SupAP"})
+    assert table[2].startswith("| ROADMAP > SupAP (Table 2) | mAP@R | ") and table[2].endswith(f"| {c['verdict']} |")
+    assert "no full-mode results" in study_verdict("gap", tmp_path)
+
+
 def test_proxy_updates_counts_how_often_a_class_is_in_a_batch():
     from lab.studies.claims import proxy_updates
 

@@ -3,8 +3,8 @@ import pytest
 import torch
 
 from lab.losses.functional import smooth_ap, sup_ap
-from lab.viz.gradient_flow import (FLOW_LOSSES, TOY_SCORES, TOY_TARGETS, VANISHING, ap_loss, plot_gradient_flow,
-                                   toy_gradients)
+from lab.viz.gradient_flow import (ARROW_LENGTH, FLOW_LOSSES, TOY_SCORES, TOY_TARGETS, VANISHING, ap_loss,
+                                   plot_gradient_flow, plot_recall_gradient_flow, toy_gradients)
 
 
 def autograd(fn, scores, **kw):
@@ -22,7 +22,9 @@ def test_toy_is_the_papers():
 @pytest.mark.parametrize("scores, tau", [(TOY_SCORES, 0.01), ((0.62, 0.41, 0.55), 0.05), ((0.3, 0.9, 0.6), 0.002)])
 def test_arrows_are_the_autograd_gradients(scores, tau):
     fig = plot_gradient_flow(*scores, tau=tau)
-    scale = fig.layout.meta["arrow_scale"]
+    scales = fig.layout.meta["arrow_scales"]
+    assert len(set(scales)) == 1  # AP panels share one scale: the vanishing gradients are the lesson
+    scale = scales[0]
     want = {"SmoothAP": autograd(smooth_ap, scores, tau=tau),
             "SmoothAP, exact rank⁺": autograd(smooth_ap, scores, tau=tau, exact_rank_pos=True),
             "SupAP": autograd(sup_ap, scores, tau=tau, rho=100.0, delta=0.05)}
@@ -60,3 +62,26 @@ def test_exact_ap_loss_of_the_toy():
 def test_panels_follow_the_losses_registry():
     fig = plot_gradient_flow()
     assert [t.name for t in fig.data] == list(FLOW_LOSSES)
+
+
+def test_recall_arrows_are_visible_and_say_their_scale():
+    """Sup-R@k's gradients on the toy are ~50x smaller than Smooth-R@k's: with one shared scale its
+    arrows were ~0.001 score units long. Each panel now has its own scale, named in its title."""
+    flows = toy_gradients(family="recall")
+    fig = plot_recall_gradient_flow()
+    scales = fig.layout.meta["arrow_scales"]
+    arrows = [a for a in fig.layout.annotations if a.showarrow]
+    for row, ((name, flow), scale) in enumerate(zip(flows.items(), scales), start=1):
+        largest = max(abs(g) for g in flow.grads)
+        assert scale == pytest.approx(ARROW_LENGTH / largest)  # the panel's largest gradient: a full arrow
+        xref = "x" if row == 1 else f"x{row}"
+        lengths = {round(a.ax, 9): a.x - a.ax for a in arrows if a.xref == xref}
+        for s, g in zip(TOY_SCORES, flow.grads):
+            if abs(g) >= VANISHING * largest:
+                assert lengths[round(s, 9)] == pytest.approx(-scale * g)  # still the descent step, scaled
+                assert abs(lengths[round(s, 9)]) >= 0.1 * ARROW_LENGTH  # visible: >= 6 thousandths of a score
+    sup = [a.text for a in fig.layout.annotations if not a.showarrow and a.text.startswith("Sup-R@k")][0]
+    ratio = scales[1] / scales[0]
+    assert ratio > 20 and f"arrows ×{ratio:.0f}" in sup  # the magnification is written on the panel
+    with pytest.raises(ValueError, match="arrows"):
+        plot_gradient_flow(arrows="log")

@@ -63,3 +63,30 @@ def test_grouped_bars_over_categories_sit_side_by_side():
     assert centres == [-0.2, 0.2, 0.8, 1.2]  # category 0 then 1, trace a left of trace b
     assert [r.get_height() for r in bars] == [0.5, 0.6, 0.2, 0.3]
     assert [t.get_text() for t in ax.get_xticklabels()] == ["R@1", "mAP@R"]
+
+
+def test_error_bars_and_marker_shapes_are_drawn():
+    fig = go.Figure([go.Scatter(x=[0.0, 1.0], y=[0.5, 0.7], mode="markers", marker=dict(symbol="diamond", color="#0072B2"),
+                                error_y=dict(type="data", array=[0.05, 0.1])),
+                     go.Scatter(x=[2.0], y=[0.6], mode="markers", marker=dict(symbol="square"))])
+    ax = to_matplotlib(fig).axes[0]
+    bars = [c for c in ax.containers if type(c).__name__ == "ErrorbarContainer"]
+    assert len(bars) == 1  # the second trace has no error_y
+    (segments,) = bars[0].lines[2]
+    drawn = [[float(v) for point in s for v in point] for s in segments.get_segments()]
+    assert drawn == [pytest.approx([0.0, 0.45, 0.0, 0.55]), pytest.approx([1.0, 0.6, 1.0, 0.8])]  # mean ± the array
+    from matplotlib.markers import MarkerStyle
+
+    shapes = [c.get_paths()[0].vertices.round(6).tolist() for c in ax.collections if type(c).__name__ == "PathCollection"]
+    want = [MarkerStyle(m).get_path().transformed(MarkerStyle(m).get_transform()).vertices.round(6).tolist() for m in "Ds"]
+    assert shapes == want  # a diamond, then a square (not two circles)
+    with pytest.raises(NotImplementedError, match="hexagram"):  # a plotly symbol with no matplotlib twin here
+        to_matplotlib(go.Figure(go.Scatter(x=[0], y=[0], mode="markers", marker=dict(symbol="hexagram"))))
+
+
+def test_a_log_axis_with_tick_values_shows_only_those():
+    fig = go.Figure(go.Scatter(x=[2.0, 5.0, 10.0, 20.0, 40.0], y=[1, 2, 3, 4, 5]))
+    fig.update_xaxes(type="log", tickvals=[2.0, 5.0, 10.0, 20.0, 40.0], ticktext=["2", "5", "10", "20", "40"])
+    ax = to_matplotlib(fig).axes[0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["2", "5", "10", "20", "40"]
+    assert ax.xaxis.get_minorticklocs().size == 0  # no 3x10^1 labels overlapping the explicit ones

@@ -10,7 +10,7 @@ from lab.viz.controls import slider_points
 from lab.viz.retrieval import (NEGATIVE, POSITIVE, QUERY, RETRIEVAL_SLIDERS, chance_neighbours, class_tsne,
                                leading_classes, plot_embedding_2d, plot_retrieval, project_2d, retrieval_browser, retrieve,
                                same_group_neighbours, tsne_2d)
-from lab.viz.style import CATEGORIES, NEUTRAL
+from lab.viz.style import CATEGORIES, CATEGORY_MARKERS, NEUTRAL
 
 
 def data(n=60, d=8, seed=0):
@@ -82,7 +82,9 @@ def test_highlighted_groups_get_their_colours_in_order():
     assert list(fig.data[1].x) == p[fine == 7, 0].tolist() and list(fig.data[2].y) == p[fine == 3, 1].tolist()
     assert fig.layout.xaxis.title.text == "t-SNE 1" and fig.layout.legend.x > 1  # legend right of the plot
     many = plot_embedding_2d(p, fine, highlight=list(range(12)))
-    assert [t.marker.color for t in many.data[1:]] == CATEGORIES[:12]  # beyond 6 groups: the 20-colour palette
+    assert [t.marker.color for t in many.data[1:]] == CATEGORIES[:12]  # the 20-colour palette, in order
+    assert [t.marker.symbol for t in many.data[1:]] == CATEGORY_MARKERS[:12]  # a shape per block of colours
+    assert len({(t.marker.color, t.marker.symbol) for t in many.data[1:]}) == 12
     with pytest.raises(ValueError, match="at most 20"):
         plot_embedding_2d(p, torch.arange(60), highlight=list(range(21)))
 

@@ -8,8 +8,10 @@
 
 Runs use :class:`lab.train.Trainer` on the glyphs dataset. In fast mode (``LAB_FAST=1``, see
 :func:`lab.core.env.fast_mode`) they are a few steps on a 24-class subset: the notebooks execute,
-the numbers mean nothing. Full mode trains long enough for the docs' figures. Results are
-cached per process, so a notebook can show one run in several figures.
+the numbers mean nothing. Full mode has the reproduction study's budget (300 steps of 128), with a
+progress bar; the comparisons that the study already trained (``results/*.json``, 3 seeds) are
+read from there (:mod:`lab.experiments.cached`, mean ± std over seeds) unless ``retrain=True``.
+Trained runs are cached per process, so a notebook can show one run in several figures.
 """
 from __future__ import annotations
 
@@ -21,18 +23,24 @@ from typing import Any, Optional, Sequence
 
 from ..core.env import fast_mode
 from ..metrics import RETRIEVAL_KEYS
+from .cached import cached_rows
 
-# The two sizes of every run. Fast: seconds on 2 CPU cores. Full: ~2-3 min per run at batch 128
-# on 2 shared cores (300 steps, ~2.6 epochs); with 3 batch sizes and 5 bin counts the whole
-# `bench/figures.py --training` (15 runs) stays under ~30 min.
+# The two sizes of every run. Fast: seconds on 2 CPU cores, quiet. Full: the reproduction study's
+# budget (lab/studies/spec.py FULL_BASE: 300 steps of 128, ~2.6 epochs; 1.5-4 min per run on one
+# core of a shared 2-core machine), with a progress bar.
 FAST_RUN = dict(steps=3, batch_size=32, dataset_kwargs={"num_classes": 24, "instances_per_class": 8},
-                probe_batches=2, eval_max_items=None)
+                probe_batches=2, eval_max_items=None, progress=False)
 # Full: evaluation on a fixed ~2,000-image subset of the test classes (whole classes): the exact
 # metrics sort N x N scores (H-AP, NDCG, ASI too), ~4x cheaper than 4,000 on 2 busy cores.
-FULL_RUN = dict(steps=300, batch_size=128, dataset_kwargs={}, probe_batches=8, eval_max_items=2000)
-COMMON = dict(dataset="glyphs", model="small_cnn", eval_every=0, progress=False, log_every=10_000, m=4, seed=0)
-FAST_BATCH_SIZES, FULL_BATCH_SIZES = (16, 32), (32, 64, 128)
+FULL_RUN = dict(steps=300, batch_size=128, dataset_kwargs={}, probe_batches=8, eval_max_items=2000, progress=True)
+COMMON = dict(dataset="glyphs", model="small_cnn", eval_every=0, log_every=10_000, m=4, seed=0)
+# Batch sizes (ROADMAP Fig. 5): every size sees the same images, steps = images / B, as in the study.
+FAST_BATCH_SIZES, FULL_BATCH_SIZES = (16, 32), (32, 64, 128, 256)
 FAST_BINS, FULL_BINS = (4, 20), (2, 5, 10, 20, 40)
+# Torch threads of a run: one. On a 2-core machine shared with other jobs (load 2.5-5) one thread
+# trained 4x faster than two (0.25 vs 1.05 s per step at batch 128: two threads wait on each
+# other when the cores are busy), and it is the study's setting, so a retrained run repeats its record.
+RUN_THREADS = 1
 RETRIEVAL = RETRIEVAL_KEYS
 # Extra keys of a run on two-level labels (lab.metrics.retrieval_metrics with the glyphs' level names).
 HIERARCHICAL = ("AP@glyph", "AP@script", "H-AP", "NDCG", "ASI")
@@ -54,17 +62,14 @@ def notebook_config(loss: str = "roadmap", loss_kwargs: Optional[dict] = None, f
 
 
 @contextlib.contextmanager
-def fast_threads():
-    """In fast mode, one torch thread while a run trains or evaluates, then back. Batches of 32
-    images gain nothing from a second thread, and on a shared 2-core machine the spinning
-    threads made the four runs of notebook 04 take 15 s instead of 7 s. Full mode: unchanged."""
-    if not fast_mode():
-        yield
-        return
+def run_threads():
+    """``RUN_THREADS`` torch threads while a run trains or evaluates, then back. In fast mode too:
+    batches of 32 images gain nothing from a second thread (the four runs of notebook 04 took
+    15 s with two, 7 s with one)."""
     import torch
 
     before = torch.get_num_threads()
-    torch.set_num_threads(1)
+    torch.set_num_threads(RUN_THREADS)
     try:
         yield
     finally:
@@ -77,9 +82,9 @@ def _trained(key: str):
 
     cfg = TrainConfig.from_dict(json.loads(key))
     start = time.perf_counter()
-    with fast_threads():
+    with run_threads():
         trainer = Trainer(cfg)
-        trainer.step(cfg.steps)
+        trainer.fit(cfg.steps)  # fit: the trainer's progress bar (full mode); no evaluation, no checkpoint here
     trainer.train_seconds = time.perf_counter() - start
     return trainer
 
@@ -89,11 +94,12 @@ def _run(key: str) -> dict[str, Any]:
     trainer = _trained(key)
     cfg = trainer.config
     start = time.perf_counter()
-    with fast_threads():
-        result = trainer.evaluate()
+    with run_threads():
+        result = trainer.evaluate(progress=cfg.progress)
     return {"loss": cfg.loss, "loss_kwargs": cfg.loss_kwargs, "batch_size": cfg.batch_size, "steps": cfg.steps,
             "seed": cfg.seed, **{k: result[k] for k in RETRIEVAL + HIERARCHICAL if k in result},
-            "gap": result["decomposability_gap"], "seconds": trainer.train_seconds + time.perf_counter() - start}
+            "gap": result["decomposability_gap"], "seconds": trainer.train_seconds + time.perf_counter() - start,
+            "source": "trained"}
 
 
 def _key(loss: str, loss_kwargs: Optional[dict], fast: Optional[bool], overrides: dict[str, Any]) -> str:
@@ -106,11 +112,24 @@ def trained_model(loss: str = "roadmap", loss_kwargs: Optional[dict] = None, fas
     return _trained(_key(loss, loss_kwargs, fast, overrides))
 
 
+def evaluation_embeddings(trainer) -> tuple[Any, Any, list[int]]:
+    """(embeddings (N, D), labels (N, L), test-set indices (N,)) of the test images ``trainer``'s
+    evaluation ranks: its fixed subset of whole classes (``eval_max_items``, ~2,000 images in full
+    mode) or the whole test split. Figures drawn from these show the model that was scored."""
+    from ..train.evaluation import class_subset
+
+    cfg = trainer.config
+    index = class_subset(trainer.test_set.labels, cfg.eval_max_items, cfg.seed)
+    with run_threads():
+        embeddings, labels = trainer.embed("test", max_items=cfg.eval_max_items)
+    return embeddings, labels, list(range(len(labels))) if index is None else index
+
+
 @functools.lru_cache(maxsize=8)
 def _untrained(key: str) -> dict[str, Any]:
     from ..train import TrainConfig, Trainer
 
-    with fast_threads():
+    with run_threads():
         result = Trainer(TrainConfig.from_dict(json.loads(key))).evaluate()
     return {k: result[k] for k in ("R@1", "R@2", "R@4", "R@8", "mAP@R")}
 
@@ -120,37 +139,82 @@ def untrained_metrics(fast: Optional[bool] = None, **overrides: Any) -> dict[str
     return dict(_untrained(_key("roadmap", None, fast, overrides)))
 
 
-def loss_comparison(losses: Sequence[str] = ABLATION, fast: Optional[bool] = None, **overrides: Any) -> list[dict[str, Any]]:
-    """One run per loss from the same seed: same initial weights, same batches, same augmentations,
-    same steps, so only the loss differs (ROADMAP Table 2 setting). Rows as :func:`train_and_evaluate`."""
-    return [train_and_evaluate(loss, fast=fast, **overrides) for loss in losses]
-
-
 def train_and_evaluate(loss: str = "roadmap", loss_kwargs: Optional[dict] = None, fast: Optional[bool] = None,
                        **overrides: Any) -> dict[str, Any]:
     """Train one model, evaluate it on the test split: loss, loss_kwargs, batch_size, steps, seed,
     R@1/2/4/8, mAP@R, the per-level APs, H-AP, NDCG and ASI (glyphs have two label levels), gap
-    (the decomposability gap, ROADMAP Eq. 6, on the trainer's probe of train batches), seconds."""
+    (the decomposability gap, ROADMAP Eq. 6, on the trainer's probe of train batches), seconds,
+    source ("trained")."""
     return dict(_run(_key(loss, loss_kwargs, fast, overrides)))
 
 
+Run = tuple[str, Optional[dict], dict]  # (loss, loss_kwargs, TrainConfig overrides)
+
+
+def _rows(study: str, wanted: Sequence[Run], fast: Optional[bool], retrain: bool) -> list[dict[str, Any]]:
+    """Full mode: the study's rows of these runs when it trained every one (seed: the one given,
+    else all its seeds) and ``retrain`` is False. Otherwise (and always in fast mode) train them."""
+    fast = fast_mode() if fast is None else fast
+    if not fast and not retrain:
+        seeds = [overrides["seed"] for _, _, overrides in wanted[:1] if "seed" in overrides] or None
+        rows = cached_rows(study, [notebook_config(loss, kw, False, **o).to_dict() for loss, kw, o in wanted], seeds)
+        if rows is not None:
+            return rows
+    return [train_and_evaluate(loss, kw, fast=fast, **o) for loss, kw, o in wanted]
+
+
+def loss_comparison(losses: Sequence[str] = ABLATION, fast: Optional[bool] = None, retrain: bool = False,
+                    **overrides: Any) -> list[dict[str, Any]]:
+    """One run per loss from the same seed: same initial weights, same batches, same augmentations,
+    same steps, so only the loss differs (ROADMAP Table 2 setting). Rows as :func:`train_and_evaluate`;
+    in full mode those of ``results/methods.json`` (3 seeds, :mod:`lab.experiments.cached`) unless
+    ``retrain``."""
+    return _rows("methods", [(loss, None, overrides) for loss in losses], fast, retrain)
+
+
 def batch_size_study(batch_sizes: Optional[Sequence[int]] = None, losses: Sequence[str] = ("sup_ap", "roadmap"),
-                     fast: Optional[bool] = None) -> list[dict[str, Any]]:
-    """One run per (loss, batch size), the same number of steps each (ROADMAP Fig. 5 setting)."""
+                     fast: Optional[bool] = None, retrain: bool = False) -> list[dict[str, Any]]:
+    """One run per (loss, batch size), each seeing the same images: steps = steps x batch_size of
+    the run settings / B (ROADMAP Fig. 5 trains a fixed number of epochs). Full mode: the rows of
+    ``results/batch_size.json`` unless ``retrain``."""
     fast = fast_mode() if fast is None else fast
+    settings = run_settings(fast)
+    images = settings["steps"] * settings["batch_size"]
     sizes = batch_sizes or (FAST_BATCH_SIZES if fast else FULL_BATCH_SIZES)
-    return [train_and_evaluate(loss, fast=fast, batch_size=int(b)) for b in sizes for loss in losses]
+    return _rows("batch_size", [(loss, None, {"batch_size": int(b), "steps": max(1, images // int(b))})
+                                for b in sizes for loss in losses], fast, retrain)
 
 
-def bins_study(num_bins: Optional[Sequence[int]] = None, loss: str = "fast_ap",
-               fast: Optional[bool] = None) -> list[dict[str, Any]]:
-    """One run per bin count (FastAP Fig. 4b analogue); rows as :func:`train_and_evaluate`'s plus num_bins."""
+def bins_study(num_bins: Optional[Sequence[int]] = None, losses: Sequence[str] = ("fast_ap", "soft_bin_ap"),
+               fast: Optional[bool] = None, retrain: bool = False) -> list[dict[str, Any]]:
+    """One run per (loss, bin count) (FastAP Fig. 4b); rows as :func:`train_and_evaluate`'s plus
+    num_bins. Full mode: the rows of ``results/bins.json`` unless ``retrain``."""
     fast = fast_mode() if fast is None else fast
-    counts = num_bins or (FAST_BINS if fast else FULL_BINS)
-    return [{**train_and_evaluate(loss, {"num_bins": int(n)}, fast=fast), "num_bins": int(n)} for n in counts]
+    counts = [int(n) for n in num_bins or (FAST_BINS if fast else FULL_BINS)]
+    rows = _rows("bins", [(loss, {"num_bins": n}, {}) for loss in losses for n in counts], fast, retrain)
+    return [{**row, "num_bins": n} for row, n in zip(rows, counts * len(losses))]
 
 
-def recall_study(losses: Sequence[str] = ("smooth_recall", "sup_recall", "roadmap"),
-                 fast: Optional[bool] = None) -> list[dict[str, Any]]:
-    """One run per loss with the same settings: the recall surrogates against ROADMAP (SupRank Tab. II setting)."""
-    return [train_and_evaluate(loss, fast=fast) for loss in losses]
+def recall_study(losses: Sequence[str] = ("smooth_recall", "sup_recall", "roadmap"), fast: Optional[bool] = None,
+                 retrain: bool = False) -> list[dict[str, Any]]:
+    """One run per loss with the same settings: the recall surrogates against ROADMAP (SupRank Tab. II
+    setting). Full mode: the rows of ``results/methods.json`` unless ``retrain``."""
+    return _rows("methods", [(loss, None, {}) for loss in losses], fast, retrain)
+
+
+def _seeds(n: int) -> str:
+    return f"{n} seed{'s' if n != 1 else ''}"
+
+
+def source_note(rows: Sequence[dict[str, Any]], study: str, call: str) -> str:
+    """Where ``rows`` come from, in one sentence for a notebook: the reproduction study's file
+    (seeds, the command that retrains it, the ``call`` that trains one seed here) or this kernel."""
+    if rows and all("std" in r for r in rows):
+        seeds = sorted({s for r in rows for s in r["seeds"]})
+        return (f"These numbers come from the reproduction study ({rows[0]['source']}, {_seeds(len(seeds))}, "
+                f"mean ± std over seeds; `python -m lab study {study}` retrains them; `{call}` trains seed "
+                f"{COMMON['seed']} in this kernel).")
+    steps = sorted({r["steps"] for r in rows})
+    return (f"Trained in this kernel: {'/'.join(map(str, steps))} steps per run, seed "
+            f"{rows[0]['seed'] if rows else COMMON['seed']}, one run each" +
+            (" (fast mode: the numbers are noise)." if fast_mode() else "."))

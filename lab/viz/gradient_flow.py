@@ -92,6 +92,17 @@ def arrow_scale(flows: dict[str, LossGradient]) -> float:
     return ARROW_LENGTH / largest if largest > 0 else 0.0
 
 
+def arrow_scales(flows: dict[str, LossGradient], arrows: str = "shared") -> list[float]:
+    """Score units per unit of gradient of each panel: ``"shared"``: one scale for all (magnitudes
+    compare across losses); ``"panel"``: each panel's largest gradient drawn ``ARROW_LENGTH`` long
+    (directions stay readable when one loss's gradients are ~50x smaller, as Sup-R@k's on the toy)."""
+    if arrows not in ("shared", "panel"):
+        raise ValueError(f"arrows must be 'shared' or 'panel', got {arrows!r}")
+    if arrows == "shared":
+        return [arrow_scale(flows)] * len(flows)
+    return [arrow_scale({name: f}) for name, f in flows.items()]
+
+
 FLOW_SLIDERS = {
     "s1": Slider(0.3, 0.9, 0.005, TOY_SCORES[0], description="s1 (positive x1)"),
     "s2": Slider(0.3, 0.9, 0.005, TOY_SCORES[1], description="s2 (positive x2)"),
@@ -105,25 +116,32 @@ def _axis(prefix: str, row: int) -> str:
 
 
 def plot_gradient_flow(s1: float = TOY_SCORES[0], s2: float = TOY_SCORES[1], s3: float = TOY_SCORES[2],
-                       tau: float = 0.01, rho: float = 100.0, delta: float = 0.05, family: str = "ap") -> go.Figure:
+                       tau: float = 0.01, rho: float = 100.0, delta: float = 0.05, family: str = "ap",
+                       arrows: str = "") -> go.Figure:
     """ROADMAP Fig. 1a / 7 / 8a / 8b: one panel per loss, each arrow the gradient-descent step −∂L/∂s of a score.
 
     ``family="recall"`` draws the recall surrogates instead, against the exact 1 - TR@k.
 
-    Arrow lengths share one scale (``layout.meta["arrow_scale"]``, score units per unit of
-    gradient): an arrow from s_i to s_i - scale * dL/ds_i. The raw gradients are the
-    ``customdata`` of each panel's marker trace.
+    Each panel's arrows have one scale (``layout.meta["arrow_scales"]``, score units per unit of
+    gradient, one per panel): an arrow from s_i to s_i - scale * dL/ds_i. ``arrows`` (see
+    :func:`arrow_scales`; default "shared" for AP, whose lesson includes vanishing gradients, and
+    "panel" for recall): a magnified panel says by how much in its title. The raw gradients are
+    the ``customdata`` of each panel's marker trace and are printed next to each item.
     """
     scores = (s1, s2, s3)
     flows = toy_gradients(scores, TOY_TARGETS, tau, rho, delta, family)
-    scale = arrow_scale(flows)
-    largest = max(abs(g) for f in flows.values() for g in f.grads)
+    scales = arrow_scales(flows, arrows or ("shared" if family == "ap" else "panel"))
     exact, label = (ap_loss(scores), "L_AP") if family == "ap" else (recall_loss(scores), f"1 − TR@k, k ∈ {RECALL_KS}")
-    titles = [f"{name}: L = {f.loss:.3f}  ({label} = {exact:.3f})" for name, f in flows.items()]
+    base = min((s for s in scales if s > 0), default=0.0)
+    titles = [f"{name}: L = {f.loss:.3f}  ({label} = {exact:.3f})" +
+              (f", arrows ×{s / base:.0f}" if base and s / base >= 1.5 else "")
+              for (name, f), s in zip(flows.items(), scales)]
     fig = make_subplots(rows=len(flows), cols=1, shared_xaxes=True, vertical_spacing=0.1, subplot_titles=titles)
     colors = [POSITIVE if t else NEGATIVE for t in TOY_TARGETS]
     rows = [0.0, 1.0, 2.0]
-    for row, (name, flow) in enumerate(flows.items(), start=1):
+    for row, ((name, flow), scale) in enumerate(zip(flows.items(), scales), start=1):
+        # "≈ 0" next to the panel's largest gradient (or, with a shared scale, the figure's).
+        largest = ARROW_LENGTH / scale if scale > 0 else 0.0
         labels = [f"∂L/∂s = {g:+.3g}" if abs(g) >= VANISHING * largest else f"∂L/∂s ≈ 0 ({g:+.0e})" for g in flow.grads]
         fig.add_trace(go.Scatter(x=list(scores), y=rows, mode="markers+text", name=name, showlegend=False,
                                  marker=dict(size=14, color=colors, line=dict(color="black", width=1)),
@@ -131,7 +149,7 @@ def plot_gradient_flow(s1: float = TOY_SCORES[0], s2: float = TOY_SCORES[1], s3:
                                  customdata=flow.grads), row=row, col=1)
         xa, ya = _axis("x", row), _axis("y", row)
         for i, g in enumerate(flow.grads):
-            if abs(g) < VANISHING * largest:
+            if scale == 0 or abs(g) < VANISHING * largest:
                 continue  # an arrow this short would be invisible: the label says ≈ 0
             fig.add_annotation(x=scores[i] - scale * g, y=rows[i], ax=scores[i], ay=rows[i], xref=xa, yref=ya,
                                axref=xa, ayref=ya, showarrow=True, arrowhead=3, arrowsize=1.3, arrowwidth=2.5,
@@ -141,7 +159,7 @@ def plot_gradient_flow(s1: float = TOY_SCORES[0], s2: float = TOY_SCORES[1], s3:
     fig.update_xaxes(range=[lo, hi])
     fig.update_xaxes(title_text="score s (arrows: gradient-descent step −∂L/∂s)", row=len(flows), col=1)
     fig.update_layout(template=TEMPLATE, height=220 * len(flows) + 80, width=760, margin=dict(l=70, r=20, t=90, b=60),
-                      meta={"arrow_scale": scale},
+                      meta={"arrow_scales": scales},
                       title=f"Gradient flow on the toy list (τ = {tau:.3g}): s3−s2 = {s3 - s2:.2f}, s3−s1 = {s3 - s1:.2f}")
     return fig
 

@@ -14,8 +14,11 @@ from typing import Any, Union
 from matplotlib import patches, transforms
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
+from matplotlib.ticker import NullLocator
 
 DASHES = {None: "-", "solid": "-", "dash": "--", "dot": ":", "dashdot": "-.", "longdash": "--"}
+SYMBOLS = {"circle": "o", "square": "s", "diamond": "D", "triangle-up": "^", "triangle-down": "v", "cross": "P",
+           "x": "X", "star": "*", "line-ns": "|"}  # plotly marker symbol (its "-open" variant too) -> matplotlib
 PT_PER_PX = 0.75  # plotly sizes are CSS pixels (1/96 in), matplotlib's points are 1/72 in
 
 
@@ -64,6 +67,7 @@ def _axes_layout(layout: dict, fig) -> dict[str, Any]:
             set_label(_plain((spec.get("title") or {}).get("text")))
             if spec.get("tickvals") is not None:
                 axis.set_ticks(list(spec["tickvals"]), [_plain(t) for t in spec.get("ticktext") or spec["tickvals"]])
+                axis.set_minor_locator(NullLocator())  # plotly shows only these; a log axis would add 3x10^1 etc.
             if spec.get("showticklabels") is False:
                 axis.set_tick_params(labelbottom=False, labelleft=False)
             if spec.get("visible") is False:
@@ -107,12 +111,17 @@ def _scatter(ax, t: dict) -> None:
     if "markers" in mode:
         size = marker.get("size") or 6
         sizes = [(v * PT_PER_PX) ** 2 for v in size] if isinstance(size, (list, tuple)) else (size * PT_PER_PX) ** 2
-        symbol = marker.get("symbol") or "circle"
-        face = "none" if str(symbol).endswith("open") else _color(marker.get("color"))
+        symbol = str(marker.get("symbol") or "circle")
+        shape = symbol[:-len("-open")] if symbol.endswith("-open") else symbol
+        if shape not in SYMBOLS:
+            raise NotImplementedError(f"marker symbol {symbol!r}")
+        # A line marker ("|") has no face: matplotlib draws it in the face colour, open or not.
+        face = "none" if symbol.endswith("open") and SYMBOLS[shape] != "|" else _color(marker.get("color"))
         edge = (marker.get("line") or {}).get("color") or (_color(marker.get("color")) if face == "none" else None)
+        edge = None if SYMBOLS[shape] == "|" else edge
         ax.scatter(x, y, s=sizes, c=face if isinstance(face, list) else None, color=None if isinstance(face, list) else face,
-                   edgecolors=_color(edge), marker="s" if str(symbol).startswith("square") else "o",
-                   alpha=marker.get("opacity"), label=label, zorder=3)
+                   edgecolors=_color(edge), marker=SYMBOLS[shape], alpha=marker.get("opacity"), label=label, zorder=3)
+    _error_bars(ax, x, y, t)
     if "text" in mode and t.get("text") is not None:
         texts = t["text"] if isinstance(t["text"], (list, tuple)) else [t["text"]] * len(x)
         pos = t.get("textposition") or "middle center"
@@ -122,6 +131,19 @@ def _scatter(ax, t: dict) -> None:
         for xi, yi, s in zip(x, y, texts):
             ax.annotate(_plain(s), (xi, yi), xytext=(0, dy), textcoords="offset points", ha="center",
                         va="bottom" if dy > 0 else "top" if dy < 0 else "center", fontsize=8)
+
+
+def _error_bars(ax, x: list, y: list, t: dict) -> None:
+    """A trace's symmetric ``error_y`` (type "data": one half-length per point) as matplotlib error bars."""
+    err = t.get("error_y") or {}
+    if not err or err.get("visible") is False or err.get("array") is None:
+        return
+    if err.get("type", "data") != "data" or err.get("symmetric") is False:
+        raise NotImplementedError(f"error_y {err}")
+    color = _color(err.get("color")) or _color((t.get("marker") or {}).get("color"))
+    ax.errorbar(x, y, yerr=list(err["array"]), fmt="none", ecolor=color if isinstance(color, str) else "black",
+                elinewidth=(err.get("thickness") or 2) * PT_PER_PX, capsize=(err.get("width") or 4) * PT_PER_PX,
+                zorder=2.5)
 
 
 def _bar(ax, t: dict, layout: dict, index: int, count: int) -> None:
@@ -145,6 +167,8 @@ def _bar(ax, t: dict, layout: dict, index: int, count: int) -> None:
     ax.bar(pos, y, width=width, bottom=base, color=_color(marker.get("color")), alpha=marker.get("opacity"),
            label=t.get("name") if t.get("showlegend", True) is not False else None,
            edgecolor=_color((marker.get("line") or {}).get("color")))
+    bases = base if isinstance(base, (list, tuple)) else [base or 0.0] * len(y)
+    _error_bars(ax, pos, [b + v for b, v in zip(bases, y)], t)
 
 
 def to_matplotlib(fig, dpi: int = 100):

@@ -26,7 +26,7 @@ from torch import Tensor
 
 from ..core.env import fast_mode
 from .controls import Slider
-from .style import CATEGORIES, NEGATIVE, NEUTRAL, POSITIVE, SERIES, TEMPLATE, floats
+from .style import CATEGORIES, CATEGORY_MARKERS, NEGATIVE, NEUTRAL, POSITIVE, TEMPLATE, floats
 
 QUERY = "#9467bd"  # purple, as the papers frame their queries
 
@@ -74,7 +74,9 @@ def plot_retrieval(images: Sequence, queries: Sequence[int], found: dict[str, li
                 spine.set_edgecolor(color)
                 spine.set_linewidth(3)
         if names is not None:
-            axes[row][0].set_ylabel(names[q], fontsize=7, rotation=0, ha="right", va="center")
+            # STIX has glyphs DejaVu Sans lacks (some arrows, math symbols): a fallback, not a warning.
+            axes[row][0].set_ylabel(names[q], fontsize=7, rotation=0, ha="right", va="center",
+                                    fontfamily=["DejaVu Sans", "STIXGeneral"])
     for col in range(k + 1):
         axes[0][col].set_title("query" if col == 0 else f"#{col}", fontsize=8)
     fig.suptitle(title or f"Top {k} neighbours (green: same class, red: other)", fontsize=10)
@@ -185,12 +187,13 @@ def class_tsne(embeddings: Tensor, labels: Tensor, class_names: Optional[dict[in
 
 
 def plot_embedding_2d(points: Tensor, groups: Tensor, group_names: Optional[dict[int, str]] = None,
-                      max_groups: int = 8, title: str = "PCA of the test embeddings",
+                      max_groups: int = len(CATEGORIES), title: str = "PCA of the test embeddings",
                       highlight: Optional[Sequence[int]] = None, axis_title: str = "PC") -> go.Figure:
     """Scatter of (N, 2) points coloured by group (N,) (a class, a coarse label).
 
-    ``highlight``: the groups that get a colour each, in this order (at most 20); default: the
-    ``max_groups`` largest groups. Every other point is grey, drawn first (underneath).
+    ``highlight``: the groups that get a colour and marker each (``CATEGORIES``,
+    ``CATEGORY_MARKERS``), in this order (at most 20); default: the ``max_groups`` largest groups
+    (all the glyphs' 20 scripts). Every other point is grey, drawn first (underneath).
     ``axis_title``: "PC" (PCA) or "t-SNE", numbered 1 and 2.
     """
     names = group_names or {}
@@ -206,11 +209,11 @@ def plot_embedding_2d(points: Tensor, groups: Tensor, group_names: Optional[dict
     if rest.any():
         fig.add_trace(go.Scatter(x=floats(points[rest, 0]), y=floats(points[rest, 1]), mode="markers", name="other groups",
                                  marker=dict(size=5, color=NEUTRAL, opacity=0.3)))
-    palette = SERIES if len(highlight) <= len(SERIES) else CATEGORIES
     for i, g in enumerate(highlight):
         sel = groups == g
         fig.add_trace(go.Scatter(x=floats(points[sel, 0]), y=floats(points[sel, 1]), mode="markers",
-                                 name=names.get(g, str(g)), marker=dict(size=6, color=palette[i], opacity=0.85)))
+                                 name=names.get(g, str(g)), marker=dict(size=6, color=CATEGORIES[i], opacity=0.85,
+                                                                        symbol=CATEGORY_MARKERS[i])))
     # Legend right of the plot: up to 21 entries, some long (script names, glyph names).
     fig.update_layout(template=TEMPLATE, height=500, width=840, margin=dict(l=60, r=230, t=70, b=60), title=title,
                       legend=dict(x=1.02, y=1.0, xanchor="left", yanchor="top"),
@@ -266,28 +269,30 @@ def class_mean_map(embeddings: Tensor, labels: Tensor, seed: int = 0) -> dict[st
 
 
 def plot_class_mean_maps(maps: dict[str, dict[str, Any]], group_names: Optional[dict[int, str]] = None,
-                         max_groups: int = 10) -> go.Figure:
+                         max_groups: int = len(CATEGORIES)) -> go.Figure:
     """One panel per model (SupRank Fig. 9a Smooth-AP, 9b HAPPIER): each dot a class mean,
-    coloured by its coarse label. The ``max_groups`` largest groups (over all panels) get a
-    colour, the same in every panel; the others are grey."""
+    coloured by its coarse label. The ``max_groups`` largest groups of the first panel get a
+    colour and marker (the same in every panel); the others are grey."""
     names = group_names or {}
     first = next(iter(maps.values()))
     values, counts = torch.unique(first["coarse"], return_counts=True)
-    shown = values[counts.argsort(descending=True, stable=True)][:max_groups].tolist()
+    shown = values[counts.argsort(descending=True, stable=True)][:min(max_groups, len(CATEGORIES))].tolist()
     fig = make_subplots(rows=1, cols=len(maps), horizontal_spacing=0.06,
                         subplot_titles=[f"{name}: same-script 5-NN {m['embedding_agreement']:.2f} "
                                         f"(chance {m['chance']:.2f})" for name, m in maps.items()])
     for col, m in enumerate(maps.values(), start=1):
         points, coarse = m["points"], m["coarse"]
         rest = ~torch.isin(coarse, torch.tensor(shown, dtype=coarse.dtype))
-        fig.add_trace(go.Scatter(x=floats(points[rest, 0]), y=floats(points[rest, 1]), mode="markers",
-                                 name="other groups", showlegend=col == 1,
-                                 marker=dict(size=4, color=NEUTRAL, opacity=0.3)), row=1, col=col)
+        if rest.any():  # every group coloured (up to 20): no grey "other groups"
+            fig.add_trace(go.Scatter(x=floats(points[rest, 0]), y=floats(points[rest, 1]), mode="markers",
+                                     name="other groups", showlegend=col == 1,
+                                     marker=dict(size=4, color=NEUTRAL, opacity=0.3)), row=1, col=col)
         for i, g in enumerate(shown):
             sel = coarse == g
             fig.add_trace(go.Scatter(x=floats(points[sel, 0]), y=floats(points[sel, 1]), mode="markers",
                                      name=names.get(int(g), str(g)), showlegend=col == 1,
-                                     marker=dict(size=5, color=CATEGORIES[i], opacity=0.85)), row=1, col=col)
+                                     marker=dict(size=6, color=CATEGORIES[i], opacity=0.85,
+                                                 symbol=CATEGORY_MARKERS[i])), row=1, col=col)
         fig.update_xaxes(showticklabels=False, title_text="t-SNE 1", row=1, col=col)
         fig.update_yaxes(showticklabels=False, title_text="t-SNE 2" if col == 1 else "", row=1, col=col)
     fig.update_layout(template=TEMPLATE, height=520, width=460 * len(maps) + 40, margin=dict(l=40, r=20, t=80, b=130),

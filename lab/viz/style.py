@@ -13,11 +13,20 @@ POSITIVE = "#2ca02c"  # green, as in ROADMAP Fig. 1 / 7-8
 NEGATIVE = "#d62728"  # red
 NEUTRAL = "#7f7f7f"
 SERIES = ["#1f77b4", "#ff7f0e", "#9467bd", "#8c564b", "#17becf", "#e377c2"]
-# Up to 20 categories at once (t-SNE maps coloured by class): strong hues first, then their
-# light variants; no pure green / red, which mean relevant / not relevant elsewhere.
-CATEGORIES = ["#1f77b4", "#ff7f0e", "#9467bd", "#8c564b", "#17becf", "#e377c2", "#bcbd22", "#393b79",
-              "#e6550d", "#637939", "#7b4173", "#3182bd", "#843c39", "#6b6ecf", "#aec7e8", "#ffbb78",
-              "#c5b0d5", "#c49c94", "#9edae5", "#f7b6d2"]
+# Up to 20 categories at once (maps coloured by class or by script), in blocks that share a marker
+# shape (CATEGORY_MARKERS): block 1 is Okabe & Ito's colour-blind-safe set, blocks 2-3 Paul Tol's
+# "muted" and "light"/"dark" colours. Every pair differs by a CIELAB distance >= 18 in normal
+# vision; within a block, >= 12 under simulated protan-, deuter- and tritanopia (across blocks the
+# shape tells them apart); none is near POSITIVE / NEGATIVE (relevant / not relevant elsewhere),
+# NEUTRAL (the grey of "other groups") or white (tests/test_viz_style.py).
+CATEGORY_BLOCKS = (
+    ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000"),
+    ("#332288", "#999933", "#882255", "#225522", "#AA4499", "#44AA99", "#DDCC77", "#CC6677"),
+    ("#663333", "#EE8866", "#225555", "#FFAABB"),
+)
+CATEGORIES = [c for block in CATEGORY_BLOCKS for c in block]
+BLOCK_SYMBOLS = ("circle", "square", "diamond")
+CATEGORY_MARKERS = [symbol for symbol, block in zip(BLOCK_SYMBOLS, CATEGORY_BLOCKS) for _ in block]
 RELEVANCE = {0.0: NEGATIVE, 1 / 3: "#ff9896", 2 / 3: "#aec7e8", 1.0: POSITIVE}  # SupRank Fig. 3 colours
 TEMPLATE = "plotly_white"
 

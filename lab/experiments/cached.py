@@ -1,0 +1,104 @@
+"""The reproduction study's raw results as the notebooks' result rows: mean ± std over seeds.
+
+``python -m lab study`` trains the papers' comparisons on the glyphs, 3 seeds per setting, and
+keeps one record per run in ``results/NAME.json`` (the format of :mod:`lab.studies.runner`:
+``{"study", "mode", "runs": {key: record}}``, a record holding its ``config``, ``seed``,
+``method``, ``params``, the test metrics and the decomposability gaps). The notebooks' full-mode
+runs are the same configurations, so a notebook reads these instead of retraining them. This
+module reads the file; it does not import :mod:`lab.studies`, which sits a layer above.
+
+* :func:`study_rows`: every setting of a study (records grouped by method and varied params).
+* :func:`cached_rows`: the rows of given run configurations, matched field by field (the seed
+  and how a run reports aside), or None when the study did not train one of them.
+
+A row has ``loss``, ``loss_kwargs``, ``method``, ``params``, ``batch_size``, ``steps``, ``seeds``,
+the mean over seeds of R@1/2/4/8, mAP@R, ``gap`` (training probe, as a notebook run's) and
+``gap_heldout``, ``seconds``, and ``std`` / ``values``: {metric: sample std (ddof=1)} and {metric:
+[one value per seed]}, and ``source`` (the file).
+"""
+from __future__ import annotations
+
+import inspect
+import json
+import statistics
+from pathlib import Path
+from typing import Any, Iterable, Optional, Sequence
+
+from ..metrics import RETRIEVAL_KEYS
+
+RESULTS_DIR = Path(__file__).resolve().parents[2] / "results"
+# Record field -> row key. A notebook run's "gap" is the trainer's probe of training batches.
+FIELDS = {**{k: k for k in RETRIEVAL_KEYS}, "gap": "gap_train_probe", "gap_heldout": "gap_heldout",
+          "seconds": "seconds"}
+# Config fields that say how a run reports or where it runs, not what it trains.
+NOT_COMPARED = ("seed", "progress", "log_every", "out", "device", "num_workers", "eval_batch_size",
+                "checkpoint_every")
+
+
+def study_records(study: str, results_dir: Optional[Path] = None) -> list[dict[str, Any]]:
+    """Every finished run of ``results/STUDY.json``; [] when the file is missing or holds
+    quick-mode (CI-sized) runs, whose numbers mean nothing."""
+    path = Path(results_dir or RESULTS_DIR) / f"{study}.json"
+    if not path.exists():
+        return []
+    data = json.loads(path.read_text())
+    return list(data.get("runs", {}).values()) if data.get("mode") == "full" else []
+
+
+def _field(record: dict[str, Any], name: str) -> Any:
+    return record[name] if name in record else record.get("params", {}).get(name)
+
+
+def summarise(records: Sequence[dict[str, Any]], study: str) -> dict[str, Any]:
+    """One row from the records of one setting (one per seed, in seed order)."""
+    records = sorted(records, key=lambda r: r["seed"])
+    first = records[0]
+    values = {key: [float(r[name]) for r in records] for key, name in FIELDS.items() if name in first}
+    return {"loss": first["loss"], "loss_kwargs": dict(first["loss_kwargs"]), "method": first.get("method", first["loss"]),
+            "params": dict(first.get("params", {})), "batch_size": first["batch_size"], "steps": first["steps"],
+            "seeds": [r["seed"] for r in records], **{k: statistics.fmean(v) for k, v in values.items()},
+            "std": {k: statistics.stdev(v) if len(v) > 1 else 0.0 for k, v in values.items()}, "values": values,
+            "source": f"results/{study}.json"}
+
+
+def study_rows(study: str, results_dir: Optional[Path] = None, **match: Any) -> list[dict[str, Any]]:
+    """mean ± std over seeds of every setting of ``study`` whose records match ``match`` (record
+    fields or varied params: ``method="ROADMAP"``, ``batch_size=32``, ``num_bins=10``), sorted by
+    method, then by the values of the varied params."""
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for r in study_records(study, results_dir):
+        if all(_field(r, k) == v for k, v in match.items()):
+            groups.setdefault(json.dumps([r.get("method"), r.get("params", {})], sort_keys=True), []).append(r)
+    order = sorted(groups.values(), key=lambda rs: (rs[0].get("method", ""), sorted(rs[0].get("params", {}).items())))
+    return [summarise(records, study) for records in order]
+
+
+def comparable(config: dict[str, Any]) -> dict[str, Any]:
+    """A run configuration as it decides what is trained: every TrainConfig field filled in, the
+    loss's default hyper-parameters written out, reporting fields and the seed left out."""
+    from ..losses import LOSSES
+    from ..train import TrainConfig  # the trainer's package, imported only when a config is compared
+
+    full = TrainConfig.from_dict(config).to_dict()
+    cls = LOSSES.get(full["loss"])
+    params = inspect.signature(cls.__init__).parameters if cls is not None else {}
+    defaults = {name: p.default for name, p in params.items() if p.default is not inspect.Parameter.empty}
+    full["loss_kwargs"] = {**defaults, **full["loss_kwargs"]}
+    return {k: v for k, v in full.items() if k not in NOT_COMPARED}
+
+
+def cached_rows(study: str, configs: Iterable[dict[str, Any]], seeds: Optional[Sequence[int]] = None,
+                results_dir: Optional[Path] = None) -> Optional[list[dict[str, Any]]]:
+    """The study's row of each run configuration (TrainConfig fields), in order: the records
+    whose configuration equals it (:func:`comparable`), over ``seeds`` (default: every seed the
+    study has). None when the study lacks one of them: the caller then trains it."""
+    records = study_records(study, results_dir)
+    keyed = [(comparable(r["config"]), r) for r in records]
+    rows = []
+    for config in configs:
+        want = comparable(config)
+        mine = [r for c, r in keyed if c == want and (seeds is None or r["seed"] in seeds)]
+        if not mine:
+            return None
+        rows.append(summarise(mine, study))
+    return rows
