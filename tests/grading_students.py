@@ -260,8 +260,15 @@ def recall_at_k(scores, targets, mask, k, bug=None):
             rel = _ranked_flags(scores[q], targets[q], mask[q], bug)
             hits = rel[:k].sum()
         else:
-            rank, _, rel = _pessimistic_flags(scores[q], targets[q], mask[q], bug)
-            hits = (rel & (rank <= (k + 1 if bug == "top_k_plus_one" else k))).sum().to(scores.dtype)
+            rank, rank_pos, rel = _pessimistic_flags(scores[q], targets[q], mask[q], bug)
+            # A positive's place: the negatives scoring >= it first, then the positives before it
+            # (those scoring higher, and the tied ones of lower index: ties among positives in any order).
+            s = scores[q][mask[q] | targets[q] if bug == "query_as_positive" else
+                          (torch.ones_like(mask[q]) if bug == "forgot_mask" else mask[q])]
+            i = torch.arange(len(s))
+            before = (s[None, :] > s[:, None]) | ((s[None, :] == s[:, None]) & (i[None, :] <= i[:, None]))
+            place = rank - rank_pos + (before & rel[None, :]).sum(1).to(s.dtype)
+            hits = (rel & (place <= (k + 1 if bug == "top_k_plus_one" else k))).sum().to(scores.dtype)
         n_pos = (targets[q] & mask[q]).sum() if bug != "query_as_positive" else targets[q].sum()
         if n_pos == 0:
             out.append(torch.tensor(NAN, dtype=scores.dtype))

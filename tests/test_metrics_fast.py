@@ -3,6 +3,8 @@ the sort-based oracle (lab.metrics.exact / hierarchical), scikit-learn and pytor
 on random data full of ties."""
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 import torch
@@ -10,7 +12,7 @@ from sklearn.metrics import average_precision_score
 
 import lab.metrics.counting as counting
 from lab.core.relevance import hap_relevance, shared_levels
-from lab.metrics import asi, average_precision, h_ap, map_at_r, ndcg, recall_at_k, retrieval_metrics
+from lab.metrics import asi, average_precision, h_ap, map_at_r, ndcg, recall_at_k, retrieval_metrics, true_recall_at_k
 from lab.metrics.list_metrics import list_metrics
 from lab.metrics.relevant import PAD, LabelIndex, Lists
 
@@ -217,3 +219,35 @@ def test_same_r1_and_map_at_r_as_pytorch_metric_learning():
 def test_method_must_be_known():
     with pytest.raises(ValueError, match="method must be one of"):
         retrieval_metrics(torch.randn(6, 3), torch.tensor([0, 0, 1, 1, 2, 2]), method="heap")
+
+
+def _worst_case_hits(scores: list[float], targets: list[bool], k: int) -> int:
+    """Fewest positives in the top k over every order of the items consistent with the scores
+    (tied items in any order): the pessimistic tie convention, by brute force."""
+    best = None
+    for order in itertools.permutations(range(len(scores))):
+        if any(scores[a] < scores[b] for a, b in zip(order, order[1:])):
+            continue
+        hits = sum(targets[i] for i in order[:k])
+        best = hits if best is None else min(best, hits)
+    return best
+
+
+def test_recall_at_k_breaks_ties_against_the_query_but_not_between_positives():
+    g = torch.Generator().manual_seed(3)
+    for _ in range(40):
+        n = 6
+        scores = torch.randint(0, 3, (1, n), generator=g).float()  # many ties
+        targets = torch.rand(1, n, generator=g) < 0.5
+        targets[0, 0] = True
+        ks = [1, 2, 3, 4]
+        want_tr = torch.tensor([[_worst_case_hits(scores[0].tolist(), targets[0].tolist(), k) /
+                                 min(k, int(targets.sum())) for k in ks]], dtype=torch.float32)
+        torch.testing.assert_close(recall_at_k(scores, targets, k=ks), (want_tr > 0).float())
+        torch.testing.assert_close(true_recall_at_k(scores, targets, k=ks), want_tr)
+    # Two duplicate images of the query's class on top: R@1 = 1 in both methods of retrieval_metrics
+    # (it was 0: the duplicates pushed each other down).
+    emb = torch.tensor([[1.0, 0.0]] * 3 + [[0.0, 1.0]] * 3)
+    labels = torch.tensor([0, 0, 0, 1, 1, 1])
+    for method in ("sort", "count"):
+        assert retrieval_metrics(emb, labels, backend="torch", method=method)["R@1"] == 1.0

@@ -8,6 +8,8 @@ Positives are ``targets & mask``, negatives ``~targets & mask``; masked items ar
 
 Ranks are pessimistic with ties: rank(k) = number of valid items j with s_j >= s_k
 (k itself included), so a positive tied with a negative counts as ranked below it.
+For R@k, positives tied with each other do not push each other down: the best positive's
+place is 1 + the number of negatives scoring at least as high (rank - rank⁺ + 1).
 Metrics return NaN for a query without positive; the loss returns 0 for it.
 """
 from __future__ import annotations
@@ -45,12 +47,13 @@ def map_at_r(scores: Tensor, targets: Tensor, mask: Tensor) -> Tensor:
 def recall_at_k(scores: Tensor, targets: Tensor, mask: Tensor, k: int) -> Tensor:
     """R@k of each query as used in image retrieval (ROADMAP supp. Eq. 10) -> (Q,).
 
-    1.0 if at least one positive is among the k best-ranked items (rank <= k), else 0.0;
-    NaN for a query without positive.
+    1.0 if at least one positive is among the k best-ranked items, else 0.0; NaN for a query
+    without positive. Ties are broken against the query (a tied negative first), but two
+    positives tied at the top are both hits: a positive's place is rank - rank⁺ + 1 at best.
     """
     ### BEGIN SOLUTION
-    rank, _, pos = ranks(scores, targets, mask)
-    hit = (pos & (rank <= k)).any(1).to(scores.dtype)
+    rank, rank_pos, pos = ranks(scores, targets, mask)
+    hit = (pos & (rank - rank_pos + 1 <= k)).any(1).to(scores.dtype)
     return torch.where(pos.any(1), hit, torch.full_like(hit, float("nan")))
     ### END SOLUTION
 

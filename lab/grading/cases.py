@@ -107,6 +107,9 @@ def _ties(g, dtype):
     # Values 0.05 + 0.1 k: many exact ties, and never on a hinge (alpha, beta) or a bin centre.
     s = (0.05 + 0.1 * torch.round((s - 0.05) / 0.1)).clamp(-0.95, 0.95)
     s.fill_diagonal_(1.0)
+    # Query 0's best positive (item 1) tied with a negative of higher index (item 5): a sort that breaks
+    # ties by position ranks the positive first; the lab puts the negative first.
+    s[0, 1] = s[0, 5] = 0.95
     return s.to(dtype), t, m, "self-retrieval batch of 11 with scores rounded to 0.05 + 0.1k: many tied scores"
 
 

@@ -65,7 +65,13 @@ def ap_metric(scores, targets, mask, *, rank_shift=0.0, rank_pos_shift=0.0, norm
 
 def recall_metric(scores, targets, mask, k, *, shift=0, kind="hit", empty="nan", **rank_opts) -> Tensor:
     r = ranked(scores, targets, mask, **rank_opts)
-    hits = (r.pos & (r.rank <= k + shift)).sum(1).to(scores.dtype)
+    # The m-th positive's place: after the negatives the tie convention puts above it, and after the
+    # m - 1 positives before it (tied positives in any order: the same places).
+    index = torch.arange(scores.shape[1])
+    before = (scores[:, None, :] > scores[:, :, None]) | (
+        (scores[:, None, :] == scores[:, :, None]) & (index[None, None, :] <= index[None, :, None]))
+    place = r.rank - r.rank_pos + (before & r.pos[:, None, :]).sum(-1).to(scores.dtype)
+    hits = (r.pos & (place <= k + shift)).sum(1).to(scores.dtype)
     num_pos = r.pos.sum(1).to(scores.dtype)
     out = {"hit": (hits > 0).to(scores.dtype), "count": hits, "fraction": hits / num_pos,
            "true": hits / num_pos.clamp(max=k), "precision": hits / k}[kind]

@@ -81,9 +81,13 @@ def map_at_r_from_ranks(r: Ranks) -> Tensor:
 
 
 def hits_from_ranks(r: Ranks, ks: Sequence[int]) -> Tensor:
-    """Number of positives ranked within the top k, for each k. -> (Q, len(ks))"""
+    """Number of positives within the top k, for each k, ties broken against the query: a negative
+    tied with a positive goes first, but positives tied with each other still fill the places after
+    the negatives (two duplicate positives on top: a hit at k = 1). The m-th positive's place is
+    #{negatives j : s_j >= s_k} + m = rank(k) - rank^+(k) + m. -> (Q, len(ks))"""
     kk = torch.tensor(list(ks), device=r.rank.device, dtype=r.rank.dtype)
-    return ((r.rank[:, :, None] <= kk) & r.is_pos[:, :, None]).sum(1).to(r.rank.dtype)
+    place = r.rank - r.rank_pos + r.is_pos.cumsum(1).to(r.rank.dtype)
+    return ((place[:, :, None] <= kk) & r.is_pos[:, :, None]).sum(1).to(r.rank.dtype)
 
 
 def average_precision(scores: Tensor, targets: Tensor, mask: Optional[Tensor] = None) -> Tensor:

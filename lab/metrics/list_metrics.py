@@ -6,7 +6,7 @@ need is a count *among the relevant items*, read off histograms of their ranks a
 themselves, r(k) = #{relevant j : s_j <= s_k} (s_j >= s_k if and only if r(j) >= r(k)):
 
 * AP (ROADMAP Eq. 1): rank^+(k) = #{positives j : s_j >= s_k};
-* mAP@R: the positives with rank(k) <= R; R@k: the best rank of a positive;
+* mAP@R: the positives with rank(k) <= R; R@k: 1 + the negatives scoring at least as high as the best positive;
 * H-AP (SupRank Eq. 18-20): H-rank^+(k) = sum over relevant j with s_j >= s_k of min(rel_j, rel_k);
 * NDCG (Eq. 23): rel_k / log2(1 + rank(k)), the ideal DCG from the level sizes;
 * ASI (Appendix C-A1): the relevant items tied with k and of its level fill the places just
@@ -83,7 +83,9 @@ def _binary(positive: np.ndarray, rank: np.ndarray, safe_rank: np.ndarray, rank_
     """R@k (a positive within the top k), mAP@R and AP of the finest level."""
     num_pos = positive.sum(1)
     precision = np.where(positive, rank_plus / safe_rank, 0.0)
-    best = np.where(positive, rank, np.inf).min(1)
+    # The best positive's place with ties broken against the query: after every negative scoring at
+    # least as high (rank - rank^+), but not after the positives tied with it (exact.hits_from_ranks).
+    best = np.where(positive, rank - rank_plus + 1, np.inf).min(1)
     out = {f"R@{k}": (best <= k).astype(np.float64) for k in ks}
     in_top_r = positive & (rank <= num_pos[:, None])
     out["mAP@R"] = np.where(in_top_r, precision, 0.0).sum(1) / np.maximum(num_pos, 1)
