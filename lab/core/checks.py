@@ -111,11 +111,12 @@ def check_scores(scores: Tensor, targets: Tensor, mask: Optional[Tensor],
         raise ValueError(f"scores is empty (shape {tuple(scores.shape)}): need at least one query and one item")
     if not scores.is_floating_point():
         raise ValueError(f"scores must be a floating-point tensor, got dtype {scores.dtype}")
-    if not torch.isfinite(scores).all():
+    largest = float(scores.detach().abs().max())  # NaN if any is NaN: one pass for both checks
+    if not math.isfinite(largest):
         raise ValueError("scores contain NaN or infinity; check the embeddings that produced them")
-    if limit is not None and float(scores.detach().abs().max()) > limit:
+    if limit is not None and largest > limit:
         raise ValueError(f"scores must lie in [-{limit:g}, {limit:g}] for a rank loss (cosine similarities are in "
-                         f"[-1, 1]), got a largest |score| of {float(scores.detach().abs().max()):g}")
+                         f"[-1, 1]), got a largest |score| of {largest:g}")
     if scores.dtype in (torch.float16, torch.bfloat16):
         scores = scores.float()
     targets = as_bool("targets", targets, scores.shape, scores.device)

@@ -43,18 +43,20 @@ def calibration(
     grad = torch.empty_like(scores) if need_grad else None
     with torch.no_grad():
         for rows in row_chunks(*scores.shape):  # cache-sized: a few passes over each chunk
-            s = scores[rows]
-            # float 0/1 weights: mixed bool-float arithmetic takes a slow path on CPU.
-            pos, neg = (targets[rows] & mask[rows]).to(s.dtype), (~targets[rows] & mask[rows]).to(s.dtype)
+            s, valid = scores[rows], mask[rows]
+            pos = targets[rows] & valid
             count_pos = pos.sum(1, keepdim=True)
-            num_pos, num_neg = count_pos.clamp_min(1), neg.sum(1, keepdim=True).clamp_min(1)
-            losses[rows] = (((alpha - s).clamp_min(0) * pos).sum(1, keepdim=True) / num_pos
-                            + ((s - beta).clamp_min(0) * neg).sum(1, keepdim=True) / num_neg).squeeze(1)
+            inv_pos = 1.0 / count_pos.clamp_min(1).to(s.dtype)
+            inv_neg = 1.0 / (valid.sum(1, keepdim=True) - count_pos).clamp_min(1).to(s.dtype)
+            # One hinge and one signed weight per item, few passes over the chunk: alpha - s with weight
+            # -1/|P| for a positive, s - beta with +1/|N| for a negative, weight 0 for an ignored item.
+            hinge = torch.where(pos, alpha - s, s - beta).clamp_min_(0)
+            slope = torch.where(pos, -inv_pos, torch.where(valid, inv_neg, 0.0))
+            losses[rows] = (hinge * slope.abs()).sum(1)
             has_pos[rows] = count_pos.squeeze(1) > 0
             if need_grad:
                 # The hinges' slopes, 0 on the hinge itself as autograd's clamp_min has it.
-                grad[rows] = ((s > beta).to(s.dtype).mul_(neg).div_(num_neg)
-                              - (s < alpha).to(s.dtype).mul_(pos).div_(num_pos))
+                grad[rows] = slope.masked_fill_(hinge == 0, 0.0)
     if need_grad:
         losses = with_gradient(scores, losses, grad)
     return reduce(losses, has_pos, reduction)
