@@ -16,10 +16,9 @@ import torch
 from torch import Tensor
 from torch.utils.checkpoint import checkpoint
 
-from lab.core.checks import (check_chunk_size, check_ks, check_positive, check_reduction, check_scores,
-                             check_unit_interval)
+from lab.core.checks import check_chunk_size, check_ks, check_positive, check_reduction, check_scores
 from lab.core.graded_ranks import exact_graded_ranks
-from lab.core.hparams import NUM_BINS
+from lab.core.hparams import LAM, NUM_BINS
 from lab.core.relevance import ideal_dcg
 from lab.core.steps import check_h_minus, h_minus, heaviside, sigmoid
 from lab.losses.base import reduce
@@ -27,7 +26,11 @@ from lab.losses.calibration import check_thresholds
 from lab.losses.rod import rod_mix
 from lab.losses.sup_hap import check_graded_loss
 
-check_num_bins = NUM_BINS.check  # the engine's own check moved to the declaration
+check_num_bins = NUM_BINS.check  # the engine's own checks moved to the declarations (lab.core.hparams)
+
+
+def check_unit_interval(name: str, value: float) -> None:
+    LAM.check(value)  # only ever called for lam
 
 # -------------------- lab/losses/engine.py --------------------------------------------------
 

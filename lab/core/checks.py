@@ -23,16 +23,6 @@ def check_positive(name: str, value: float) -> None:
         raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
 
 
-def check_nonnegative(name: str, value: float) -> None:
-    if not (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0):
-        raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
-
-
-def check_unit_interval(name: str, value: float) -> None:
-    if not (isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value <= 1):
-        raise ValueError(f"{name} must be in [0, 1], got {value!r}")
-
-
 def check_int(name: str, value, minimum: int = 1) -> int:
     """``value`` as an int (numpy integers welcome) if it is an integer >= minimum, else ValueError."""
     # bool is an int subclass: True would silently mean 1.

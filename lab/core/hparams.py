@@ -3,7 +3,7 @@
 A loss module lists its own with :func:`declare` (``declare(TAU, RHO, DELTA)``, or
 ``NUM_BINS.but(default=20)`` where its paper's default differs). Everything else reads that
 declaration: the function form's and the class's defaults (``tau: float = TAU.default``) and their
-checks (``DECLARED.check(tau=tau)``), ``lab.losses.check_loss_kwargs`` (the CLI and YAML recipes:
+checks (``TAU.check(tau)``), ``lab.losses.check_loss_kwargs`` (the CLI and YAML recipes:
 types converted and ranges checked at load), ``build_loss``, and the dashboard's sliders (``slider``).
 
 The accepted ranges are where every loss stays finite in float32 and float64 (a hypothesis test
@@ -36,15 +36,14 @@ class HParam:
         kind = "an integer" if self.kind is int else "a number"
         return f"{kind} in [{self.low:g}, {self.high:g}]"
 
-    def check(self, value: Any, owner: str = "") -> Any:
+    def check(self, value: Any) -> Any:
         """``value`` if it is accepted, else a ValueError naming the argument, the range and the meaning."""
         number = isinstance(value, (int, float)) and not isinstance(value, bool)
         if number and self.kind is int:
             number = isinstance(value, int) or float(value).is_integer()
         ok = number and math.isfinite(value) and self.low <= value <= self.high
         if not ok:
-            where = f" of {owner}" if owner else ""
-            raise ValueError(f"{self.name}{where} must be {self.accepted()} ({self.meaning}), got {value!r}")
+            raise ValueError(f"{self.name} must be {self.accepted()} ({self.meaning}), got {value!r}")
         return value
 
 
@@ -65,14 +64,6 @@ class Declared(Mapping[str, HParam]):
 
     def __add__(self, other: "Declared") -> "Declared":
         return Declared(*self.values(), *(p for p in other.values() if p.name not in self))
-
-    def check(self, owner: str = "", **values: Any) -> None:
-        for name, value in values.items():
-            self._params[name].check(value, owner)
-
-    @property
-    def defaults(self) -> dict[str, Any]:
-        return {name: p.default for name, p in self.items()}
 
     @property
     def sliders(self) -> dict[str, tuple[float, float]]:
