@@ -9,6 +9,7 @@ import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+import lab.core.budget as budget
 import lab.losses as L
 import lab.losses.engine as engine
 import lab.losses.pair_sums as pair_sums
@@ -276,9 +277,11 @@ def test_tiny_budgets_and_no_grad_change_nothing(name, monkeypatch):
     with torch.no_grad():
         torch.testing.assert_close(getattr(LF, name)(scores, targets, mask=mask, reduction="none"), want)
     monkeypatch.setattr(engine, "MIN_BLOCK_ELEMENTS", 1)
-    monkeypatch.setattr(engine, "MAX_BLOCK_ELEMENTS", 40)  # chunks of 1 query, anchors cut in tiles, recomputed
-    monkeypatch.setattr(pair_sums, "TILE_ELEMENTS", 40)
-    got, g_got = values_and_grads(getattr(LF, name), scores, targets, mask=mask)
+    monkeypatch.setattr(budget, "MIN_BUDGET", 1)
+    # 40 entries: chunks of 1 query, anchors cut in tiles, recomputed; histogram chunks of 1 query.
+    with budget.memory_budget(40 * engine.BYTES_PER_ENTRY):
+        assert engine.block_budget(17, 29) == 40
+        got, g_got = values_and_grads(getattr(LF, name), scores, targets, mask=mask)
     torch.testing.assert_close(got, want)
     torch.testing.assert_close(g_got, g_want)
 

@@ -74,26 +74,49 @@ def soft_histogram(values: Tensor, centres: Tensor, width: float, weights: Tenso
     return torch.einsum("qnl,qn->ql", kernel, weights.to(kernel.dtype))
 
 
+def nearest_bins(values: Tensor, centres: Tensor) -> Tensor:
+    """Index of the evenly spaced centre nearest to each value, clamped to the range -> (Q, N) int64.
+
+    A value beyond the range has weight in the end bin at most, so clamping its nearest centre loses
+    nothing. No gradient: the index only says where the kernel weights go."""
+    step = centres[1] - centres[0]
+    return torch.round((values.detach() - centres[0]) / step).clamp_(0, len(centres) - 1).long()
+
+
+def neighbour_bin(values: Tensor, nearest: Tensor, offset: int, centres: Tensor,
+                  width: float) -> tuple[Tensor, Tensor, Tensor]:
+    """(index, weight, centre), all (Q, N): the bin ``offset`` (-1, 0 or 1) away from each value's
+    nearest centre, its triangular-kernel weight max(0, 1 - |v - c| / width) and its centre.
+
+    A bin outside the range gets the centre -inf / +inf (ordered as the centres): weight 1 - inf,
+    clamped to 0, with no gradient. Its index is clamped into the range, where it adds 0.
+    """
+    # Centres padded at both ends, so that nearest + offset + 1 always indexes into them.
+    far = torch.tensor([float("inf")], dtype=centres.dtype, device=centres.device) * (centres[1] - centres[0]).sign()
+    padded = torch.cat([-far, centres, far])
+    shifted = nearest + (offset + 1)  # in ``padded``
+    centre = padded.index_select(0, shifted.flatten()).view(shifted.shape)
+    weight = (1 - (values - centre).abs() / width).clamp_min(0)
+    return (shifted - 1).clamp_(0, len(centres) - 1), weight, centre
+
+
+NEIGHBOURS = (-1, 0, 1)
+
+
 def kernel_bins(values: Tensor, centres: Tensor, width: float) -> tuple[Tensor, Tensor]:
     """The bins around each value and its triangular-kernel weight there. values (Q, N) ->
     (index, weight), both (Q, 3, N): for each value its nearest centre and both neighbours.
 
-    ``soft_histogram``'s kernel without its zeros: with width = the spacing of the (evenly spaced)
+    ``soft_histogram``'s kernel without its zeros. With width = the spacing of the (evenly spaced)
     centres, a value has weight in its two nearest bins only, so a histogram is a scatter of a few
     weights per value, O(N) instead of O(N * L). The third bin keeps it exact: for a value on a
     centre, a neighbour's weight 1 - |v - c| / width may round to a tiny positive number, with a
-    gradient, as in ``soft_histogram``. Bins outside the range get weight 0.
+    gradient, as in ``soft_histogram``. The losses take the three bins one at a time
+    (``neighbour_bin``), which keeps their temporaries at (Q, N).
     """
-    # Centres padded with -inf / +inf (ordered as the centres): weight 1 - inf = -inf, clamped to 0, no gradient.
-    far = torch.tensor([float("inf")], dtype=centres.dtype, device=centres.device) * (centres[1] - centres[0]).sign()
-    padded = torch.cat([-far, centres, far])
-    # A value beyond the range has weight in the end bin at most: clamping its nearest centre loses nothing.
-    nearest = torch.round((values.detach() - centres[0]) / (centres[1] - centres[0])).clamp_(0, len(centres) - 1)
-    nearest = nearest.long()
-    index = nearest[:, None, :] + torch.arange(3, device=values.device)[:, None]  # in ``padded``
-    centre = padded.index_select(0, index.flatten()).view(index.shape)
-    weight = (1 - (values[:, None, :] - centre).abs() / width).clamp_min(0)
-    return (index - 1).clamp_(0, len(centres) - 1), weight
+    nearest = nearest_bins(values, centres)
+    parts = [neighbour_bin(values, nearest, offset, centres, width)[:2] for offset in NEIGHBOURS]
+    return torch.stack([index for index, _ in parts], 1), torch.stack([weight for _, weight in parts], 1)
 
 
 def histogram_ap_from_counts(h_pos: Tensor, h_all: Tensor, num_pos: Tensor) -> Tensor:

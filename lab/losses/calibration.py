@@ -42,7 +42,7 @@ def calibration(
     losses, has_pos = scores.new_empty(scores.shape[0]), torch.empty_like(targets[:, 0])
     grad = torch.empty_like(scores) if need_grad else None
     with torch.no_grad():
-        for rows in row_chunks(*scores.shape):  # cache-sized: a few passes over each chunk
+        for rows in row_chunks(*scores.shape, scores.device):  # a few passes over each chunk
             s, valid = scores[rows], mask[rows]
             pos = targets[rows] & valid
             count_pos = pos.sum(1, keepdim=True)

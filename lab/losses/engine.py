@@ -1,36 +1,52 @@
 """The engine of the rank losses: per-query losses computed in chunks of queries, gradient included.
 
-Every loss here is a sum over queries of a function of that query's row of scores, so the
-gradient of each chunk can be taken right after its forward pass (``eager_gradient``): only the
-(Q, N) gradient is kept for the backward pass, which multiplies it by the incoming per-query
-weights. Nothing of a chunk outlives it, so nothing is checkpointed or recomputed (except the
-sigmoid tiles of a row with so many positives that they exceed the budget, see ``pair_sums``).
+Every loss here is a sum over queries of a function of that query's row of scores. So each chunk's
+gradient can be taken right after its forward pass: only the (Q, N) gradient is kept for the
+backward pass, which multiplies it by the incoming per-query weights. Nothing of a chunk outlives
+it, so nothing is checkpointed or recomputed (except the sigmoid tiles of a row with so many
+positives that they exceed the budget, see ``pair_sums``).
 
 A rank loss needs, for each positive k of a query, sums over items j of a step surrogate of
-s_j - s_k (ROADMAP Eq. 3). ``Block`` gives a chunk's positives (the anchors) and the sums of
-``pair_sums``; memory per chunk stays below ``block_budget`` whatever the number of positives.
+s_j - s_k (ROADMAP Eq. 3). ``Block`` gives a chunk's positives (the anchors) and these sums:
+- on CUDA, from the fused Triton kernels of ``fused_sums``, which never store the
+  (query, anchor, item) block;
+- elsewhere, from the PyTorch tiles of ``pair_sums``.
+Memory per chunk stays below ``block_budget`` whatever the number of positives. The budget comes
+from the device (``lab.core.budget``): cache-sized on a CPU, a share of the free memory on a GPU.
 """
 from __future__ import annotations
 
 import contextlib
-from typing import Callable, NamedTuple, Optional
+from typing import Callable, NamedTuple, Optional, Union
 
 import torch
 from torch import Tensor
 
+from ..core.budget import budget_bytes, uses_cache_blocks
 from ..core.checks import check_chunk_size
+from . import fused_sums
 from .pair_sums import TILE_ELEMENTS, PairSums, count_at_least
 
-# Entries of one chunk's (queries, positives, items) block: 2**22 float32 = 16 MB; 2**16 = 256 KB.
-MAX_BLOCK_ELEMENTS = 2**22
+# Bytes per entry of a chunk's (queries, positives, items) block: the float32 block itself and the
+# tile it is computed in. The CPU's default budget (32 MB) gives blocks of 2**22 entries (16 MB).
+BYTES_PER_ENTRY = 8
 MIN_BLOCK_ELEMENTS = 2**16
+# (c, N) tensors a chunk holds at once on the fused path, where no block exists (masks, compacted
+# items, gathered scores, the gradient): its chunks are sized by the rows alone.
+ROW_TENSORS = 16
 
 
-def block_budget(num_queries: int, num_items: int) -> int:
+def max_block_elements(device: Union[torch.device, str, None] = None) -> int:
+    """Entries of the largest block the memory budget of ``device`` allows."""
+    return max(1, budget_bytes(device) // BYTES_PER_ENTRY)
+
+
+def block_budget(num_queries: int, num_items: int, device: Union[torch.device, str, None] = None) -> int:
     """Entries a chunk's pair block may hold: what a batch with 4 samples per class (3 positives per
-    query) needs, 3 Q N, within [MIN_BLOCK_ELEMENTS, MAX_BLOCK_ELEMENTS]. A batch of one or two classes,
-    whose queries have ~N positives, is cut into more chunks and tiles, and needs no more memory."""
-    return min(MAX_BLOCK_ELEMENTS, max(MIN_BLOCK_ELEMENTS, 3 * num_queries * num_items))
+    query) needs, 3 Q N, at least MIN_BLOCK_ELEMENTS, at most what the device's budget allows. A batch
+    of one or two classes, whose queries have ~N positives, is cut into more chunks and tiles, and
+    needs no more memory."""
+    return min(max_block_elements(device), max(MIN_BLOCK_ELEMENTS, 3 * num_queries * num_items))
 
 
 class _WithGradient(torch.autograd.Function):
@@ -48,43 +64,19 @@ class _WithGradient(torch.autograd.Function):
         return grad_losses[:, None] * grad, None
 
 
-def row_chunks(num_rows: int, num_items: int) -> list[slice]:
-    """Slices of rows holding about TILE_ELEMENTS entries each: (Q, N) passes on them stay in cache."""
-    step = max(1, TILE_ELEMENTS // max(num_items, 1))
+def row_chunks(num_rows: int, num_items: int, device: Union[torch.device, str, None] = None) -> list[slice]:
+    """Slices of rows for (Q, N) passes: about TILE_ELEMENTS entries each on a CPU (they stay in
+    cache), as many as the memory budget allows elsewhere (each slice is a few kernel launches)."""
+    limit = max_block_elements(device)
+    if uses_cache_blocks(device):
+        limit = min(limit, TILE_ELEMENTS)
+    step = max(1, limit // max(num_items, 1))
     return [slice(start, start + step) for start in range(0, num_rows, step)]
 
 
 def with_gradient(scores: Tensor, losses: Tensor, grad: Tensor) -> Tensor:
     """``losses`` (Q,), computed without autograd, as a function of ``scores`` with gradient ``grad`` (Q, N)."""
     return _WithGradient.apply(scores, lambda: (losses, grad))
-
-
-def eager_gradient(fn: Callable[..., Tensor], tensors: tuple[Tensor, ...], chunk_size: int) -> Tensor:
-    """``fn`` applied to row chunks of ``tensors`` -> (Q,); differentiable with respect to ``tensors[0]``.
-
-    ``fn(scores_chunk, *others)`` returns (c,) losses, row i depending on row i of the chunk only;
-    it may use autograd (its graph lives for one chunk). Autocast is off inside: float32 throughout.
-    """
-    scores = tensors[0]
-    parts = [tuple(t[start: start + chunk_size] for t in tensors) for start in range(0, scores.shape[0], chunk_size)]
-    no_autocast = torch.autocast(device_type=scores.device.type, enabled=False)
-    if not (torch.is_grad_enabled() and scores.requires_grad):
-        with torch.no_grad(), no_autocast:
-            return torch.cat([fn(*part) for part in parts])
-
-    def compute() -> tuple[Tensor, Tensor]:
-        losses, grads = [], []
-        with no_autocast:
-            for s, *others in parts:
-                leaf = s.detach().requires_grad_()
-                with torch.enable_grad():
-                    out = fn(leaf, *others)
-                    grad = torch.autograd.grad(out.sum(), leaf, allow_unused=True)[0] if out.requires_grad else None
-                losses.append(out.detach())
-                grads.append(torch.zeros_like(leaf) if grad is None else grad)
-        return torch.cat(losses), torch.cat(grads)
-
-    return _WithGradient.apply(scores, compute)
 
 
 def compact(flags: Tensor, count: Tensor) -> tuple[Tensor, Tensor]:
@@ -119,12 +111,13 @@ class Block:
     """
 
     def __init__(self, scores: Tensor, pos: Tensor, valid: Tensor, budget: int, relevance: Optional[Tensor] = None,
-                 num_pos: Optional[Tensor] = None, need_grad: bool = False, tracked: Optional[list] = None) -> None:
+                 num_pos: Optional[Tensor] = None, need_grad: bool = False, tracked: Optional[list] = None,
+                 fused: bool = False) -> None:
         self.scores = scores  # (c, N), detached
         self.pos = pos  # (c, N) bool, positive and not masked
         self.valid = valid  # (c, N) bool, not masked
         self.relevance = relevance  # (c, N) graded relevance, when per_query was given one
-        self.budget, self.need_grad = budget, need_grad
+        self.budget, self.need_grad, self.fused = budget, need_grad, fused
         self.num_pos = pos.sum(1, dtype=torch.int32) if num_pos is None else num_pos  # (c,)
         self.pos_index, self.pos_valid = compact(pos, self.num_pos)  # (c, P); pos_valid False on padding
         self.anchors = scores.gather(1, self.pos_index)  # (c, P) positives' scores (padding: a finite score)
@@ -133,7 +126,7 @@ class Block:
     def level(self, anchors: Tensor) -> "Block":
         """The same chunk with other anchors (c, N) bool, e.g. the positives of one relevance value."""
         return Block(self.scores, anchors, self.valid, self.budget, self.relevance, need_grad=self.need_grad,
-                     tracked=self.tracked)
+                     tracked=self.tracked, fused=self.fused)
 
     # ------------------------------------------------------------------------------ items
     def items(self, keep: Tensor, count: Optional[Tensor] = None) -> Items:
@@ -160,7 +153,8 @@ class Block:
 
     # ------------------------------------------------------------------------------- sums
     def sums(self, items: Items, tau: float, rho: Optional[float] = None, delta: Optional[float] = None) -> Tensor:
-        pair_sums = PairSums(items.scores, self.anchors, tau, rho, delta, self.need_grad, self.budget)
+        sums_class = fused_sums.FusedPairSums if self.fused else PairSums
+        pair_sums = sums_class(items.scores, self.anchors, tau, rho, delta, self.need_grad, self.budget)
         if not self.need_grad:
             return pair_sums.sums
         leaf = pair_sums.sums.requires_grad_()
@@ -177,6 +171,8 @@ class Block:
 
     def count_at_least(self, items: Items) -> Tensor:
         """#{items j : s_j >= s_k} for every anchor k (exact step, H(0) = 1, no gradient) -> (c, P)."""
+        if self.fused:
+            return fused_sums.count_at_least(items.scores, self.anchors)
         return count_at_least(items.scores, self.anchors, self.budget)
 
     def backward_into(self, grad: Tensor, losses: Tensor) -> None:
@@ -208,16 +204,22 @@ def per_query(
 ) -> Tensor:
     """(Q,) per-query values of ``block_fn`` over chunks of queries, differentiable in ``scores``.
 
-    Chunks hold ``chunk_size`` queries, by default as many as keep a (chunk, P, N) block within
-    ``block_budget``. ``block_fn`` reaches the scores through the block's sums only. ``relevance``
-    (Q, N), optional, reaches it as ``block.relevance`` (graded losses: SupRank Eq. 21, 24).
+    Chunks hold ``chunk_size`` queries. By default, on the PyTorch path, as many as keep a
+    (chunk, P, N) block within ``block_budget``; on the fused path, which holds no block, as many
+    as keep ROW_TENSORS (chunk, N) tensors within the budget. ``block_fn`` reaches the scores
+    through the block's sums only. ``relevance`` (Q, N), optional, reaches it as
+    ``block.relevance`` (graded losses: SupRank Eq. 21, 24).
     """
     check_chunk_size(chunk_size)
     pos = targets & mask
     num_pos = pos.sum(1, dtype=torch.int32)
-    budget = block_budget(*scores.shape)
+    budget = block_budget(*scores.shape, device=scores.device)
+    fused = fused_sums.use_fused(scores)
     if chunk_size is None:
-        chunk_size = max(1, budget // (max(int(num_pos.max()), 1) * scores.shape[1]))
+        if fused:
+            chunk_size = max(1, max_block_elements(scores.device) // (ROW_TENSORS * scores.shape[1]))
+        else:
+            chunk_size = max(1, budget // (max(int(num_pos.max()), 1) * scores.shape[1]))
     starts = range(0, scores.shape[0], chunk_size)
 
     def run(grad: Optional[Tensor]) -> Tensor:
@@ -225,7 +227,8 @@ def per_query(
         for start in starts:
             rows = slice(start, start + chunk_size)
             b = Block(scores[rows].detach(), pos[rows], mask[rows], budget,
-                      None if relevance is None else relevance[rows], num_pos[rows], need_grad=grad is not None)
+                      None if relevance is None else relevance[rows], num_pos[rows], need_grad=grad is not None,
+                      fused=fused)
             with torch.enable_grad() if grad is not None else contextlib.nullcontext():
                 out = block_fn(b)
                 if grad is not None:

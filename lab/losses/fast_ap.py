@@ -6,46 +6,91 @@ from typing import Optional
 import torch
 from torch import Tensor
 
+from ..core.budget import budget_bytes, uses_cache_blocks
 from ..core.checks import check_chunk_size, check_reduction, check_scores
 from ..core.hparams import NUM_BINS, declare
-from ..core.steps import histogram_ap_from_counts, kernel_bins
+from ..core.steps import NEIGHBOURS, histogram_ap_from_counts, nearest_bins, neighbour_bin
+from . import fused_histograms
 from .base import RankLoss, reduce
 from .engine import with_gradient
+from .fused_sums import use_fused
+
+
+# Bytes per (query, item) entry a chunk holds at once on the PyTorch path: the nearest bin (int64), the
+# three neighbours' index (int64), centre and weight (kept for the gradient), the weighted counts, the masks,
+# the gradient. The fused kernels hold no such temporaries: the masks and the gradient, 8 bytes.
+HISTOGRAM_BYTES_PER_ENTRY = 96
+FUSED_HISTOGRAM_BYTES_PER_ENTRY = 8
+CPU_HISTOGRAM_ENTRIES = 2**18  # 1 MB per (chunk, N) float32 tensor: the chunk's passes stay in cache on a CPU
+
+
+def histogram_rows(num_items: int, device: torch.device, fused: bool = False) -> int:
+    """Queries per chunk of ``binned_ap_loss``: within the memory budget, and cache-sized on a CPU
+    (on a GPU with the default budget, one chunk for a whole B = 4096 batch)."""
+    per_entry = FUSED_HISTOGRAM_BYTES_PER_ENTRY if fused else HISTOGRAM_BYTES_PER_ENTRY
+    entries = budget_bytes(device) // per_entry
+    if uses_cache_blocks(device):
+        entries = min(entries, CPU_HISTOGRAM_ENTRIES)
+    return max(1, entries // max(num_items, 1))
+
+
+def scatter_histograms(v: Tensor, p: Tensor, m: Tensor, centres: Tensor, width: float) -> tuple[Tensor, Tensor, list]:
+    """(h+, h) (c, L) of values v (c, N) with 0/1 weights p, m (c, N), and the neighbours they used."""
+    nearest = nearest_bins(v, centres)
+    h_pos, h_all = v.new_zeros(v.shape[0], len(centres)), v.new_zeros(v.shape[0], len(centres))
+    neighbours = [neighbour_bin(v, nearest, offset, centres, width) for offset in NEIGHBOURS]
+    for index, weight, _ in neighbours:
+        h_pos.scatter_add_(1, index, weight * p)
+        h_all.scatter_add_(1, index, weight * m)
+    return h_pos, h_all, neighbours
+
+
+def scatter_gradients(v: Tensor, p: Tensor, m: Tensor, width: float, neighbours: list, g_pos: Tensor,
+                      g_all: Tensor) -> Tensor:
+    """d/d v (c, N) of sum_l g+_l h+_l + g_l h_l, through the kernel weights of ``neighbours``."""
+    grad = torch.zeros_like(v)
+    for index, weight, centre in neighbours:
+        # d weight / d v = -sign(v - c) / width where the weight is > 0 (0 on the hinge, as clamp_min).
+        slope = (v - centre).sign_().mul_(weight > 0).div_(-width)
+        grad += slope.mul_(g_pos.gather(1, index).mul_(p).add_(g_all.gather(1, index).mul_(m)))
+    return grad
 
 
 def binned_ap_loss(values: Tensor, targets: Tensor, mask: Tensor, centres: Tensor, width: float,
                    reduction: str, chunk_size: Optional[int]) -> Tensor:
-    """1 - histogram AP per query, in chunks of queries. Each value adds its kernel weight to the
-    bins around it (a scatter, O(Q * N), not a (Q, N, bins) kernel); the gradient is taken at once:
-    autograd from the AP to the (chunk, bins) histograms, then through the kernel by hand."""
+    """1 - histogram AP per query, in chunks of queries.
+
+    Each value adds its kernel weight to the bins around it. On CUDA the fused kernels of
+    ``fused_histograms`` do it in one pass; elsewhere a scatter of the three nearest bins, one
+    neighbour at a time. Either way it costs O(Q * N) time and memory, never a (Q, N, bins)
+    kernel. The gradient is taken at once, per chunk: autograd from the AP to the histograms
+    (small), then through the kernel by hand.
+    """
     check_chunk_size(chunk_size)
     pos = targets & mask
-    if chunk_size is None:  # (chunk, 3, N) tensors of about 1 MB
-        chunk_size = max(1, 2**18 // (3 * values.shape[1]))
+    fused = use_fused(values)
+    chunk_size = chunk_size or histogram_rows(values.shape[1], values.device, fused)
     need_grad = torch.is_grad_enabled() and values.requires_grad
-    num_bins = len(centres)
     losses, grads = [], []
     with torch.no_grad(), torch.autocast(device_type=values.device.type, enabled=False):
         for start in range(0, values.shape[0], chunk_size):
-            v = values[start: start + chunk_size]
-            p = pos[start: start + chunk_size].to(v.dtype)[:, None, :]
-            m = mask[start: start + chunk_size].to(v.dtype)[:, None, :]
-            index, weight = kernel_bins(v, centres, width)  # (c, 3, N)
-            flat = index.flatten(1)
-            h_pos = v.new_zeros(v.shape[0], num_bins).scatter_add_(1, flat, (weight * p).flatten(1))
-            h_all = v.new_zeros(v.shape[0], num_bins).scatter_add_(1, flat, (weight * m).flatten(1))
+            rows = slice(start, start + chunk_size)
+            v = values[rows]
+            if fused:
+                h_pos, h_all = fused_histograms.histograms(v, pos[rows], mask[rows], centres, width)
+            else:
+                p, m = pos[rows].to(v.dtype), mask[rows].to(v.dtype)
+                h_pos, h_all, neighbours = scatter_histograms(v, p, m, centres, width)
             with torch.enable_grad():
                 h_pos.requires_grad_(), h_all.requires_grad_()
-                loss = 1.0 - histogram_ap_from_counts(h_pos, h_all, p.sum((1, 2)))
+                loss = 1.0 - histogram_ap_from_counts(h_pos, h_all, pos[rows].sum(1))
                 if need_grad:
                     g_pos, g_all = torch.autograd.grad(loss.sum(), (h_pos, h_all))
             losses.append(loss.detach())
-            if need_grad:
-                # d weight / d v = -sign(v - c) / width where the weight is > 0 (0 on the hinge, as clamp_min).
-                centre = centres.index_select(0, flat.flatten()).view(index.shape)
-                slope = (v[:, None, :] - centre).sign_().mul_((weight > 0).to(v.dtype)).div_(-width)
-                per_bin = g_pos.gather(1, flat).view_as(weight) * p + g_all.gather(1, flat).view_as(weight) * m
-                grads.append((per_bin * slope).sum(1))
+            if need_grad and fused:
+                grads.append(fused_histograms.histogram_gradients(v, pos[rows], mask[rows], centres, width, g_pos, g_all))
+            elif need_grad:
+                grads.append(scatter_gradients(v, p, m, width, neighbours, g_pos, g_all))
     losses = torch.cat(losses)
     if need_grad:
         losses = with_gradient(values, losses, torch.cat(grads))

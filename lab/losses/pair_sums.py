@@ -3,10 +3,14 @@
 For each query row and anchor k (a positive), ``S_k = sum_j f(s_j - s_k)`` over the items j of
 the row, f = sigma(t / tau) (SmoothAP) or H^- (SupRank Eq. 4). Items left out of a sum carry the
 score -inf: f(-inf) = 0 and so is its derivative, so no weight vector is needed. The (queries,
-anchors, items) block is cut into tiles of ``TILE_ELEMENTS`` entries that stay in cache, and each
-tile goes through a few in-place passes (difference, scale, sigmoid, row sum). The gradient is
-analytic, sigma' = sigma (1 - sigma) / tau, taken on the stored sigmoids, or on recomputed ones
-when the block is larger than the caller's memory budget.
+anchors, items) block is cut into tiles, and each tile goes through a few in-place passes
+(difference, scale, sigmoid, row sum). On a CPU a tile holds ``TILE_ELEMENTS`` entries, which stay
+in cache; on an accelerator a tile is as large as the caller's budget, since there every pass is a
+kernel launch. The gradient is analytic, sigma' = sigma (1 - sigma) / tau, taken on the stored
+sigmoids, or on recomputed ones when the block is larger than the caller's memory budget.
+
+This is the PyTorch path and the reference of the fused kernels (``fused_sums``), which compute
+the same sums on CUDA without storing any tile.
 """
 from __future__ import annotations
 
@@ -15,9 +19,16 @@ from typing import Optional
 import torch
 from torch import Tensor
 
+from ..core.budget import uses_cache_blocks
+
 # Entries of one tile of the (queries, anchors, items) block: 4 MB in float32, within the L3 cache;
 # few enough tiles that the per-op overhead (and, with 2 threads, the OpenMP barrier) stays small.
 TILE_ELEMENTS = 2**20
+
+
+def tile_limit(budget: int, device: torch.device) -> int:
+    """Entries of one tile: cache-sized on a CPU, the whole budget on an accelerator."""
+    return min(TILE_ELEMENTS, budget) if uses_cache_blocks(device) else budget
 
 
 def tiles(rows: int, anchors: int, items: int, limit: int = TILE_ELEMENTS) -> list[tuple[int, int, int, int]]:
@@ -80,7 +91,7 @@ class PairSums:
         rows, num_anchors, num_items = anchors.shape[0], anchors.shape[1], items.shape[1]
         # delta rounded to the scores' dtype: the threshold of h_minus's comparison t <= delta.
         self.delta = None if delta is None else float(torch.tensor(delta, dtype=items.dtype))
-        self.tiles = tiles(rows, num_anchors, num_items, min(TILE_ELEMENTS, budget))
+        self.tiles = tiles(rows, num_anchors, num_items, tile_limit(budget, items.device))
         largest = max((q1 - q0) * (p1 - p0) * num_items for q0, q1, p0, p1 in self.tiles)
         size = rows * num_anchors * num_items
         keep = need_grad and size <= budget
@@ -136,7 +147,7 @@ class PairSums:
 def count_at_least(items: Tensor, anchors: Tensor, budget: int = TILE_ELEMENTS) -> Tensor:
     """#{j : s_j >= s_k} -> (c, P) in the items' dtype, no gradient. H(0) = 1: ties count (ROADMAP Eq. 3)."""
     counts = items.new_empty(anchors.shape)
-    for q0, q1, p0, p1 in tiles(anchors.shape[0], anchors.shape[1], items.shape[1], min(TILE_ELEMENTS, budget)):
+    for q0, q1, p0, p1 in tiles(anchors.shape[0], anchors.shape[1], items.shape[1], tile_limit(budget, items.device)):
         above = items[q0:q1, None, :] >= anchors[q0:q1, p0:p1, None]
         counts[q0:q1, p0:p1] = above.sum(-1, dtype=counts.dtype)
     return counts
