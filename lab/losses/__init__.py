@@ -11,6 +11,7 @@ import collections.abc
 import typing
 from typing import Any, Mapping, Optional, Union
 
+from ..core.budget import memory_budget, set_memory_budget
 from ..core.relevance import build_relevance
 from . import functional
 from .base import (HierarchicalRankLoss, RankLoss, UnknownHyperParameterError, constructor_parameters, renamed,
@@ -149,5 +150,6 @@ def build_loss(name: str, *, num_classes: Optional[int] = None, embed_dim: Optio
 
 
 __all__ = ["functional", "RankLoss", "LOSSES", "build_loss", "loss_kwargs_of", "check_loss_kwargs",
-           "UnknownHyperParameterError", "RODLoss", "HierarchicalRankLoss", "build_relevance",
+           "UnknownHyperParameterError", "RODLoss", "HierarchicalRankLoss", "build_relevance", "memory_budget",
+           "set_memory_budget",
            *[cls.__name__ for cls in LOSSES.values()]]

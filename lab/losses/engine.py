@@ -22,7 +22,7 @@ from typing import Callable, NamedTuple, Optional, Union
 import torch
 from torch import Tensor
 
-from ..core.budget import budget_bytes, uses_cache_blocks
+from ..core import budget
 from ..core.checks import check_chunk_size
 from . import fused_sums
 from .pair_sums import TILE_ELEMENTS, PairSums, count_at_least
@@ -38,7 +38,7 @@ ROW_TENSORS = 16
 
 def max_block_elements(device: Union[torch.device, str, None] = None) -> int:
     """Entries of the largest block the memory budget of ``device`` allows."""
-    return max(1, budget_bytes(device) // BYTES_PER_ENTRY)
+    return max(1, budget.budget_bytes(device) // BYTES_PER_ENTRY)
 
 
 def block_budget(num_queries: int, num_items: int, device: Union[torch.device, str, None] = None) -> int:
@@ -68,7 +68,7 @@ def row_chunks(num_rows: int, num_items: int, device: Union[torch.device, str, N
     """Slices of rows for (Q, N) passes: about TILE_ELEMENTS entries each on a CPU (they stay in
     cache), as many as the memory budget allows elsewhere (each slice is a few kernel launches)."""
     limit = max_block_elements(device)
-    if uses_cache_blocks(device):
+    if budget.uses_cache_blocks(device):
         limit = min(limit, TILE_ELEMENTS)
     step = max(1, limit // max(num_items, 1))
     return [slice(start, start + step) for start in range(0, num_rows, step)]
@@ -213,20 +213,20 @@ def per_query(
     check_chunk_size(chunk_size)
     pos = targets & mask
     num_pos = pos.sum(1, dtype=torch.int32)
-    budget = block_budget(*scores.shape, device=scores.device)
+    block_entries = block_budget(*scores.shape, device=scores.device)
     fused = fused_sums.use_fused(scores)
     if chunk_size is None:
         if fused:
             chunk_size = max(1, max_block_elements(scores.device) // (ROW_TENSORS * scores.shape[1]))
         else:
-            chunk_size = max(1, budget // (max(int(num_pos.max()), 1) * scores.shape[1]))
+            chunk_size = max(1, block_entries // (max(int(num_pos.max()), 1) * scores.shape[1]))
     starts = range(0, scores.shape[0], chunk_size)
 
     def run(grad: Optional[Tensor]) -> Tensor:
         losses = []
         for start in starts:
             rows = slice(start, start + chunk_size)
-            b = Block(scores[rows].detach(), pos[rows], mask[rows], budget,
+            b = Block(scores[rows].detach(), pos[rows], mask[rows], block_entries,
                       None if relevance is None else relevance[rows], num_pos[rows], need_grad=grad is not None,
                       fused=fused)
             with torch.enable_grad() if grad is not None else contextlib.nullcontext():

@@ -6,7 +6,7 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from ..core.budget import budget_bytes, uses_cache_blocks
+from ..core import budget
 from ..core.checks import check_chunk_size, check_reduction, check_scores
 from ..core.hparams import NUM_BINS, declare
 from ..core.steps import NEIGHBOURS, histogram_ap_from_counts, nearest_bins, neighbour_bin
@@ -28,8 +28,8 @@ def histogram_rows(num_items: int, device: torch.device, fused: bool = False) ->
     """Queries per chunk of ``binned_ap_loss``: within the memory budget, and cache-sized on a CPU
     (on a GPU with the default budget, one chunk for a whole B = 4096 batch)."""
     per_entry = FUSED_HISTOGRAM_BYTES_PER_ENTRY if fused else HISTOGRAM_BYTES_PER_ENTRY
-    entries = budget_bytes(device) // per_entry
-    if uses_cache_blocks(device):
+    entries = budget.budget_bytes(device) // per_entry
+    if budget.uses_cache_blocks(device):
         entries = min(entries, CPU_HISTOGRAM_ENTRIES)
     return max(1, entries // max(num_items, 1))
 

@@ -51,15 +51,15 @@ if triton is not None:
         bins = tl.arange(0, BLOCK_L)
         bin_in = bins < num_bins
         c = tl.load(centres + bins, mask=bin_in, other=0.0)
-        total_pos = tl.zeros([BLOCK_L], dtype=tl.float32)
-        total_all = tl.zeros([BLOCK_L], dtype=tl.float32)
+        total_pos = tl.zeros([BLOCK_L, BLOCK_N], dtype=tl.float32)  # reduced once, after the loop
+        total_all = tl.zeros([BLOCK_L, BLOCK_N], dtype=tl.float32)
         for start in range(0, num_items, BLOCK_N):
             j, j_in, v, p, m = _items(values, pos, valid, row, stride, num_items, start, BLOCK_N)
             w, _ = _weights(v, c, bin_in, width)
-            total_pos += tl.sum(w * p[None, :], axis=1)
-            total_all += tl.sum(w * m[None, :], axis=1)
-        tl.store(h_pos + row * num_bins + bins, total_pos, mask=bin_in)
-        tl.store(h_all + row * num_bins + bins, total_all, mask=bin_in)
+            total_pos += w * p[None, :]
+            total_all += w * m[None, :]
+        tl.store(h_pos + row * num_bins + bins, tl.sum(total_pos, axis=1), mask=bin_in)
+        tl.store(h_all + row * num_bins + bins, tl.sum(total_all, axis=1), mask=bin_in)
 
     @triton.jit
     def _histogram_gradients(values, pos, valid, centres, g_pos, g_all, grad, num_items, num_bins, stride, width,

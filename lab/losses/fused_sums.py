@@ -100,18 +100,19 @@ if triton is not None:
         k = tl.program_id(1) * BLOCK_P + tl.arange(0, BLOCK_P)
         k_in = k < num_anchors
         a = tl.load(anchors + row * anchors_stride + k, mask=k_in, other=0.0).to(tl.float32)
-        total = tl.zeros([BLOCK_P], dtype=tl.float32)
-        slope_total = tl.zeros([BLOCK_P], dtype=tl.float32)
+        # Tile-shaped accumulators, reduced once at the end: no cross-lane sum inside the loop.
+        total = tl.zeros([BLOCK_P, BLOCK_M], dtype=tl.float32)
+        slope_total = tl.zeros([BLOCK_P, BLOCK_M], dtype=tl.float32)
         for start in range(0, num_items, BLOCK_M):
             j = start + tl.arange(0, BLOCK_M)
             s = tl.load(items + row * items_stride + j, mask=j < num_items, other=float("-inf")).to(tl.float32)
             value, slope = _step(s[None, :] - a[:, None], inv_tau, tau, rho, delta, MODE)
-            total += tl.sum(value, axis=1)
+            total += value
             if SLOPES:
-                slope_total += tl.sum(slope, axis=1)
-        tl.store(sums + row * num_anchors + k, total, mask=k_in)
+                slope_total += slope
+        tl.store(sums + row * num_anchors + k, tl.sum(total, axis=1), mask=k_in)
         if SLOPES:
-            tl.store(slopes + row * num_anchors + k, slope_total, mask=k_in)
+            tl.store(slopes + row * num_anchors + k, tl.sum(slope_total, axis=1), mask=k_in)
 
     @triton.jit
     def _item_gradients(items, anchors, weights, out, num_items, num_anchors, items_stride, anchors_stride,
@@ -122,15 +123,15 @@ if triton is not None:
         j = tl.program_id(1) * BLOCK_M + tl.arange(0, BLOCK_M)
         j_in = j < num_items
         s = tl.load(items + row * items_stride + j, mask=j_in, other=float("-inf")).to(tl.float32)
-        total = tl.zeros([BLOCK_M], dtype=tl.float32)
+        total = tl.zeros([BLOCK_P, BLOCK_M], dtype=tl.float32)
         for start in range(0, num_anchors, BLOCK_P):
             k = start + tl.arange(0, BLOCK_P)
             k_in = k < num_anchors
             a = tl.load(anchors + row * anchors_stride + k, mask=k_in, other=0.0).to(tl.float32)
             w = tl.load(weights + row * num_anchors + k, mask=k_in, other=0.0)
             _, slope = _step(s[None, :] - a[:, None], inv_tau, tau, rho, delta, MODE)
-            total += tl.sum(slope * w[:, None], axis=0)
-        tl.store(out + row * num_items + j, total, mask=j_in)
+            total += slope * w[:, None]
+        tl.store(out + row * num_items + j, tl.sum(total, axis=0), mask=j_in)
 
 
 def _blocks(num_anchors: int) -> tuple[int, int]:

@@ -19,16 +19,16 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from ..core.budget import uses_cache_blocks
+from ..core import budget
 
 # Entries of one tile of the (queries, anchors, items) block: 4 MB in float32, within the L3 cache;
 # few enough tiles that the per-op overhead (and, with 2 threads, the OpenMP barrier) stays small.
 TILE_ELEMENTS = 2**20
 
 
-def tile_limit(budget: int, device: torch.device) -> int:
-    """Entries of one tile: cache-sized on a CPU, the whole budget on an accelerator."""
-    return min(TILE_ELEMENTS, budget) if uses_cache_blocks(device) else budget
+def tile_limit(block_entries: int, device: torch.device) -> int:
+    """Entries of one tile: cache-sized on a CPU, the whole block on an accelerator."""
+    return min(TILE_ELEMENTS, block_entries) if budget.uses_cache_blocks(device) else block_entries
 
 
 def tiles(rows: int, anchors: int, items: int, limit: int = TILE_ELEMENTS) -> list[tuple[int, int, int, int]]:
