@@ -140,3 +140,83 @@ def epoch_minutes(record: dict[str, Any]) -> float:
     """Minutes per epoch of a run: its late-run seconds per step x steps per epoch."""
     per_step = record.get("seconds_per_step_late", record["seconds_per_step"])
     return per_step * record["steps_per_epoch"] / 60.0
+
+
+# ------------------------------------------------------------------ protocol v2: adjacent pairs, Holm
+class Interval(NamedTuple):
+    mean: float
+    low: float
+    high: float
+    n: int
+
+
+def paired_interval(diffs: Sequence[float], level: float = 0.95) -> Interval:
+    """Mean of paired differences and its two-sided t interval at ``level`` (nan bounds for n < 2)."""
+    s = mean_std(diffs)
+    if s.n < 2:
+        return Interval(s.mean, math.nan, math.nan, s.n)
+    from scipy.stats import t
+
+    half = float(t.ppf(0.5 + level / 2, s.n - 1)) * s.std / math.sqrt(s.n)
+    return Interval(s.mean, s.mean - half, s.mean + half, s.n)
+
+
+def holm(pvalues: Sequence[float]) -> list[float]:
+    """Holm's step-down adjusted p-values (family-wise error control), in the order given.
+
+    Sorted ascending, p_(i) is multiplied by (m - i) and the running maximum is kept, capped at 1.
+    A nan p-value (a comparison that could not be tested) stays nan and does not count in m.
+    """
+    tested = sorted((p, i) for i, p in enumerate(pvalues) if not math.isnan(p))
+    m = len(tested)
+    adjusted = [math.nan] * len(pvalues)
+    running = 0.0
+    for rank, (p, i) in enumerate(tested):
+        running = max(running, min(1.0, (m - rank) * p))
+        adjusted[i] = running
+    return adjusted
+
+
+RESOLVED, REVERSED, UNRESOLVED = "resolved, as in the paper", "resolved, reversed", "not resolved"
+
+
+def adjacent_verdict(mean_diff: float, adjusted_p: float, alpha: float = SIGNIFICANCE) -> str:
+    """The rule of protocol v2, fixed before its results: a pair (paper-better minus paper-worse) is
+    resolved when its Holm-adjusted paired p is below ``alpha``, in the paper's direction when the mean
+    difference is positive."""
+    if math.isnan(adjusted_p) or adjusted_p >= alpha:
+        return UNRESOLVED
+    return RESOLVED if mean_diff > 0 else REVERSED
+
+
+def adjacent_pairs(records: Records, order: Sequence[str], metric: str) -> list[dict[str, Any]]:
+    """For each adjacent pair (worse, better) of ``order`` (worst first, as the paper ranks them): the
+    per-seed differences better - worse of ``metric``, their mean and 95 % interval, the paired t-test,
+    the Holm-adjusted p over all the pairs, and the verdict of ``adjacent_verdict``."""
+    rows = []
+    for worse, better in zip(order, order[1:]):
+        a, b = paired(records, metric, {"method": better}, {"method": worse})
+        diffs = [x - y for x, y in zip(a, b)]
+        rows.append({"better": better, "worse": worse, "diffs": diffs, "interval": paired_interval(diffs),
+                     "test": paired_ttest(a, b)})
+    for row, p in zip(rows, holm([r["test"].p for r in rows])):
+        row["p_holm"] = p
+        row["verdict"] = adjacent_verdict(row["interval"].mean, p)
+    return rows
+
+
+def seed_ranks(records: Records, methods: Sequence[str], metric: str) -> dict[str, list[int]]:
+    """{method: its rank among ``methods`` in each seed (1 = best ``metric``)}, over the seeds where
+    every method was measured; ties share the better rank."""
+    by_seed: dict[int, dict[str, float]] = {}
+    for r in records:
+        if r["method"] in methods:
+            by_seed.setdefault(r["seed"], {})[r["method"]] = float(r[metric])
+    ranks: dict[str, list[int]] = {m: [] for m in methods}
+    for seed in sorted(by_seed):
+        values = by_seed[seed]
+        if len(values) < len(methods):
+            continue
+        for m in methods:
+            ranks[m].append(1 + sum(1 for other in methods if values[other] > values[m]))
+    return ranks
