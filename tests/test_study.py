@@ -37,7 +37,7 @@ def test_quick_study_trains_and_renders_the_page(tmp_path, capsys):
 
 
 # ----------------------------------------------------------------------------- fake runs (no training)
-def fake_execute(spec, threads=1):
+def fake_execute(spec, threads=1, device=None):
     """A record with the fields the analyses read; ROADMAP better than the rest by design."""
     bonus = {"ROADMAP": 0.03, "ROADMAP (L_DG*)": 0.02, "SupAP": 0.01}.get(spec.method, 0.0)
     b = spec.config["batch_size"]
@@ -55,7 +55,7 @@ def fake_execute(spec, threads=1):
 def fake(monkeypatch):
     calls = []
 
-    def execute(spec, threads=1):
+    def execute(spec, threads=1, device=None):
         calls.append(spec.key)
         return fake_execute(spec, threads)
 
@@ -82,7 +82,7 @@ def test_a_second_call_skips_finished_runs_and_a_shared_run_is_trained_once(tmp_
 
 
 def test_a_failed_run_is_listed_and_retried(tmp_path, monkeypatch):
-    def diverge(spec, threads=1):
+    def diverge(spec, threads=1, device=None):
         raise RuntimeError("the loss is nan")
 
     monkeypatch.setattr(runner, "execute", diverge)

@@ -7,6 +7,7 @@ Colours: lab.viz.style's colour-blind-safe ``CATEGORIES``, one per method.
 """
 from __future__ import annotations
 
+import math
 from typing import Any, Sequence
 
 from matplotlib.figure import Figure
@@ -179,5 +180,57 @@ def plot_memory(records: Records) -> Figure:
     return fig
 
 
-__all__ = ["plot_methods", "plot_batch_size", "plot_hparams", "plot_bins", "plot_gap", "plot_memory", "gains_by",
+def plot_ranks(records: Records, order: Sequence[str]) -> Figure:
+    """Protocol v2, study 1: paper order against measured order, readable at a glance. Left: mAP@R of
+    each loss in the paper's order (worst first), mean and 95 % t interval, seeds as dots; a loss
+    beating its left neighbour keeps the line rising. Right: each loss's rank per seed (mean ± std)
+    against its paper rank; on the diagonal, the measured order is the paper's."""
+    from .stats import paired_interval, seed_ranks
+
+    order = [m for m in order if select(records, method=m)]
+    fig, (left, right) = _figure(9.5, 3.9, 2, "Paper order vs measured order", _n(records).replace("± std", "± 95 % CI"))
+    means = []
+    for i, method in enumerate(order):
+        values = [r["mAP@R"] for r in select(records, method=method)]
+        ci = paired_interval(values)  # the interval of one sample's mean (the same t formula)
+        means.append(ci.mean)
+        err = 0 if math.isnan(ci.low) else ci.mean - ci.low
+        left.errorbar([i], [ci.mean], yerr=[err], fmt="o", capsize=4, markersize=7, color=CATEGORIES[i % len(CATEGORIES)])
+        left.plot([i + 0.15] * len(values), values, ".", color="#7f7f7f", markersize=4)
+    left.plot(range(len(order)), means, color="#bbbbbb", linewidth=1, zorder=0)
+    left.set_xticks(range(len(order)), order, rotation=35, ha="right", fontsize=8)
+    left.set_ylabel("mAP@R")
+    left.set_title("paper order, worst → best", fontsize=10)
+    ranks = seed_ranks(records, order, "mAP@R")
+    n = len(order)
+    right.plot([1, n], [n, 1], color="#bbbbbb", linewidth=1, zorder=0, label="measured = paper")
+    for i, method in enumerate(order):
+        s = mean_std(ranks[method])
+        if s.n:
+            right.errorbar([i + 1], [s.mean], yerr=[0 if s.n < 2 else s.std], fmt="o", capsize=4, markersize=7,
+                           color=CATEGORIES[i % len(CATEGORIES)])
+    right.set_xticks(range(1, n + 1), [f"{i + 1}\n{m}" for i, m in enumerate(order)], fontsize=7)
+    right.set_yticks(range(1, n + 1))
+    right.invert_yaxis()
+    right.set_xlabel("paper rank, worst → best")
+    right.set_ylabel("measured rank per seed (1 = best)")
+    right.legend(frameon=False, fontsize=8, loc="lower left")
+    return fig
+
+
+def plot_pilot(curve: Sequence[dict], plateau: Any = None) -> Figure:
+    """Protocol v2's pilot: R@1 and mAP@R on the whole test split against the steps, the plateau marked."""
+    fig, axes = _figure(9.5, 3.4, 2, "Pilot: learning curve of the budget", "one run, whole test split")
+    steps = [p["step"] for p in curve]
+    for ax, metric, color in zip(axes, ("mAP@R", "R@1"), CATEGORIES):
+        ax.plot(steps, [p[metric] for p in curve], marker="o", markersize=3, color=color)
+        if plateau is not None:
+            ax.axvline(plateau, color="#7f7f7f", linestyle="--", linewidth=1, label=f"budget: {plateau:,} steps")
+            ax.legend(frameon=False, fontsize=8)
+        ax.set_xlabel("training steps")
+        ax.set_ylabel(metric)
+    return fig
+
+
+__all__ = ["plot_methods", "plot_ranks", "plot_pilot", "plot_batch_size", "plot_hparams", "plot_bins", "plot_gap", "plot_memory", "gains_by",
            "epoch_minutes"]

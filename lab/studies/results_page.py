@@ -12,26 +12,34 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Optional
 
+from . import spec
 from .claims import Section, analyse_batch_size, analyse_gap, analyse_methods, table
+from .ordering import analyse_methods_v2, pilot_section
 from .runner import load_results, missing_runs
 from .spec import (ALPHA, BATCH_SIZES, BINS, FULL_BASE, FULL_SEEDS, HPARAMS, METHODS, QUICK_BASE, QUICK_SEEDS,
-                   XBM_FRACTION, XBM_WARMUP, study_runs)
+                   V2_BASE, V2_SEEDS, V2_STUDIES, XBM_FRACTION, XBM_WARMUP, study_runs)
 from .sweeps import analyse_bins, analyse_hparams, analyse_memory, hparam_baseline
 
 PAGE = ("methods", "batch_size", "hparams", "bins", "gap", "memory")  # the paper order of docs/results.md
 ANALYSE: dict[str, Callable[[list], Section]] = {
     "methods": analyse_methods, "batch_size": analyse_batch_size, "hparams": analyse_hparams, "bins": analyse_bins,
     "gap": analyse_gap, "memory": analyse_memory}
+ANALYSE_V2: dict[str, Callable[[list], Section]] = {**ANALYSE, "methods": analyse_methods_v2}
 TITLES = {"methods": "1. Rank losses compared", "batch_size": "2. Batch size", "hparams": "3. Hyper-parameters",
           "bins": "4. Number of bins", "gap": "5. Decomposability gap", "memory": "6. Memory bank"}
 
 
-def _figure(name: str, records: list[dict[str, Any]]):
+def _figures(name: str, records: list[dict[str, Any]], protocol: str) -> dict[str, Any]:
+    """{file stem: figure} of a study's section."""
     from . import figures as plots  # matplotlib is imported only when a figure is drawn
 
+    suffix = "" if protocol == "v1" else f"_{protocol}"
     if name == "hparams":
-        return plots.plot_hparams(records, baseline=hparam_baseline(records))
-    return getattr(plots, f"plot_{name}")(records)
+        return {f"study_{name}": plots.plot_hparams(records, baseline=hparam_baseline(records))}
+    out = {f"study_{name}{suffix}": getattr(plots, f"plot_{name}")(records)}
+    if name == "methods" and protocol == "v2":
+        out[f"study_ranks{suffix}"] = plots.plot_ranks(records, spec.PAPER_ORDER)
+    return out
 
 
 def _minutes(seconds: float) -> str:
@@ -55,8 +63,8 @@ def _timing(data: dict[str, Any], records: list[dict[str, Any]]) -> str:
     return text
 
 
-def _budget(quick: bool, seeds: int, train_images: Optional[int]) -> str:
-    base = QUICK_BASE if quick else FULL_BASE
+def _budget(quick: bool, seeds: int, train_images: Optional[int], protocol: str = "v1") -> str:
+    base = QUICK_BASE if quick else FULL_BASE if protocol == "v1" else dict(V2_BASE, steps=spec.V2_STEPS or 0)
     images = f"{train_images:,} training images" if train_images else "the training split"
     data = f"glyphs ({images}; test classes held out)" + (f", {base['dataset_kwargs']}" if base["dataset_kwargs"] else "")
     rows = [
@@ -64,19 +72,22 @@ def _budget(quick: bool, seeds: int, train_images: Optional[int]) -> str:
         ["model", f"{base['model']}, {base['embed_dim']}-d embeddings, trained from scratch"],
         ["optimisation", f"{base['optimizer']}, lr {base['lr']:g} (backbone and head), no schedule, no weight decay"],
         ["batches", f"{base['batch_size']} = {base['batch_size'] // base['m']} classes x m = {base['m']} images"],
-        ["steps", f"{base['steps']} per run (study 2: the same {base['steps'] * base['batch_size']:,} images at every "
-                  "batch size, so steps = that / B)"],
+        ["steps", (f"{base['steps']} per run (study 2: the same {base['steps'] * base['batch_size']:,} images at every "
+                   "batch size, so steps = that / B)" + (" — where the pilot's learning curve plateaus" if
+                                                         protocol == "v2" else ""))
+         if base["steps"] else "not fixed yet: the pilot fixes them (`python -m lab study pilot`)"],
         ["losses", "each loss's defaults in `lab.losses` (the papers' values: τ = 0.01, ρ = 100, λ = 0.5, α = 0.9, "
                    "β = 0.6; L_DG* with λ = 0.1; FastAP 10 bins, SoftBinAP 20)"],
         ["evaluation", "held-out test classes, every image querying all others (full gallery): " +
          ("the whole test split" if base["eval_max_items"] is None else
           f"a fixed random subset of ~{base['eval_max_items']:,} images of whole test classes, drawn from the run's "
           "seed (so paired runs share it)")],
-        ["seeds", f"{', '.join(map(str, range(seeds)))} (the seed fixes initial weights, batches, augmentations "
-                  "and evaluation classes)"],
-        ["grids", f"study 1: {len(METHODS)} losses; study 2: B ∈ {BATCH_SIZES}; study 3: " +
-         "; ".join(f"{p} ∈ {v}" for p, _, v in HPARAMS) + f" (margin via β, α = {ALPHA}); study 4: bins ∈ {BINS}; "
-         f"study 6: memory of {round(XBM_FRACTION * 14752):,} embeddings, loss on it from {XBM_WARMUP:.0%} of the steps"],
+        ["seeds", f"{', '.join(map(str, range(seeds)))} (the seed fixes initial weights, batches, augmentations"
+                  + (" and evaluation classes)" if base["eval_max_items"] is not None else ")")],
+        ["grids", f"study 1: {len(METHODS)} losses; study 2: B ∈ {BATCH_SIZES}" + ("; study 5: the runs of study 2"
+         if protocol == "v2" else "; study 3: " + "; ".join(f"{p} ∈ {v}" for p, _, v in HPARAMS) +
+         f" (margin via β, α = {ALPHA}); study 4: bins ∈ {BINS}; study 6: memory of "
+         f"{round(XBM_FRACTION * 14752):,} embeddings, loss on it from {XBM_WARMUP:.0%} of the steps")],
         ["compute", "1 torch thread per run, 2 runs in parallel (`--jobs 2`) on the 2 shared cores"],
     ]
     return table(["setting", "value"], rows)
@@ -91,36 +102,43 @@ def _train_images(quick: bool) -> Optional[int]:
         return None
 
 
-def study_records(name: str, data: dict[str, Any], quick: bool, seeds: Optional[int]) -> list[dict[str, Any]]:
+def study_records(name: str, data: dict[str, Any], quick: bool, seeds: Optional[int],
+                  protocol: str = "v1") -> list[dict[str, Any]]:
     """One record per run of the study, in the order it lists them (methods as in the paper's tables).
     A finished run stands for every spec of the study with its config: e.g. the default SupAP run is
     the λ = 0, ρ = 100 and τ = 0.01 points of study 3 at once, so it is listed once per point."""
     runs = data.get("runs", {})
     return [{**runs[spec.key], "method": spec.method, "seed": spec.seed, "params": spec.params}
-            for spec in study_runs(name, quick, seeds) if spec.key in runs]
+            for spec in study_runs(name, quick, seeds, protocol) if spec.key in runs]
 
 
 def _section(name: str, data: dict[str, Any], quick: bool, seeds: Optional[int], figures: Path,
-             docs: Path) -> tuple[str, list[str]]:
-    records = study_records(name, data, quick, seeds)
-    missing = missing_runs(name, data, quick, seeds)
+             docs: Path, protocol: str = "v1") -> tuple[str, list[str]]:
+    level = "###" if protocol == "v2" else "##"
+    flag = f" --protocol {protocol}" if protocol != "v1" else ""
+    command = f"python -m lab study {name}{' --quick' if quick else ''}{flag} --jobs 2"
+    if protocol == "v2" and spec.V2_STEPS is None:
+        return (f"{level} {TITLES[name]}\n\n**Not run yet.** Protocol v2's budget comes from its pilot first "
+                "(`python -m lab study pilot`).\n", [TITLES[name], "—", "not run", "not run"])
+    records = study_records(name, data, quick, seeds, protocol)
+    missing = missing_runs(name, data, quick, seeds, protocol)
     failed = data.get("failed", {})
-    command = f"python -m lab study {name}{' --quick' if quick else ''} --jobs 2"
-    lines = [f"## {TITLES[name]}", ""]
+    lines = [f"{level} {TITLES[name]}", ""]
     if not records:
         lines += [f"**Not run yet.** Complete with `{command}` ({len(missing)} runs).", ""]
         return "\n".join(lines), [TITLES[name], "—", "not run", "not run"]
-    s = ANALYSE[name](records)
+    s = (ANALYSE_V2 if protocol == "v2" else ANALYSE)[name](records)
     seeds_seen = sorted({r["seed"] for r in records})
-    lines = [f"## {s.title}", "", f"**Paper.** {s.claim}", "",
+    lines = [f"{level} {s.title}", "", f"**Paper.** {s.claim}", "",
              f"**Measured** (mean ± std over n = {len(seeds_seen)} seeds; metrics in %). {s.measured}.", "",
              f"**Verdict: {s.verdict}.**" + ("" if s.verdict == "reproduces" else f" Most likely reasons: {s.if_not}"),
              "", s.body, ""]
     if figures is not None:
         from ..viz.render import save_png
 
-        path = save_png(_figure(name, records), figures / f"study_{name}.png")
-        lines += [f"![{s.title}]({path.relative_to(docs).as_posix()})", ""]
+        for stem, fig in _figures(name, records, protocol).items():
+            path = save_png(fig, figures / f"{stem}.png")
+            lines += [f"![{s.title}]({path.relative_to(docs).as_posix()})", ""]
     lines.append(f"**Command and time.** `{command}`: {_timing(data, records)}.")
     if missing or failed:
         what = ", ".join(sorted({f"{m.method}{' ' + str(m.params) if m.params else ''}" for m in missing}))
@@ -132,33 +150,93 @@ def _section(name: str, data: dict[str, Any], quick: bool, seeds: Optional[int],
     return "\n".join(lines), [s.title.split(" (")[0], s.measured, s.verdict, f"{len(records)} / {len(records) + len(missing)}"]
 
 
+def _compute(datas: dict[str, dict[str, Any]]) -> str:
+    """What a protocol's finished runs cost: wall time (1 torch thread per run) and CPU time, summed."""
+    runs = {key: rec for data in datas.values() for key, rec in data.get("runs", {}).items()}
+    if not runs:
+        return ""
+    wall = sum(r["seconds"] for r in runs.values()) / 3600
+    cpu = sum(r.get("train_cpu_seconds", 0.0) for r in runs.values()) / 3600
+    return (f"**Compute.** {len(runs)} distinct runs: {wall:.1f} h of run time summed (1 torch thread each, 2 in "
+            f"parallel on 2 cores: about {wall / 2:.1f} h of wall time), of which {cpu:.1f} h of CPU time in training. "
+            "On a GPU the same protocol runs unchanged with `--device cuda` (the device is not part of a run's key); "
+            "its time there is not measured: no GPU was lent to the sessions that ran it.")
+
+
+def _v2_part(out: Path, docs: Path, seeds: Optional[int]) -> tuple[list[str], set[str]]:
+    """Protocol v2's part of the page, and the studies whose v2 runs supersede v1's."""
+    folder = out / "v2"
+    datas = {n: load_results(folder / f"{n}.json") for n in V2_STUDIES}
+    pilot = load_results(folder / "pilot.json")
+    sections, summary = [], []
+    for name in V2_STUDIES:
+        text, row = _section(name, datas[name], False, seeds, docs / "figures", docs, "v2")
+        sections.append(text)
+        summary.append(row)
+    lines = ["## Protocol v2: which AP loss is better", "",
+             "**Trust these.** They supersede v1's studies 1, 2 and 5. Protocol v2 was fixed before any of its results "
+             "were seen:", "",
+             "- every image of the whole test split queries all the others (14,672 images of 1,834 classes never "
+             "trained on), not a 2,000-image subset;",
+             "- mAP@R is the primary metric, R@1 secondary;",
+             f"- {V2_SEEDS} seeds, as in the papers;",
+             "- a budget where the learning curve of the papers' best loss has plateaued, picked by the pilot below;",
+             "- the papers' batch composition (B = 128 = 32 × 4) and each loss's defaults.", "",
+             _budget(False, seeds or V2_SEEDS, _train_images(False), "v2"), "", pilot_section(pilot), ""]
+    if pilot.get("curve"):
+        from ..viz.render import save_png
+        from .figures import plot_pilot
+
+        path = save_png(plot_pilot(pilot["curve"], pilot.get("plateau_step")), docs / "figures" / "study_pilot_v2.png")
+        lines += [f"![Pilot learning curve]({path.relative_to(docs).as_posix()})", ""]
+    lines += ["### Summary (v2)", "", table(["study", "measured", "verdict", "runs done"], summary), "",
+              _compute(datas), "", *sections]
+    return lines, {name for name, row in zip(V2_STUDIES, summary) if row[2] != "not run"}
+
+
 def render(out: Path, docs: Path, seeds: Optional[int] = None) -> Path:
-    """Write ``docs/results.md`` (and ``docs/figures/study_*.png``) from ``out/*.json``; returns the page."""
+    """Write ``docs/results.md`` (and ``docs/figures/study_*.png``) from ``out/*.json`` (protocol v1) and
+    ``out/v2/*.json`` (protocol v2); returns the page."""
     out, docs = Path(out), Path(docs)
     datas = {n: load_results(out / f"{n}.json") for n in PAGE}
     modes = {d["mode"] for d in datas.values() if d.get("runs")}
     quick = modes == {"quick"}
     if len(modes) > 1:
         raise ValueError(f"{out} mixes quick and full results; render them from separate folders")
+    v2_lines, superseded = ([], set()) if quick else _v2_part(out, docs, None)
     sections, summary = [], []
     for name in PAGE:
+        if name in superseded:
+            continue
         text, row = _section(name, datas[name], quick, seeds, docs / "figures", docs)
         sections.append(text)
         summary.append(row)
     banner = ("> **QUICK MODE (CI):** 24 classes, 3 steps per run, 2 methods per study. These numbers only show "
               "that the pipeline runs; they say nothing about the papers.\n\n" if quick else "")
+    v1_intro = []
+    if superseded:
+        v1_intro = ["## Protocol v1: the earlier, easier evaluation", "",
+                    f"Protocol v1 evaluated a ~2,000-image subset of the test classes after 300 steps, with 3 seeds. "
+                    f"There all nine losses reached R@1 90-93 % and their differences stayed within the seed spread. Its "
+                    f"{', '.join(TITLES[n] for n in PAGE if n in superseded)} are superseded by protocol v2 above: their "
+                    "raw results stay in `results/*.json` for the record, and this page no longer shows them. The "
+                    "studies below ask other questions (sensitivity to hyper-parameters, the number of bins, a memory "
+                    "bank) at v1's fixed budget, and keep it.", ""]
     page = "\n".join([
         "# Results: the papers' claims at laptop scale", "",
         "<!-- Generated by `python -m lab study --render` from results/*.json: edit lab/studies, not this file. -->", "",
         banner + "Every claim below is re-measured on the glyphs benchmark (`lab.data`, classes of the test split "
         "never seen in training) with the small CNN on CPU, through `lab.train.Trainer`, with one budget for "
         "every method, fixed before any result was seen, and no per-method tuning. A verdict is computed by a "
-        "rule written in `lab/studies` (paired t-test at p < 0.05 for an A-beats-B claim, the shape of the curve "
-        "for a trend) and applies to this scale only: a small network trained from scratch for a few epochs, "
-        "not a pretrained ResNet-50 trained for 100 epochs. `docs/reproduce-on-gpu.md` has the full-size recipes.",
-        "", "## Budget", "", _budget(quick, seeds or (QUICK_SEEDS if quick else FULL_SEEDS), _train_images(quick)), "",
-        "## Summary", "", table(["study", "measured", "verdict", "runs done"], summary), "",
-        *sections,
+        "rule written in `lab/studies` (paired t-test at p < 0.05 for an A-beats-B claim, Holm-corrected over "
+        "a family of comparisons in protocol v2, the shape of the curve for a trend) and applies to this scale "
+        "only: a small network trained from scratch, not a pretrained ResNet-50 trained for 100 epochs. "
+        "`docs/reproduce-on-gpu.md` has the full-size recipes.", "",
+        *v2_lines, *v1_intro,
+        "## Budget" + (" (v1)" if superseded else ""), "",
+        _budget(quick, seeds or (QUICK_SEEDS if quick else FULL_SEEDS), _train_images(quick)), "",
+        "## Summary" + (" (v1)" if superseded else ""), "", table(["study", "measured", "verdict", "runs done"], summary),
+        "", *sections,
         f"_Rendered {time.strftime('%Y-%m-%d %H:%M')} from `{out.name}/`._", ""])
     docs.mkdir(parents=True, exist_ok=True)
     path = docs / "results.md"

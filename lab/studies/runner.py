@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from .spec import RunSpec, study_runs
+from .spec import PILOT, PILOT_EVERY, RunSpec, config_key, plateau_step, study_runs
 
 RETRIEVAL = ("R@1", "R@2", "R@4", "R@8", "mAP@R", "mAP")
 
@@ -55,14 +55,15 @@ def heldout_gap(trainer, max_items: Optional[int]) -> float:
     return decomposability_gap(emb[indices], labels[indices], batch_ids)
 
 
-def execute(spec: RunSpec, threads: int = 1) -> dict[str, Any]:
-    """Train one run for its steps, evaluate it on the held-out classes; the raw record."""
+def execute(spec: RunSpec, threads: int = 1, device: Optional[str] = None) -> dict[str, Any]:
+    """Train one run for its steps, evaluate it on the held-out classes; the raw record. ``device``
+    overrides the config's (it is not part of the run's key: the same run, elsewhere)."""
     import torch
 
     from ..train import Trainer, TrainConfig
 
     torch.set_num_threads(threads)
-    cfg = TrainConfig.from_dict(spec.config)
+    cfg = TrainConfig.from_dict({**spec.config, **({"device": device} if device else {})})
     load = os.getloadavg()[0]
     wall, cpu = time.perf_counter(), time.process_time()
     trainer = Trainer(cfg)
@@ -80,7 +81,7 @@ def execute(spec: RunSpec, threads: int = 1) -> dict[str, Any]:
         "seconds_per_step": sum(steps) / len(steps), "steps_per_epoch": trainer.steps_per_epoch,
         # The second half: past the warm-up of a memory run and the first epoch's glyph rendering.
         "seconds_per_step_late": sum(steps[len(steps) // 2:]) / len(steps[len(steps) // 2:]),
-        "seconds": time.perf_counter() - wall, "threads": threads, "load_before": load,
+        "seconds": time.perf_counter() - wall, "threads": threads, "device": cfg.device, "load_before": load,
         "load_after": os.getloadavg()[0], "config": spec.config,
         "finished": time.strftime("%Y-%m-%d %H:%M:%S"),
     }
@@ -123,16 +124,17 @@ def _open(names: list[str], out: Path, mode: str) -> tuple[dict[str, Path], dict
 
 
 def run_studies(names: list[str], out: Path, quick: bool = False, seeds: Optional[int] = None, jobs: int = 1,
-                threads: int = 1, log: Callable[[str], None] = print) -> dict[str, dict[str, Any]]:
-    """Train every missing run of the studies ``names`` into ``out/NAME.json``, each config once
-    whichever studies need it; a run that fails (e.g. diverges) is listed under "failed" and
+                threads: int = 1, log: Callable[[str], None] = print, protocol: str = "v1",
+                device: Optional[str] = None) -> dict[str, dict[str, Any]]:
+    """Train every missing run of the studies ``names`` under ``protocol`` into ``out/NAME.json``, each
+    config once whichever studies need it; a run that fails (e.g. diverges) is listed under "failed" and
     retried by the next call. Returns {name: the file's data}."""
     out, mode = Path(out), ("quick" if quick else "full")
     paths, datas = _open(names, out, mode)
     known = _known(out)
     wanted: dict[str, list[RunSpec]] = {}  # key -> the specs (one per study) that need it
     for n in names:
-        for spec in study_runs(n, quick, seeds):
+        for spec in study_runs(n, quick, seeds, protocol):
             if spec.key in datas[n]["runs"]:
                 continue
             if spec.key in known:
@@ -142,7 +144,7 @@ def run_studies(names: list[str], out: Path, quick: bool = False, seeds: Optiona
     counts = {n: sum(1 for specs in wanted.values() for s in specs if s.study == n) for n in names}
     for n in names:
         save_results(paths[n], datas[n])
-        log(f"{n}: {len(study_runs(n, quick, seeds))} runs, {counts[n]} to train")
+        log(f"{n}: {len(study_runs(n, quick, seeds, protocol))} runs, {counts[n]} to train")
 
     def record(key: str, rec: Optional[dict[str, Any]], error: str = "") -> None:
         for spec in wanted[key]:
@@ -165,20 +167,21 @@ def run_studies(names: list[str], out: Path, quick: bool = False, seeds: Optiona
     if jobs <= 1 or len(todo) <= 1:
         for spec in todo:
             try:
-                record(spec.key, execute(spec, threads))
+                record(spec.key, execute(spec, threads, device))
             except failures as e:
                 record(spec.key, None, f"{type(e).__name__}: {e}")
     elif todo:
         # spawn: a forked child would inherit the parent's torch thread pools in an unknown state.
         ctx = multiprocessing.get_context("spawn")
         with futures.ProcessPoolExecutor(jobs, mp_context=ctx, initializer=_worker_init, initargs=(threads,)) as pool:
-            running = {pool.submit(execute, spec, threads): spec.key for spec in todo}
+            running = {pool.submit(execute, spec, threads, device): spec.key for spec in todo}
             for done in futures.as_completed(running):
                 try:
                     record(running[done], done.result())
                 except failures as e:
                     record(running[done], None, f"{type(e).__name__}: {e}")
-    command = " ".join(["python -m lab study", *names] + (["--quick"] if quick else []) + [f"--jobs {jobs}"])
+    command = " ".join(["python -m lab study", *names] + (["--quick"] if quick else []) +
+                       ([f"--protocol {protocol}"] if protocol != "v1" else []) + [f"--jobs {jobs}"])
     for n in names:
         if counts[n]:
             datas[n]["sessions"].append({
@@ -189,6 +192,57 @@ def run_studies(names: list[str], out: Path, quick: bool = False, seeds: Optiona
     return datas
 
 
-def missing_runs(name: str, data: dict[str, Any], quick: bool = False, seeds: Optional[int] = None) -> list[RunSpec]:
+def missing_runs(name: str, data: dict[str, Any], quick: bool = False, seeds: Optional[int] = None,
+                 protocol: str = "v1") -> list[RunSpec]:
     """The runs of study ``name`` that ``data`` (its raw results) does not hold yet."""
-    return [s for s in study_runs(name, quick, seeds) if s.key not in data.get("runs", {})]
+    return [s for s in study_runs(name, quick, seeds, protocol) if s.key not in data.get("runs", {})]
+
+
+def run_pilot(out: Path, config: Optional[dict[str, Any]] = None, every: int = PILOT_EVERY, threads: int = 1,
+              log: Callable[[str], None] = print, device: Optional[str] = None) -> dict[str, Any]:
+    """Protocol v2's pilot: one run of ``config`` (default ``PILOT``), evaluated on its test split every
+    ``every`` steps, into ``out/pilot.json``: the learning curve and the plateau step of
+    ``plateau_step``. Resumable: the file is rewritten after each evaluation, and the run continues
+    from its checkpoint (``out/pilot-checkpoint.pt``, not kept in git) on the same trajectory."""
+    import torch
+
+    from ..train import Trainer, TrainConfig
+
+    torch.set_num_threads(threads)
+    config = dict(config or PILOT)
+    out = Path(out)
+    path, checkpoint = out / "pilot.json", out / "pilot-checkpoint.pt"
+    data = load_results(path)
+    if data.get("key") != config_key(config):  # another pilot config: start over
+        data = {"study": "pilot", "key": config_key(config), "config": config, "every": every, "curve": []}
+    cfg = TrainConfig.from_dict({**config, **({"device": device} if device else {})})
+    trainer = Trainer(cfg)
+    if data["curve"] and checkpoint.exists():
+        trainer.resume(checkpoint)
+        data["curve"] = [p for p in data["curve"] if p["step"] <= trainer.step_count]
+    elif data["curve"]:
+        data["curve"] = []  # evaluations without their checkpoint: the run cannot continue, start over
+    if not data["curve"]:
+        data["curve"].append(_pilot_point(trainer, 0.0))
+    while trainer.step_count < cfg.steps:
+        start = time.perf_counter()
+        trainer.step(min(every, cfg.steps - trainer.step_count))
+        seconds = time.perf_counter() - start
+        trainer.save(checkpoint)
+        data["curve"].append(_pilot_point(trainer, seconds))
+        curve = [(p["step"], p["mAP@R"]) for p in data["curve"]]
+        data["plateau_step"] = plateau_step(curve)
+        save_results(path, data)
+        point = data["curve"][-1]
+        log(f"pilot: step {point['step']}: R@1 {point['R@1']:.3f} mAP@R {point['mAP@R']:.3f}"
+            + (f" (plateau from step {data['plateau_step']})" if data["plateau_step"] is not None else ""))
+    save_results(path, data)
+    return data
+
+
+def _pilot_point(trainer, seconds: float) -> dict[str, Any]:
+    """One evaluation of the pilot; ``seconds``: the training time of the steps since the last one."""
+    start = time.perf_counter()
+    result = trainer.evaluate()
+    return {"step": trainer.step_count, **{k: float(result[k]) for k in RETRIEVAL}, "train_seconds": seconds,
+            "eval_seconds": time.perf_counter() - start, "num_queries": int(result["num_queries"])}

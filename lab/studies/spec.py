@@ -24,6 +24,24 @@ QUICK_BASE: dict[str, Any] = dict(
     steps=3, eval_max_items=None, probe_batches=2, eval_batch_size=64, eval_backend="torch")
 FULL_SEEDS, QUICK_SEEDS = 3, 2
 
+# Protocol v2 (issue 21), fixed before any of its results: every image of the test split queries all
+# the others (14,672 images, 1,834 classes never trained on); mAP@R is the primary metric; 5 seeds, as
+# in the papers; the batch composition and the losses' defaults of v1. The number of steps is where a
+# pilot run of the papers' best loss plateaus (``PILOT``, ``plateau_step``); V2_STEPS holds its value.
+PROTOCOLS = ("v1", "v2")
+V2_STUDIES = ("methods", "batch_size", "gap")  # v1's other studies answer other questions: kept as they are
+V2_SEEDS = 5
+V2_STEPS = None  # the pilot's plateau_step, written here once it has run (results/v2/pilot.json holds its curve)
+V2_BASE: dict[str, Any] = dict(FULL_BASE, eval_max_items=None)
+# The pilot: ROADMAP (the papers' best), seed 0, evaluated on the whole split every PILOT_EVERY steps.
+PILOT: dict[str, Any] = dict(V2_BASE, loss="roadmap", loss_kwargs={}, seed=0, steps=4000)
+PILOT_EVERY = 250
+# The plateau rule: the budget is the first evaluated step s after which mAP@R never gains more than
+# PLATEAU_GAIN (absolute) at any evaluation within the next PLATEAU_WINDOW steps.
+PLATEAU_WINDOW, PLATEAU_GAIN = 1000, 0.005
+# ROADMAP supp. Table 4 (CUB, SOP, iNaturalist alike), worst first: the order protocol v2 tests pair by pair.
+PAPER_ORDER = ("FastAP", "SoftBinAP", "BlackBoxAP", "SmoothAP", "SupAP", "ROADMAP")
+
 # Study 1 (ROADMAP Table 1-2, supp. Table 4; SupRank Tables I-II): label -> loss name.
 METHODS = {"FastAP": "fast_ap", "SoftBinAP": "soft_bin_ap", "BlackBoxAP": "blackbox_ap", "SmoothAP": "smooth_ap",
            "SupAP": "sup_ap", "ROADMAP": "roadmap", "ROADMAP (L_DG*)": "roadmap_proxy",
@@ -137,11 +155,39 @@ STUDIES: dict[str, Callable[[dict, range, bool], list[RunSpec]]] = {
 ORDER = ("methods", "batch_size", "gap", "memory", "bins", "hparams")
 
 
-def study_runs(name: str, quick: bool = False, seeds: int | None = None) -> list[RunSpec]:
-    """The runs of study ``name`` (see STUDIES), for ``seeds`` seeds (default 3, quick 2)."""
+def plateau_step(curve: list[tuple[int, float]], window: int = PLATEAU_WINDOW, gain: float = PLATEAU_GAIN) -> int | None:
+    """The plateau rule on a learning curve [(step, mAP@R), ...] in increasing steps: the first step s
+    whose every later value within ``window`` steps is below value(s) + ``gain``, judged only where
+    the curve reaches s + window. None when no step qualifies yet."""
+    for i, (step, value) in enumerate(curve):
+        if step + window > curve[-1][0]:
+            return None
+        ahead = [v for s, v in curve[i + 1:] if s <= step + window]
+        if max(ahead, default=value) < value + gain:
+            return step
+    return None
+
+
+def base_config(quick: bool = False, protocol: str = "v1") -> dict[str, Any]:
+    """The budget every run of a study shares: quick (CI), v1, or v2 (which needs the pilot's steps)."""
+    if protocol not in PROTOCOLS:
+        raise ValueError(f"protocol must be one of {PROTOCOLS}, got {protocol!r}")
+    if quick or protocol == "v1":
+        return QUICK_BASE if quick else FULL_BASE
+    if V2_STEPS is None:
+        raise ValueError("protocol v2 has no budget yet: run its pilot first (python -m lab study pilot)")
+    return dict(V2_BASE, steps=V2_STEPS)
+
+
+def study_runs(name: str, quick: bool = False, seeds: int | None = None, protocol: str = "v1") -> list[RunSpec]:
+    """The runs of study ``name`` (see STUDIES) under ``protocol``, for ``seeds`` seeds (default: v1 3,
+    v2 5, quick 2)."""
     if name not in STUDIES:
         raise ValueError(f"unknown study {name!r}; choose one of: {', '.join(ORDER)} (or all)")
-    n = seeds if seeds is not None else (QUICK_SEEDS if quick else FULL_SEEDS)
+    if protocol == "v2" and name not in V2_STUDIES:
+        raise ValueError(f"protocol v2 re-runs {', '.join(V2_STUDIES)}; {name!r} stays a v1 study")
+    default = QUICK_SEEDS if quick else (V2_SEEDS if protocol == "v2" else FULL_SEEDS)
+    n = seeds if seeds is not None else default
     if n < 1:
         raise ValueError(f"seeds must be >= 1, got {n}")
-    return STUDIES[name](QUICK_BASE if quick else FULL_BASE, range(n), quick)
+    return STUDIES[name](base_config(quick, protocol), range(n), quick)

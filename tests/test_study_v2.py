@@ -1,0 +1,145 @@
+"""Protocol v2 (issue 21): the plateau rule, the v2 budget and its runs, a resumable pilot, and a page on
+which v2 supersedes v1's studies 1, 2 and 5 with adjacent pairs in the paper's order, Holm-corrected."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from matplotlib.figure import Figure
+
+from lab.cli import main
+from lab.studies import figures as plots
+from lab.studies import runner
+from lab.studies import spec as study_spec
+from lab.studies.ordering import analyse_methods_v2, measured_order
+from lab.studies.results_page import render
+from lab.studies.stats import adjacent_pairs
+
+from .test_study import fake, fake_execute  # noqa: F401 (fixture)
+
+
+def plateau_by_definition(curve, window, gain):
+    """The rule as the page states it, as a loop over every later point."""
+    last = curve[-1][0]
+    for step, value in curve:
+        if step + window > last:
+            return None
+        if all(v < value + gain for s, v in curve if step < s <= step + window):
+            return step
+    return None
+
+
+@pytest.mark.parametrize("curve", [
+    [(0, 0.1), (250, 0.3), (500, 0.4), (750, 0.45), (1000, 0.452), (1250, 0.455), (1500, 0.454), (1750, 0.456)],
+    [(0, 0.1), (250, 0.2), (500, 0.3), (750, 0.4)],  # still rising: no plateau
+    [(0, 0.5), (250, 0.5), (500, 0.5)],  # flat from the start
+    [(0, 0.1), (250, 0.4), (500, 0.39), (750, 0.41), (1000, 0.5), (1250, 0.5), (1500, 0.5)],  # a late jump
+])
+def test_plateau_step_is_the_stated_rule(curve):
+    assert study_spec.plateau_step(curve, window=500, gain=0.005) == plateau_by_definition(curve, 500, 0.005)
+
+
+def test_plateau_needs_the_whole_window_ahead():
+    assert study_spec.plateau_step([(0, 0.5), (250, 0.5)], window=500, gain=0.005) is None
+
+
+def test_v2_budget_needs_the_pilot_then_evaluates_the_whole_split_with_5_seeds(monkeypatch):
+    monkeypatch.setattr(study_spec, "V2_STEPS", None)
+    with pytest.raises(ValueError, match="run its pilot first"):
+        study_spec.study_runs("methods", protocol="v2")
+    monkeypatch.setattr(study_spec, "V2_STEPS", 1234)
+    runs = study_spec.study_runs("methods", protocol="v2")
+    assert len(runs) == 9 * 5 and {r.seed for r in runs} == set(range(5))
+    assert all(r.config["eval_max_items"] is None and r.config["steps"] == 1234 for r in runs)
+    assert all(r.config["batch_size"] == 128 and r.config["m"] == 4 for r in runs)
+    v1_keys = {r.key for r in study_spec.study_runs("methods")}
+    assert not v1_keys & {r.key for r in runs}  # v2 never reuses a v1 run
+    with pytest.raises(ValueError, match="stays a v1 study"):
+        study_spec.study_runs("bins", protocol="v2")
+    with pytest.raises(ValueError, match="protocol must be one of"):
+        study_spec.base_config(protocol="v3")
+
+
+TINY = dict(study_spec.QUICK_BASE, loss="roadmap", loss_kwargs={}, seed=0, steps=6)
+
+
+def test_pilot_records_a_curve_and_resumes_on_the_same_trajectory(tmp_path, monkeypatch):
+    whole = runner.run_pilot(tmp_path / "a", TINY, every=2, log=lambda _: None)
+    assert [p["step"] for p in whole["curve"]] == [0, 2, 4, 6]
+    assert json.loads((tmp_path / "a" / "pilot.json").read_text())["curve"] == whole["curve"]
+    # Interrupt a second pilot after its second block of steps, then call it again.
+    from lab.train import Trainer
+
+    real_step, calls = Trainer.step, []
+
+    def interrupted(self, n=1):
+        calls.append(n)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real_step(self, n)
+
+    monkeypatch.setattr(Trainer, "step", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        runner.run_pilot(tmp_path / "b", TINY, every=2, log=lambda _: None)
+    monkeypatch.setattr(Trainer, "step", real_step)
+    resumed = runner.run_pilot(tmp_path / "b", TINY, every=2, log=lambda _: None)
+    metrics = ("R@1", "mAP@R", "mAP")
+    assert [[p[m] for m in metrics] for p in resumed["curve"]] == [[p[m] for m in metrics] for p in whole["curve"]]
+
+
+def test_study_cli_runs_the_pilot_and_v2_studies_into_v2(tmp_path, monkeypatch):
+    seen = []
+    monkeypatch.setattr(runner, "run_pilot", lambda out, **k: seen.append(("pilot", out)))
+    monkeypatch.setattr(runner, "run_studies", lambda names, out, *a, **k: seen.append((tuple(names), out, k["protocol"])))
+    main(["study", "pilot", "--out", str(tmp_path), "--no-render"])
+    main(["study", "--protocol", "v2", "--out", str(tmp_path), "--no-render"])
+    assert seen == [("pilot", tmp_path / "v2"), (study_spec.V2_STUDIES, tmp_path / "v2", "v2")]
+    with pytest.raises(SystemExit):  # a v1-only study under v2: a one-line error
+        main(["study", "bins", "--protocol", "v2", "--out", str(tmp_path), "--no-render"])
+
+
+def v2_records(monkeypatch):
+    monkeypatch.setattr(study_spec, "V2_STEPS", 1000)
+    return [fake_execute(s) for s in study_spec.study_runs("methods", protocol="v2")]
+
+
+def test_methods_v2_pairs_follow_the_paper_order(monkeypatch):
+    records = v2_records(monkeypatch)
+    section = analyse_methods_v2(records)
+    rows = adjacent_pairs(records, study_spec.PAPER_ORDER, "mAP@R")
+    for r in rows:
+        assert f"| {r['better']} > {r['worse']} |" in section.body
+    # fake_execute: ROADMAP +3 pt, SupAP +1 pt over the other AP losses (equal up to noise).
+    assert measured_order(records)[-2:] == ["SupAP", "ROADMAP"]
+    assert section.verdict.startswith(f"{sum(r['verdict'].startswith('resolved, as') for r in rows)} of 5")
+    assert "Holm" in section.body and "95 %" in section.body
+
+
+def test_page_with_v2_results_supersedes_v1s_studies(tmp_path, fake, monkeypatch):  # noqa: F811
+    monkeypatch.setattr(study_spec, "V2_STEPS", 1000)
+    runner.run_studies(list(study_spec.ORDER), tmp_path / "r", quick=False, log=lambda _: None)
+    runner.run_studies(list(study_spec.V2_STUDIES), tmp_path / "r" / "v2", quick=False, log=lambda _: None,
+                       protocol="v2")
+    curve = [{"step": s, "R@1": 0.5, "mAP@R": 0.3, "mAP": 0.3} for s in range(0, 2001, 250)]
+    runner.save_results(tmp_path / "r" / "v2" / "pilot.json", {"study": "pilot", "config": study_spec.PILOT,
+                                                                "every": 250, "curve": curve, "plateau_step": 0})
+    page = render(tmp_path / "r", tmp_path / "d").read_text()
+    v2, v1 = page.split("## Protocol v1")
+    assert "### 1. Rank losses compared" in v2 and "### 2. Batch size" in v2 and "### 5. Decomposability gap" in v2
+    assert "45 / 45" in v2 and "p (Holm)" in v2 and "**Plateau from step 0.**" in v2
+    assert "## 1. Rank losses compared" not in v1 and "## 2. Batch size" not in v1 and "## 5." not in v1
+    assert "## 3. Hyper-parameters" in v1 and "## 4. Number of bins" in v1 and "## 6. Memory bank" in v1
+    assert "superseded by protocol v2" in v1
+    for name in ("study_methods_v2", "study_ranks_v2", "study_batch_size_v2", "study_gap_v2", "study_pilot_v2"):
+        assert (tmp_path / "d" / "figures" / f"{name}.png").stat().st_size > 1000
+
+
+def test_rank_and_pilot_figures(monkeypatch):
+    fig = plots.plot_ranks(v2_records(monkeypatch), study_spec.PAPER_ORDER)
+    assert isinstance(fig, Figure) and len(fig.axes) == 2
+    left, right = fig.axes
+    assert [t.get_text() for t in left.get_xticklabels()] == list(study_spec.PAPER_ORDER)
+    assert right.yaxis_inverted()  # rank 1 (best) on top
+    assert any(c for c in left.containers)  # error bars
+    pilot = plots.plot_pilot([{"step": s, "R@1": 0.5, "mAP@R": 0.3} for s in (0, 250, 500)], plateau=250)
+    assert [line.get_xdata()[0] for line in pilot.axes[0].lines if line.get_linestyle() == "--"] == [250]
