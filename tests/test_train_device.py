@@ -119,6 +119,14 @@ def test_loader_workers_and_prefetch_give_the_batches_of_the_main_process():
 def test_images_stay_on_a_gpu_only_when_they_take_a_quarter_of_its_free_memory():
     assert fits_on_device(1_000, 4_000) and not fits_on_device(1_001, 4_000)
     assert fits_on_device(0, 0)
+    # Images kept in host memory (a GPU too small for them): the batches are the same.
+    train = glyphs("train", train=True)
+    resident, host = (DeviceBatchStream(train, build_batch_sampler(train.labels, tiny_config(), seed=0),
+                                        torch.device("cpu")) for _ in range(2))
+    assert resident.resident
+    host.resident = False  # on the CPU there is no GPU to leave them off; the gather path is what changes
+    for _ in range(3):
+        assert all(torch.equal(x, y) for x, y in zip(resident.next(), host.next()))
 
 
 # ---------------------------------------------------------------------------- evaluation

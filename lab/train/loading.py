@@ -201,10 +201,10 @@ class DeviceBatchStream(_Stream):
         self.transform = dataset.transform
         self.device, self.seed, self.rank = torch.device(device), seed, rank
         pixels = resized_pixels(dataset, progress=progress)
-        store = self.device
-        if self.device.type == "cuda" and not fits_on_device(pixels.numel(), torch.cuda.mem_get_info(self.device)[0]):
-            store, pixels = torch.device("cpu"), pixels.pin_memory()  # a batch at a time goes over
-        self.pixels = pixels.to(store)
+        self.resident = not (self.device.type == "cuda" and
+                             not fits_on_device(pixels.numel(), torch.cuda.mem_get_info(self.device)[0]))
+        # Not resident: pinned host memory, a batch at a time goes over.
+        self.pixels = pixels.to(self.device) if self.resident else pixels.pin_memory()
         self.labels = dataset.labels.view(len(dataset.labels), -1).to(self.device)
 
     def _open(self) -> None:
@@ -220,6 +220,6 @@ class DeviceBatchStream(_Stream):
         shifts = self.transform.draw_shifts(len(index), torch.Generator().manual_seed(seed)) \
             if self.transform.train else None
         on_device = index.to(self.device, non_blocking=True)
-        pixels = self.pixels[on_device if self.pixels.device == self.device else index]
+        pixels = self.pixels[on_device if self.resident else index]
         images = self.transform.batch(pixels.to(self.device, non_blocking=True), shifts)
         return images, self.labels[on_device], on_device
