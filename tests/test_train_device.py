@@ -87,22 +87,24 @@ def test_a_step_rolled_back_after_nan_draws_the_same_shifts_again():
 
 
 def test_channels_last_steps_like_the_default_layout(monkeypatch):
-    """The CUDA plan's channels_last, forced on the CPU: model and batches in NHWC, the same step."""
+    """The CUDA plan's channels_last, forced on the CPU: model and batches in NHWC, the same loss and
+    gradients (lr 0: Adam would turn last-bit differences of near-zero gradients into whole steps)."""
     import dataclasses
 
     import lab.train.trainer as trainer_module
 
-    plain = make(steps=2, xbm_size=0)
-    plain.fit()
+    plain = make(steps=1, xbm_size=0, lr=0.0)
+    plain_loss = plain.step()["loss"]
     real = trainer_module.runtime_plan
     monkeypatch.setattr(trainer_module, "runtime_plan",
                         lambda *a, **k: dataclasses.replace(real(*a, **k), channels_last=True))
-    nhwc = make(steps=2, xbm_size=0)
+    nhwc = make(steps=1, xbm_size=0, lr=0.0)
     conv = next(m for m in nhwc.model.modules() if isinstance(m, torch.nn.Conv2d) and m.in_channels > 1)
     assert conv.weight.is_contiguous(memory_format=torch.channels_last)
-    nhwc.fit()
-    for (name, x), y in zip(plain.model.state_dict().items(), nhwc.model.state_dict().values()):
-        torch.testing.assert_close(y, x, rtol=1e-4, atol=1e-5, msg=name)
+    assert nhwc.step()["loss"] == pytest.approx(plain_loss, rel=1e-5)
+    for (name, x), y in zip(plain.model.named_parameters(), nhwc.model.parameters()):
+        # float32 sums over the batch's pixels taken in another order: close as whole tensors
+        assert torch.linalg.vector_norm(y.grad - x.grad) <= 1e-3 * torch.linalg.vector_norm(x.grad), name
 
 
 def test_loader_workers_and_prefetch_give_the_batches_of_the_main_process():
