@@ -27,7 +27,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from measure import _median, machine, measure, write_section  # noqa: E402
+from measure import _median, machine, measure, threads, write_section  # noqa: E402
 
 from lab.losses import build_loss  # noqa: E402
 from lab.models import build_model, num_parameters  # noqa: E402
@@ -43,20 +43,20 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def _rate(run, steps: int, batch_size: int, device: torch.device) -> dict:
+def _rate(run, steps: int, batch_size: int, device: torch.device, clock=time.perf_counter) -> dict:
     """{"steps_per_s", "images_per_s", "seconds"} of ``run()`` (which does ``steps`` steps)."""
     _sync(device)
-    start = time.perf_counter()
+    start = clock()
     run()
     _sync(device)
-    seconds = time.perf_counter() - start
+    seconds = clock() - start
     return {"steps_per_s": steps / seconds, "images_per_s": steps * batch_size / seconds, "seconds": seconds}
 
 
 def training_throughput(device="cpu", model: str = "small_cnn", batch_size: int = 256, image_size: int = 32,
                         amp: str = "none", steps: int = 20, warmup: int = 3, dataset: str = "glyphs",
                         dataset_kwargs: dict | None = None, data_path: str = "device",
-                        num_workers: int | None = None, loss: str = "roadmap") -> dict:
+                        num_workers: int | None = None, loss: str = "roadmap", cpu_time: bool = False) -> dict:
     """Training speed of ``lab.train.Trainer`` on ``device``, ``steps`` steps after ``warmup``:
 
     - ``"with_data"``: the real loop, ``Trainer.step`` (fetch a batch, forward, loss, backward,
@@ -69,9 +69,13 @@ def training_throughput(device="cpu", model: str = "small_cnn", batch_size: int 
     Each is {"steps_per_s", "images_per_s", "seconds"}; plus "fraction" (with_data / model_only),
     the run's settings and "data" (the trainer's data path in words). CUDA work is synchronised
     before each clock reading. The first call for a dataset draws its images (not timed).
+    ``cpu_time``: seconds of CPU time of this process instead of wall-clock time (CPU runs on a
+    shared machine: see bench/measure.py's cpu_times; with workers it would miss theirs).
     """
     if data_path not in DATA_PATHS:
         raise ValueError(f"data_path must be one of {DATA_PATHS}, got {data_path!r}")
+    if cpu_time and (torch.device(device).type != "cpu" or num_workers):
+        raise ValueError("cpu_time measures this process on the CPU: device 'cpu' and no loader workers only")
     if steps < 1 or warmup < 0:
         raise ValueError(f"steps must be >= 1 and warmup >= 0, got steps={steps}, warmup={warmup}")
     cfg = TrainConfig(dataset=dataset, dataset_kwargs=dict(dataset_kwargs or {}), model=model, batch_size=batch_size,
@@ -87,7 +91,8 @@ def training_throughput(device="cpu", model: str = "small_cnn", batch_size: int 
         data = f"DataLoader, {cfg.num_workers or 0} workers, the per-image transform (forced)"
     if warmup:
         trainer.step(warmup)
-    with_data = _rate(lambda: trainer.step(steps), steps, batch_size, device)
+    clock = time.process_time if cpu_time else time.perf_counter
+    with_data = _rate(lambda: trainer.step(steps), steps, batch_size, device, clock)
 
     images, labels, _ = trainer.stream.next()
     images = images.to(device)
@@ -109,7 +114,7 @@ def training_throughput(device="cpu", model: str = "small_cnn", batch_size: int 
 
     for _ in range(warmup):
         model_step()
-    model_only = _rate(lambda: [model_step() for _ in range(steps)], steps, batch_size, device)
+    model_only = _rate(lambda: [model_step() for _ in range(steps)], steps, batch_size, device, clock)
     return {"device": str(device), "model": model, "batch_size": batch_size, "image_size": image_size, "amp": amp,
             "dataset": dataset, "steps": steps, "data": data, "with_data": with_data, "model_only": model_only,
             "fraction": with_data["steps_per_s"] / model_only["steps_per_s"]}
@@ -157,11 +162,14 @@ def loss_share(batch: int, device: torch.device) -> tuple[float, float, float]:
 
 
 def data_paths(repeats: int, steps: int, batch_size: int) -> dict[str, list[dict]]:
-    """{data path: [training_throughput on the CPU defaults, one per repeat]}, the paths' runs interleaved."""
+    """{data path: [training_throughput on the CPU defaults, one per repeat]}, the paths' runs interleaved,
+    in CPU time of one thread (wall-clock times of 2 threads move several-fold with other processes' load)."""
     runs: dict[str, list[dict]] = {path: [] for path in DATA_PATHS}
-    for _ in range(repeats):
-        for path in DATA_PATHS:
-            runs[path].append(training_throughput("cpu", batch_size=batch_size, steps=steps, data_path=path))
+    with threads(1):
+        for _ in range(repeats):
+            for path in DATA_PATHS:
+                runs[path].append(training_throughput("cpu", batch_size=batch_size, steps=steps, data_path=path,
+                                                      cpu_time=True))
     return runs
 
 
@@ -218,13 +226,13 @@ def main() -> None:
         f"the run: {load_before:.1f} / {load_after:.1f} on {os.cpu_count()} cores: other processes slow 2-thread "
         "torch down a lot (OpenMP threads wait on each other), so compare runs made at a load near 0.",
         "",
-        f"The data path (`training_throughput`, {args.steps} steps after 3 of warm-up, median of {args.repeats} runs "
-        f"interleaved; load {load_paths[0]:.1f} before, {load_paths[1]:.1f} after): the trainer's step with its "
-        "data against forward + loss + backward + Adam on one batch already in memory. \"per image\" is the path "
-        "before issue 20, forced: a DataLoader (no worker) applying torchvision's transform to one PIL image at a "
-        "time.",
+        f"The data path (`training_throughput`, {args.steps} steps after 3 of warm-up, CPU time of one thread, "
+        f"median of {args.repeats} runs interleaved; load {load_paths[0]:.1f} before, {load_paths[1]:.1f} after): "
+        "the trainer's step with its data against forward + loss + backward + Adam on one batch already in "
+        "memory. \"per image\" is the path before issue 20, forced: a DataLoader (no worker) applying "
+        "torchvision's transform to one PIL image at a time.",
         "",
-        "| data path | steps/s with data | model + loss alone | with data / alone |",
+        "| data path | steps per CPU-second with data | model + loss alone | with data / alone |",
         "|---|---|---|---|",
         *[f"| {'by the batch (the trainer)' if path == 'device' else 'per image (DataLoader, before)'} | "
           f"{_median([r['with_data']['steps_per_s'] for r in runs]):.2f} | "

@@ -46,3 +46,12 @@ def test_bad_arguments():
         bench_train.training_throughput("cpu", data_path="gpu")
     with pytest.raises(ValueError, match="steps must be >= 1 and warmup >= 0, got steps=0"):
         bench_train.training_throughput("cpu", steps=0)
+
+
+def test_cpu_time_is_for_the_cpu_without_workers():
+    out = bench_train.training_throughput("cpu", cpu_time=True, **TINY)
+    assert out["with_data"]["seconds"] > 0 and out["model_only"]["steps_per_s"] > 0
+    with pytest.raises(ValueError, match="cpu_time measures this process on the CPU"):
+        bench_train.training_throughput("cuda", cpu_time=True, **TINY)
+    with pytest.raises(ValueError, match="cpu_time measures this process on the CPU"):
+        bench_train.training_throughput("cpu", cpu_time=True, num_workers=2, **TINY)
