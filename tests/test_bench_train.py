@@ -32,7 +32,8 @@ def test_throughput_reports_both_loops_per_step_and_per_image(data_path, monkeyp
         assert rate["images_per_s"] == pytest.approx(rate["steps_per_s"] * 16)
         assert rate["steps_per_s"] == pytest.approx(2 / rate["seconds"])
     assert out["fraction"] == pytest.approx(out["with_data"]["steps_per_s"] / out["model_only"]["steps_per_s"])
-    assert (out["device"], out["model"], out["batch_size"], out["amp"], out["steps"]) == ("cpu", "small_cnn", 16, "none", 2)
+    settings = (out["device"], out["model"], out["batch_size"], out["amp"], out["steps"])
+    assert settings == ("cpu", "small_cnn", 16, "none", 2)
     assert ("uint8 tensor on cpu" in out["data"]) == (data_path == "device")
 
 

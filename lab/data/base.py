@@ -94,6 +94,7 @@ def resized_pixels(dataset, indices: Optional[Sequence[int]] = None, progress: b
     """uint8 (n, C, S, S): the images ``indices`` of a :func:`batchable` dataset after its transform's
     deterministic part (Resize to S), ready for ``dataset.transform.batch``."""
     if not batchable(dataset):
-        raise ValueError(f"{type(dataset).__name__} with transform {type(getattr(dataset, 'transform', None)).__name__} "
-                         "is not batchable: it needs pixels() (glyphs, digits) and the 'small' transform")
+        transform = type(getattr(dataset, "transform", None)).__name__
+        raise ValueError(f"{type(dataset).__name__} with transform {transform} is not batchable: it needs pixels() "
+                         "(glyphs, digits) and the 'small' transform")
     return dataset.transform.resize_pixels(dataset.pixels(indices, progress), progress)

@@ -137,7 +137,8 @@ class SmallTransform(T.Compose):
             got = None if shifts is None else f"{tuple(shifts.shape)} {shifts.dtype}"
             raise ValueError(f"shifts must be a ({b}, 2) int64 tensor of crop offsets (draw_shifts), got {got}")
         if shifts.numel() and not (0 <= int(shifts.min()) and int(shifts.max()) <= 2 * p):
-            raise ValueError(f"shifts must lie in 0..{2 * p} (2 x padding), got {int(shifts.min())}..{int(shifts.max())}")
+            low, high = int(shifts.min()), int(shifts.max())
+            raise ValueError(f"shifts must lie in 0..{2 * p} (2 x padding), got {low}..{high}")
         c = pixels.shape[1]
         shifts = shifts.to(pixels.device, non_blocking=True)
         padded = torch.nn.functional.pad(pixels, (p, p, p, p))  # zeros: RandomCrop's fill=0

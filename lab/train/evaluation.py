@@ -41,7 +41,8 @@ def embed_dataset(
         batches = _pixel_batches(dataset, indices, batch_size, device, progress)
     else:
         data = Subset(dataset, list(indices)) if indices is not None else dataset
-        batches = ((images, y) for images, y, _ in DataLoader(data, batch_size=batch_size, shuffle=False, num_workers=0))
+        loader = DataLoader(data, batch_size=batch_size, shuffle=False, num_workers=0)
+        batches = ((images, y) for images, y, _ in loader)
     was_training = model.training
     model.eval()
     embeddings, labels = [], []

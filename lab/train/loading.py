@@ -165,6 +165,7 @@ class BatchStream(_Stream):
     def _fetch(self):
         return next(self._it)
 
+
 AUGMENT_STREAM = 0x5A17  # keeps the augmentation's seeds apart from other uses of the run's seed
 DEVICE_SHARE = 4  # the images stay on a GPU when they take at most 1/4 of its free memory
 

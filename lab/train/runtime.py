@@ -48,7 +48,8 @@ class RuntimePlan:
             data = (f"data: the images as one uint8 tensor on {self.device}, each batch gathered and shifted "
                     f"there (no DataLoader{', num_workers unused' if self.workers_unused else ''})")
         elif self.num_workers:
-            data = (f"data: DataLoader with {self.num_workers} workers{' (from the usable cores)' if self.workers_auto else ''}"
+            derived = " (from the usable cores)" if self.workers_auto else ""
+            data = (f"data: DataLoader with {self.num_workers} workers{derived}"
                     f"{', pinned memory' if self.pin_memory else ''}, persistent workers"
                     f"{f', prefetch {self.prefetch_factor}' if self.prefetch_factor else ''}")
         else:

@@ -1,12 +1,13 @@
 """The Trainer: stepwise (``step(n)``, for a dashboard) or whole-run (``fit``) training.
 
-One step: fetch a batch (gathered on the device for glyphs and digits, a DataLoader for disk
-datasets; see runtime.py for what each device gets) -> embed (plain, or staged for batches larger than memory) ->
-all-gather across ranks -> rank loss in float32 (+ the cross-batch memory loss) -> backward
--> clip -> commit (optimizer, scheduler, memory, counters, RNG snapshot). Ctrl-C is held
-back during the commit, and a step that fails before it (NaN, Ctrl-C, an error) is rolled
-back (BN statistics, RNG, batch position), so the state is always that of the last finished
-step: it can be checkpointed, resumed, or stepped again on the same trajectory.
+One step: fetch a batch (gathered on the device for glyphs and digits, from a DataLoader for
+disk datasets; runtime.py says what each device gets) -> embed (plain, or staged for batches
+larger than memory) -> all-gather across ranks -> rank loss in float32 (+ the cross-batch
+memory loss) -> backward -> clip -> commit (optimizer, scheduler, memory, counters, RNG
+snapshot). Ctrl-C is held back during the commit, and a step that fails before it (NaN,
+Ctrl-C, an error) is rolled back (BN statistics, RNG, batch position), so the state is always
+that of the last finished step: it can be checkpointed, resumed, or stepped again on the same
+trajectory.
 """
 from __future__ import annotations
 
