@@ -85,6 +85,8 @@ def add_config_flags(parser: argparse.ArgumentParser) -> None:
             group.add_argument(*flags, nargs="*", type=float, metavar="N", **kw)
         elif kind is dict:
             group.add_argument(*flags, nargs="*", metavar="KEY=VALUE", **kw)
+        elif "none" in choices.get(f.name, ()):  # --amp none, --scheduler none: a value, not "not given"
+            group.add_argument(*flags, type=kind, choices=choices[f.name], **kw)
         else:
             group.add_argument(*flags, type=_optional(kind), choices=choices.get(f.name), **kw)
 
@@ -145,13 +147,43 @@ def interactive_eval(cfg, args: argparse.Namespace):
     return cfg
 
 
+def choose_amp(cfg, args: argparse.Namespace):
+    """(config, what it says about amp): the run's mixed precision is the one of ``--amp``, of the
+    recipe, of the checkpoint being resumed, else lab.train.runtime.auto_amp's for the device
+    (bf16 for a timm backbone on CUDA): the choice is written into the run's config.yaml."""
+    import os
+
+    from .models import MODELS
+    from .train import load_checkpoint
+    from .train.checkpoint import check_format
+    from .train.config import read_recipe
+    from .train.optim import select_device
+    from .train.runtime import auto_amp, bf16_supported
+
+    if args.amp is not None:
+        return cfg, f"amp {cfg.amp} (--amp)"
+    if args.config is not None and "amp" in read_recipe(args.config):
+        return cfg, f"amp {cfg.amp} (the recipe's)"
+    checkpoint = resume_path(args)
+    if checkpoint is not None:
+        if args.config is not None:  # the recipe is the base config: the checkpoint says how it was trained
+            saved = check_format(load_checkpoint(checkpoint), checkpoint)["config"]
+            cfg = dataclasses.replace(cfg, amp=saved.get("amp", cfg.amp))
+        return cfg, f"amp {cfg.amp} (the checkpoint's)"
+    device = select_device(cfg.device, int(os.environ.get("LOCAL_RANK", 0)))
+    amp, why = auto_amp(device, cfg, timm_backbone=cfg.model not in MODELS, bf16_supported=bf16_supported(device))
+    return dataclasses.replace(cfg, amp=amp), why
+
+
 def train(args: argparse.Namespace) -> None:
     from .train import Trainer
     from .train.distributed import cleanup
     from .train.evaluation import describe_subset
 
-    cfg = interactive_eval(config_from_args(args), args)
+    cfg, amp_note = choose_amp(interactive_eval(config_from_args(args), args), args)
     trainer = Trainer(cfg)
+    if trainer.dist.is_main:
+        print(f"{trainer.device}: {trainer.plan.describe()}; {amp_note}", file=sys.stderr)
     checkpoint = resume_path(args)
     if checkpoint is not None:
         trainer.resume(checkpoint)

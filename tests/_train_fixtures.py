@@ -80,3 +80,29 @@ class ScriptedLoss(nn.Module):
             raise KeyboardInterrupt
         out = self.inner(emb, labels, ref_embeddings, ref_labels, mask=mask)
         return out * float("nan") if len(self.calls) == self.nan_at else out
+
+
+def assert_same_state(a, b) -> None:
+    """Two trainers hold bit-identical state: model, cross-batch memory, Adam's moments, counters."""
+    for (name, x), y in zip(a.model.state_dict().items(), b.model.state_dict().values()):
+        assert torch.equal(x, y), name
+    if a.memory is not None:
+        for x, y in zip(a.memory.state_dict().values(), b.memory.state_dict().values()):
+            assert torch.equal(x, y)
+    sa, sb = a.optimizer.state_dict()["state"], b.optimizer.state_dict()["state"]
+    assert sa.keys() == sb.keys() and all(torch.equal(sa[k]["exp_avg_sq"], sb[k]["exp_avg_sq"]) for k in sa)
+    assert (a.step_count, a.epoch, a.position) == (b.step_count, b.epoch, b.position)
+
+
+def resumed_like_straight(make, out, stop: int):
+    """Train ``make()`` straight through; train another to step ``stop`` with checkpoints in ``out``,
+    resume a third from it and finish: the third must end bit-identical to the first. Returns the
+    interrupted trainer (for checks of where it stopped)."""
+    straight = make()
+    straight.fit()
+    first = make(out=str(out))
+    first.fit(steps=stop)
+    resumed = make(out=str(out)).resume(out / "checkpoint.pt")
+    resumed.fit()
+    assert_same_state(straight, resumed)
+    return first

@@ -168,3 +168,57 @@ def test_digits_splits():
     assert DigitsDataset(image_size=8)[0][0].shape == (1, 8, 8)
     with pytest.raises(ValueError, match="split_by must be one of"):
         DigitsDataset(split_by="random")
+
+
+# ------------------------------------------------------------------- rendered images on disk
+@pytest.fixture
+def images_dir(tmp_path, cache, catalogue, monkeypatch):
+    """An empty cache folder but for the catalogue (not scanned again); datasets of 12 images count
+    as "large" here, so the image cache is exercised in a fraction of a second."""
+    import shutil
+
+    import lab.data.glyphs as glyphs
+
+    for f in Path(cache).glob("glyph-catalogue-*.json"):
+        shutil.copy(f, tmp_path)
+    monkeypatch.setattr(glyphs, "CACHE_MIN_IMAGES", 12)
+    return tmp_path
+
+
+def test_rendered_images_are_saved_once_and_read_back_identical(images_dir, monkeypatch):
+    tmp_path = images_dir
+    first = GlyphDataset(num_classes=4, instances_per_class=3, seed=5, cache_dir=str(tmp_path))
+    drawn = first.pixels().clone()
+    files = list(tmp_path.glob("glyph-images-*.npy"))
+    assert len(files) == 1 and np.load(files[0]).shape == (12, 32, 32)
+
+    second = GlyphDataset(num_classes=4, instances_per_class=3, seed=5, cache_dir=str(tmp_path))
+    monkeypatch.setattr(GlyphDataset, "_draw", lambda self, i: pytest.fail("drew an image the cache holds"))
+    assert torch.equal(second.pixels(), drawn)
+    assert np.array_equal(np.asarray(GlyphDataset(num_classes=4, instances_per_class=3, seed=5,
+                                                  cache_dir=str(tmp_path)).image(7)), drawn[7, 0].numpy())
+
+
+def test_other_images_get_another_file_and_a_damaged_file_is_drawn_again(images_dir):
+    tmp_path = images_dir
+    a = GlyphDataset(num_classes=4, instances_per_class=3, seed=5, cache_dir=str(tmp_path)).pixels().clone()
+    b = GlyphDataset(num_classes=4, instances_per_class=3, seed=6, cache_dir=str(tmp_path)).pixels()
+    GlyphDataset(num_classes=4, instances_per_class=3, seed=5, image_size=40, cache_dir=str(tmp_path)).pixels()
+    files = sorted(tmp_path.glob("glyph-images-*.npy"))
+    assert len(files) == 3 and not torch.equal(a, b)
+    for f in files:
+        f.write_bytes(b"not an array")
+    again = GlyphDataset(num_classes=4, instances_per_class=3, seed=5, cache_dir=str(tmp_path))
+    assert torch.equal(again.pixels(), a)
+    assert sum(f.stat().st_size > 100 for f in tmp_path.glob("glyph-images-*.npy")) == 1  # rewritten
+    assert not list(tmp_path.glob("*.tmp"))
+
+
+def test_small_or_partly_drawn_datasets_write_nothing(images_dir):
+    tmp_path = images_dir
+    GlyphDataset(num_classes=2, instances_per_class=3, cache_dir=str(tmp_path)).pixels()  # 6 < 12 images
+    part = GlyphDataset(num_classes=4, instances_per_class=3, cache_dir=str(tmp_path))
+    part.pixels([0, 1, 2])
+    assert not list(tmp_path.glob("glyph-images-*"))
+    part.pixels()
+    assert len(list(tmp_path.glob("glyph-images-*.npy"))) == 1

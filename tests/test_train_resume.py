@@ -10,7 +10,8 @@ import torch
 
 from lab.losses import build_loss
 from lab.train import NonFiniteLossError, Trainer, load_checkpoint, save_checkpoint
-from tests._train_fixtures import ScriptedLoss, small_model, tiny_config, tiny_splits
+from tests._train_fixtures import (ScriptedLoss, assert_same_state, resumed_like_straight, small_model,
+                                   tiny_config, tiny_splits)
 
 # Cosine schedule with warm-up, cross-batch memory, BatchNorm in train mode, a resume point in
 # the middle of the second epoch (6 batches per epoch): every piece of state must round-trip.
@@ -23,25 +24,9 @@ def make(loss=None, **changes):
     return Trainer(cfg, train_set=train, test_set=test, model=small_model(freeze_bn=cfg.freeze_bn), loss=loss)
 
 
-def assert_same_state(a: Trainer, b: Trainer) -> None:
-    for (name, x), y in zip(a.model.state_dict().items(), b.model.state_dict().values()):
-        assert torch.equal(x, y), name
-    for x, y in zip(a.memory.state_dict().values(), b.memory.state_dict().values()):
-        assert torch.equal(x, y)
-    sa, sb = a.optimizer.state_dict()["state"], b.optimizer.state_dict()["state"]
-    assert all(torch.equal(sa[k]["exp_avg_sq"], sb[k]["exp_avg_sq"]) for k in sa)
-    assert (a.step_count, a.epoch, a.position) == (b.step_count, b.epoch, b.position)
-
-
 def test_resume_is_bit_identical(tmp_path):
-    straight = make()
-    straight.fit()
-    first = make(out=str(tmp_path))
-    first.fit(steps=9)
+    first = resumed_like_straight(make, tmp_path, stop=9)
     assert (first.epoch, first.position) == (1, 3)
-    resumed = make(out=str(tmp_path)).resume(tmp_path / "checkpoint.pt")
-    resumed.fit()
-    assert_same_state(straight, resumed)
     # metrics.jsonl has each step once, even though the first run's log is appended to
     steps = [l for l in (tmp_path / "metrics.jsonl").read_text().splitlines() if '"train"' in l]
     assert len(steps) == len({s for s in steps})

@@ -16,7 +16,7 @@ from .digits import DigitsDataset
 from .disk import DATA_ENV, SOURCES, ImageFiles, cub, find_root, folder, inaturalist, sop
 from .glyphs import GlyphDataset, glyph_catalogue
 from .samplers import HierarchicalBatchSampler, MPerClassBatchSampler
-from .transforms import build_transforms
+from .transforms import SmallTransform, build_transforms
 
 EMBEDDED = ("glyphs", "digits")
 DATASETS: dict[str, Callable[..., LabeledImages]] = {
@@ -69,5 +69,5 @@ def describe_datasets(root: Optional[str] = None) -> str:
 __all__ = [
     "DATASETS", "SPLITS", "build_dataset", "describe_datasets", "build_transforms", "LabeledImages", "ImageFiles",
     "GlyphDataset", "DigitsDataset", "glyph_catalogue", "cub", "sop", "inaturalist", "folder",
-    "MPerClassBatchSampler", "HierarchicalBatchSampler", "DatasetNotFoundError", "TRANSFORM_KIND",
+    "MPerClassBatchSampler", "HierarchicalBatchSampler", "DatasetNotFoundError", "TRANSFORM_KIND", "SmallTransform",
 ]

@@ -9,11 +9,12 @@ Ten classes make a weak held-out-class benchmark, so two splits are offered:
 """
 from __future__ import annotations
 
-from typing import Callable, Optional
+from typing import Callable, Optional, Sequence
 
 import numpy as np
 import torch
 from PIL import Image
+from torch import Tensor
 
 from ..core.checks import check_int
 from .base import LabeledImages, check_split
@@ -23,6 +24,8 @@ SPLIT_BY = ("classes", "images")
 
 class DigitsDataset(LabeledImages):
     """1-channel digits upsampled (bilinear) from 8x8 to ``image_size``, white ink on black."""
+
+    in_memory = True
 
     def __init__(
         self,
@@ -46,14 +49,20 @@ class DigitsDataset(LabeledImages):
             for d in range(10):
                 rank[digits == d] = np.arange(int((digits == d).sum()))
             keep = (rank % 2 == 0) if split == "train" else (rank % 2 == 1)
-        # sklearn stores ink 0..16; scale to 0..255.
-        self.pixels = (images[keep].reshape(-1, 8, 8) * (255 / 16)).round().astype(np.uint8)
+        # sklearn stores ink 0..16; scale to 0..255. (N, 8, 8) uint8
+        self.images_8x8 = (images[keep].reshape(-1, 8, 8) * (255 / 16)).round().astype(np.uint8)
         self.split, self.split_by, self.image_size, self.transform = split, split_by, image_size, transform
         self.labels = torch.from_numpy(digits[keep].astype(np.int64))[:, None]
         self.level_names = ["digit"]
         self.class_names = {int(d): str(d) for d in np.unique(digits[keep])}
         self.coarse_names = {}
+        self._upsampled: Optional[np.ndarray] = None  # (N, S, S) uint8 once pixels() is asked for
 
     def image(self, i: int) -> Image.Image:
-        img = Image.fromarray(self.pixels[self._index(i)])
+        img = Image.fromarray(self.images_8x8[self._index(i)])
         return img if self.image_size == 8 else img.resize((self.image_size,) * 2, Image.Resampling.BILINEAR)
+
+    def pixels(self, indices: Optional[Sequence[int]] = None, progress: bool = False) -> Tensor:
+        if self._upsampled is None:  # ~1,000 tiny images: all at once, once
+            self._upsampled = np.stack([np.asarray(self.image(i)) for i in range(len(self))])
+        return torch.from_numpy(self._upsampled[self._rows(indices)]).unsqueeze(1)

@@ -6,10 +6,14 @@ affine jitter (rotation, scale, shear, shift). Labels (N, 2): the glyph and its 
 Arrows, Math operators, ...). Train and test hold disjoint halves of the classes, as CUB does.
 
 The class catalogue takes a few seconds to scan, so it is cached in memory and on disk
-(``$RANKLAB_CACHE`` or ``~/.cache/ranklab``) and rescanned when the file is missing.
+(``$RANKLAB_CACHE`` or ``~/.cache/ranklab``) and rescanned when the file is missing. Rendering a
+whole split (~15k images) takes seconds too: once every image of a dataset of at least
+``CACHE_MIN_IMAGES`` has been drawn (``pixels()``), the images are saved next to the catalogue,
+under a name that hashes everything they depend on, and later datasets read them back.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
@@ -17,7 +21,7 @@ import os
 import tempfile
 import unicodedata
 from pathlib import Path
-from typing import Callable, NamedTuple, Optional
+from typing import Callable, NamedTuple, Optional, Sequence
 
 import matplotlib
 import numpy as np
@@ -26,6 +30,8 @@ import torch
 from fontTools import unicodedata as ucd
 from fontTools.ttLib import TTFont
 from PIL import Image, ImageFont, features
+from torch import Tensor
+from tqdm.auto import tqdm
 
 from ..core.checks import check_int
 from .base import LabeledImages, check_split
@@ -49,6 +55,8 @@ OTHER = "Miscellaneous symbols"
 NOT_A_CHARACTER = 0x10FFFD  # no font has it: each font draws its missing-glyph box for it
 SCAN_SIZE = 40  # font size (px) of the catalogue scan: the default 32 px image is drawn at 40
 CATALOGUE_VERSION = 2  # bump when the rules below change: old cache files are then ignored
+RENDER_VERSION = 1  # bump when jitter_image or _base_ink draw differently: old image files are then ignored
+CACHE_MIN_IMAGES = 2000  # smaller datasets render in well under a second: not worth a file
 
 # Where a script's everyday letters live: they win ties between look-alike code points.
 MAIN_BLOCKS = {"Basic Latin", "Latin-1 Supplement", "Greek and Coptic", "Cyrillic", "Armenian", "Georgian", "Arabic"}
@@ -190,13 +198,35 @@ def scan_fonts() -> list[Glyph]:
     return [g._replace(group=g.group if sizes[g.group] >= MIN_GROUP else OTHER) for g in glyphs]
 
 
+def cache_root(cache_dir: Optional[str] = None) -> Path:
+    return Path(cache_dir or os.environ.get("RANKLAB_CACHE") or Path.home() / ".cache" / "ranklab")
+
+
+def _fingerprint() -> list:
+    """Everything a scan or a drawing depends on besides our code: rasteriser and font files."""
+    return [PIL.__version__, features.version("freetype2"),
+            [(stem, (FONT_DIR / f"{stem}.ttf").stat().st_size) for _, stem in FONTS]]
+
+
 def _cache_file(cache_dir: Optional[str]) -> Path:
-    root = Path(cache_dir or os.environ.get("RANKLAB_CACHE") or Path.home() / ".cache" / "ranklab")
-    # Everything the scan depends on: rules, rasteriser and font files.
-    fingerprint = [CATALOGUE_VERSION, PIL.__version__, features.version("freetype2"),
-                   [(stem, (FONT_DIR / f"{stem}.ttf").stat().st_size) for _, stem in FONTS]]
-    digest = hashlib.md5(json.dumps(fingerprint).encode()).hexdigest()[:12]
-    return root / f"glyph-catalogue-{digest}.json"
+    digest = hashlib.md5(json.dumps([CATALOGUE_VERSION, *_fingerprint()]).encode()).hexdigest()[:12]
+    return cache_root(cache_dir) / f"glyph-catalogue-{digest}.json"
+
+
+def _write_atomic(path: Path, write: Callable, mode: str = "w") -> None:
+    """``write(file)`` into a temporary file beside ``path``, then rename: a concurrent reader never
+    sees half a file. A read-only cache folder is no error (the in-memory copy still serves)."""
+    tmp = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(mode, dir=path.parent, delete=False, suffix=".tmp") as f:
+            tmp = f.name
+            write(f)
+        os.replace(tmp, path)
+    except OSError:
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
 
 
 @functools.lru_cache(maxsize=4)
@@ -208,13 +238,7 @@ def glyph_catalogue(cache_dir: Optional[str] = None) -> tuple[Glyph, ...]:
     except (OSError, ValueError, TypeError):
         pass  # missing or unreadable cache: rescan
     glyphs = tuple(scan_fonts())
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False, suffix=".tmp") as f:
-            json.dump([list(g) for g in glyphs], f)
-        os.replace(f.name, path)  # atomic: a concurrent reader never sees half a file
-    except OSError:
-        pass  # read-only home: the in-memory cache still spares rescans in this process
+    _write_atomic(path, lambda f: json.dump([list(g) for g in glyphs], f))
     return glyphs
 
 
@@ -237,9 +261,12 @@ class GlyphDataset(LabeledImages):
     ``num_classes`` (default: all of the split) x ``instances_per_class`` images; instance k of
     a class uses the class's fonts in a seeded random order (cycling) and its own jitter, so
     ``seed`` fixes every image and a class draws the same images whatever ``num_classes`` is.
-    Images are drawn when first read and kept (N x size x size bytes). Fine labels: train 0..n-1, test n..; coarse
-    labels are shared by both splits.
+    Images are drawn when first read and kept (N x size x size bytes); ``pixels()`` draws (or
+    reads from the disk cache) all that are asked for at once. Fine labels: train 0..n-1, test
+    n..; coarse labels are shared by both splits.
     """
+
+    in_memory = True
 
     def __init__(
         self,
@@ -262,6 +289,7 @@ class GlyphDataset(LabeledImages):
                 raise ValueError(f"num_classes must be at most {len(classes)} (the {split} classes), got {num_classes}")
             classes = classes[:num_classes]
         self.split, self.image_size, self.seed, self.transform = split, image_size, seed, transform
+        self.cache_dir = cache_dir
         self.glyphs = classes
         groups = sorted({g.group for g in catalogue})
         first = 0 if split == "train" else len(split_classes(catalogue, "train"))
@@ -282,14 +310,55 @@ class GlyphDataset(LabeledImages):
         self.coarse_names = dict(enumerate(groups))
         self._rendered = np.zeros((len(self.codepoints), image_size, image_size), dtype=np.uint8)
         self._done = np.zeros(len(self.codepoints), dtype=bool)
+        self._cache_read = self._cache_written = False
 
     def image(self, i: int) -> Image.Image:
         i = self._index(i)
         if not self._done[i]:
-            ink = _base_ink(int(self.codepoints[i]), int(self.fonts[i]), round(1.25 * self.image_size))
-            self._rendered[i] = np.asarray(jitter_image(ink, self.image_size, self.jitter[i]))
-            self._done[i] = True
+            self._read_cache()
+        if not self._done[i]:
+            self._draw(i)
         return Image.fromarray(self._rendered[i])
+
+    def pixels(self, indices: Optional[Sequence[int]] = None, progress: bool = False) -> Tensor:
+        """uint8 (n, 1, S, S) of ``indices`` (default all): drawn now where not drawn yet, with a
+        progress bar (``progress``) when that takes more than a second; a whole dataset of at
+        least CACHE_MIN_IMAGES images is then saved to the disk cache for the next process."""
+        rows = self._rows(indices)
+        self._read_cache()
+        missing = np.unique(rows[~self._done[rows]])
+        for i in tqdm(missing, desc=f"render {self.split} glyphs", unit="image", disable=not progress, delay=1.0):
+            self._draw(int(i))
+        if len(missing) and self._done.all() and len(self) >= CACHE_MIN_IMAGES and not self._cache_written:
+            _write_atomic(self._cache_path(), lambda f: np.save(f, self._rendered), mode="wb")
+            self._cache_written = True
+        images = self._rendered if indices is None else self._rendered[rows]  # all: no copy
+        return torch.from_numpy(images).unsqueeze(1)
+
+    def _draw(self, i: int) -> None:
+        ink = _base_ink(int(self.codepoints[i]), int(self.fonts[i]), round(1.25 * self.image_size))
+        self._rendered[i] = np.asarray(jitter_image(ink, self.image_size, self.jitter[i]))
+        self._done[i] = True
+
+    def _cache_path(self) -> Path:
+        # The drawing's every input: code points, fonts and jitter (seed, classes, instances), size, renderer.
+        head = json.dumps([RENDER_VERSION, *_fingerprint(), self.image_size, len(self)]).encode()
+        digest = hashlib.md5(head + self.codepoints.tobytes() + self.fonts.tobytes() + self.jitter.tobytes())
+        return cache_root(self.cache_dir) / f"glyph-images-{digest.hexdigest()[:16]}.npy"
+
+    def _read_cache(self) -> None:
+        """Once per dataset: every image from the disk cache, if a file for exactly these images exists."""
+        if self._cache_read or len(self) < CACHE_MIN_IMAGES:
+            return
+        self._cache_read = True
+        try:
+            images = np.load(self._cache_path(), allow_pickle=False)
+        except (OSError, ValueError, EOFError):
+            return  # missing or damaged: drawn again (and saved again by pixels())
+        if images.shape == self._rendered.shape and images.dtype == np.uint8:
+            self._rendered[:] = images
+            self._done[:] = True
+            self._cache_written = True
 
     def font_name(self, i: int) -> str:
         """The font file (without .ttf) that drew image i, e.g. "DejaVuSerif-Italic"."""

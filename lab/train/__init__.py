@@ -1,10 +1,12 @@
 """Training: ``Trainer(TrainConfig(...)).fit()``, or ``step(n)`` a few steps at a time.
 
 Modules: ``config`` (the dataclass, YAML recipes), ``trainer`` (the loop), ``backprop`` (plain
-and staged forward/backward), ``loading`` (datasets, samplers, resumable batch stream),
-``optim`` (device, parameter groups, schedule), ``memory`` (cross-batch memory),
-``distributed`` (torchrun / DDP with all-gather), ``checkpoint`` (atomic saves, RNG states,
-NaN and Ctrl-C guards), ``evaluation`` (embedding, R@k / mAP@R, export).
+and staged forward/backward), ``loading`` (datasets, samplers, resumable batch streams: a
+DataLoader, or the images gathered on the device), ``runtime`` (what each device gets: data
+path, loader workers, memory layout, amp), ``optim`` (device, parameter groups, schedule),
+``memory`` (cross-batch memory), ``distributed`` (torchrun / DDP with all-gather),
+``checkpoint`` (atomic saves, RNG states, NaN and Ctrl-C guards), ``evaluation`` (embedding,
+R@k / mAP@R, export).
 """
 from .checkpoint import NonFiniteLossError, load_checkpoint, save_checkpoint
 from .config import RESUME_FREE, TrainConfig, config_diff, field_names, load_config

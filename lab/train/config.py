@@ -47,7 +47,7 @@ class TrainConfig:
     sampler: str = "m_per_class"
     batch_size: int = 128
     m: int = 4  # images per class in a batch
-    num_workers: int = 0
+    num_workers: Optional[int] = None  # DataLoader workers; None: 0 on the CPU, from the cores on CUDA (runtime.py)
     # model
     model: str = "small_cnn"
     embed_dim: int = 64
@@ -129,7 +129,7 @@ class TrainConfig:
             if value is not None and not (isinstance(value, (int, float)) and value >= 0):
                 raise ValueError(f"{name} must be a number >= 0, got {value!r}")
         for name in ("xbm_size", "xbm_start", "warmup_steps", "num_workers", "checkpoint_every", "eval_every"):
-            if getattr(self, name) < 0:
+            if not (name == "num_workers" and self.num_workers is None) and getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)!r}")
         if self.stage_size is not None and self.stage_size < 1:
             raise ValueError(f"stage_size must be None or >= 1, got {self.stage_size!r}")

@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional, Sequence, Union
+from typing import Iterator, Optional, Sequence, Union
 
 import numpy as np
 import torch
@@ -13,6 +13,7 @@ from torch import Tensor, nn
 from torch.utils.data import DataLoader, Dataset, Subset
 from tqdm.auto import tqdm
 
+from ..data.base import batchable, resized_pixels
 from ..metrics import EVAL_KS, average_precision, decomposability_gap, retrieval_metrics
 from .checkpoint import preserved_rng
 from .loading import transform_of
@@ -31,24 +32,42 @@ def embed_dataset(
 ) -> tuple[Tensor, Tensor]:
     """(embeddings (N, D) float32, labels (N, L)) on the CPU, model in eval mode, in dataset order.
 
-    ``indices`` embeds a subset. The global RNG is left as it was, so evaluating in the
-    middle of a run does not change the run.
+    ``indices`` embeds a subset. A dataset held in memory with the "small" evaluation transform
+    (glyphs, digits) is embedded from its pixels, normalised by the batch on ``device`` (the
+    same input tensors as the per-image path); others go through a DataLoader. The global RNG
+    is left as it was, so evaluating in the middle of a run does not change the run.
     """
-    data = Subset(dataset, list(indices)) if indices is not None else dataset
-    loader = DataLoader(data, batch_size=batch_size, shuffle=False, num_workers=0)
+    if batchable(dataset) and not dataset.transform.train:
+        batches = _pixel_batches(dataset, indices, batch_size, device, progress)
+    else:
+        data = Subset(dataset, list(indices)) if indices is not None else dataset
+        loader = DataLoader(data, batch_size=batch_size, shuffle=False, num_workers=0)
+        batches = ((images, y) for images, y, _ in loader)
     was_training = model.training
     model.eval()
     embeddings, labels = [], []
+    total = -(-len(dataset if indices is None else indices) // batch_size)
     try:
         with preserved_rng():
-            for images, y, _ in tqdm(loader, desc="embed", disable=not progress, leave=False):
+            for images, y in tqdm(batches, desc="embed", total=total, disable=not progress, leave=False):
                 with torch.autocast(device.type, dtype=amp_dtype, enabled=amp_dtype is not None):
-                    e = model(images.to(device))
+                    e = model(images.to(device, non_blocking=True))
                 embeddings.append(e.float().cpu())
                 labels.append(y.view(len(y), -1))
     finally:
         model.train(was_training)
     return torch.cat(embeddings), torch.cat(labels)
+
+
+def _pixel_batches(dataset, indices: Optional[Sequence[int]], batch_size: int, device: torch.device,
+                   progress: bool) -> Iterator[tuple[Tensor, Tensor]]:
+    """(images (b, C, S, S) on ``device``, labels (b, L)) of a batchable dataset, in order: its
+    uint8 pixels (drawn or read once) go over a batch at a time and are normalised there."""
+    pixels = resized_pixels(dataset, indices, progress)
+    labels = dataset.labels if indices is None else dataset.labels[torch.as_tensor(list(indices), dtype=torch.long)]
+    for start in range(0, len(pixels), batch_size):
+        chunk = pixels[start : start + batch_size].to(device, non_blocking=True)
+        yield dataset.transform.batch(chunk), labels[start : start + batch_size]
 
 
 def class_subset(labels: Tensor, max_items: Optional[int], seed: int = 0) -> Optional[list[int]]:
@@ -81,16 +100,27 @@ def evaluate_embeddings(embeddings: Tensor, labels: Tensor, backend: str = "fais
                         ks: Sequence[int] = EVAL_KS) -> dict[str, float]:
     """Full-gallery R@k, mAP@R and mAP (and, with several label levels, H-AP, NDCG, ASI):
     every image queries all the others (lab.metrics.retrieval_metrics). The ranking runs on
-    ``device`` (a GPU sorts a large gallery much faster than the CPU)."""
-    if backend == "faiss":
-        try:
-            import faiss  # noqa: F401  (faiss-gpu is used by retrieval_metrics when present)
-        except ImportError:
-            backend = "torch"  # same numbers, see lab.metrics.retrieval_metrics
+    ``device`` (a GPU sorts a large gallery much faster than the CPU). "faiss" is faiss's CPU
+    kernel: on a CUDA device the similarities are computed there by "torch" instead (the same
+    numbers, see lab.metrics.retrieval_metrics), not copied to the CPU chunk by chunk."""
     if device is not None:
         embeddings, labels = embeddings.to(device), labels.to(device)
     names = list(level_names) if level_names is not None and len(level_names) == labels.shape[1] else None
-    return retrieval_metrics(embeddings, labels, ks=ks, backend=backend, level_names=names)
+    return retrieval_metrics(embeddings, labels, ks=ks, backend=metrics_backend(backend, device), level_names=names)
+
+
+def metrics_backend(backend: str, device: Optional[torch.device] = None) -> str:
+    """The backend retrieval_metrics gets for ``backend`` on ``device``: "torch" on a CUDA device
+    (our "faiss" is faiss's CPU kernel: every block would go to the CPU and back) and where faiss
+    is not installed (the same numbers either way), else ``backend``."""
+    if device is not None and torch.device(device).type == "cuda":
+        return "torch"
+    if backend == "faiss":
+        try:
+            import faiss  # noqa: F401
+        except ImportError:
+            return "torch"
+    return backend
 
 
 def embed_split(model: nn.Module, dataset: Dataset, device: torch.device, cfg, max_items: Optional[int] = None,

@@ -1,11 +1,14 @@
 """What a config builds before training: datasets, the model, batch samplers, and an endless,
-resumable stream of training batches. The trainer and ``python -m lab eval`` build through here."""
+resumable stream of training batches: :class:`BatchStream` (a DataLoader: disk datasets) or
+:class:`DeviceBatchStream` (the images on the device: glyphs, digits). The trainer and
+``python -m lab eval`` build through here."""
 from __future__ import annotations
 
 import contextlib
 import itertools
 from typing import Callable, Iterator, Optional
 
+import numpy as np
 import torch
 from torch import Tensor, nn
 from torch.utils.data import DataLoader, Dataset, Sampler
@@ -98,25 +101,15 @@ class _SkipFirst(Sampler):
         return max(0, len(self.batches) - self.skip)
 
 
-class BatchStream:
-    """Endless (images, labels, indices) batches, epoch after epoch, that can be repositioned.
+class _Stream:
+    """Endless batches, epoch after epoch, that can be repositioned: ``epoch``/``position`` say
+    where the NEXT batch comes from. Subclasses open an epoch's iterator (``_open``, from
+    ``position`` on) and turn its next item into a batch (``_fetch``)."""
 
-    ``epoch``/``position`` say where the NEXT batch comes from. The DataLoader iterator lives
-    across calls (a dashboard asks for a few batches per tick); the DataLoader has its own
-    generator so opening an iterator never draws from the global torch RNG, which keeps a
-    resumed run on the uninterrupted run's trajectory.
-    """
-
-    def __init__(self, dataset: Dataset, batch_sampler, num_workers: int = 0, pin_memory: bool = False,
-                 seed: int = 0) -> None:
-        self.batch_sampler = batch_sampler
-        self.skip = _SkipFirst(batch_sampler)
-        self.seed = seed
-        self.generator = torch.Generator()
-        self.loader = DataLoader(dataset, batch_sampler=self.skip, num_workers=num_workers, pin_memory=pin_memory,
-                                 generator=self.generator, persistent_workers=num_workers > 0)
-        self.epoch, self.position = 0, 0
-        self._it: Optional[Iterator] = None
+    batch_sampler: Sampler
+    epoch: int = 0
+    position: int = 0
+    _it: Optional[Iterator] = None
 
     def __len__(self) -> int:
         return len(self.batch_sampler)
@@ -125,10 +118,10 @@ class BatchStream:
         self.epoch, self.position, self._it = epoch, position, None
 
     def _open(self) -> None:
-        self.batch_sampler.set_epoch(self.epoch)
-        self.skip.skip = self.position
-        self.generator.manual_seed(self.seed * 100_003 + self.epoch)  # worker seeds depend on the epoch only
-        self._it = iter(self.loader)
+        raise NotImplementedError
+
+    def _fetch(self):
+        raise NotImplementedError
 
     def next(self):
         """The next batch; (epoch, position) afterwards point past it."""
@@ -136,10 +129,98 @@ class BatchStream:
             if self._it is None:
                 self._open()
             try:
-                batch = next(self._it)
+                batch = self._fetch()
             except StopIteration:
                 self.epoch, self.position, self._it = self.epoch + 1, 0, None
                 continue
             self.position += 1
             return batch
         raise RuntimeError("the batch sampler yielded no batch in a whole epoch")
+
+
+class BatchStream(_Stream):
+    """(images, labels, indices) batches from a DataLoader (disk datasets, any transform).
+
+    The DataLoader iterator lives across calls (a dashboard asks for a few batches per tick);
+    the DataLoader has its own generator so opening an iterator never draws from the global
+    torch RNG, which keeps a resumed run on the uninterrupted run's trajectory.
+    """
+
+    def __init__(self, dataset: Dataset, batch_sampler, num_workers: int = 0, pin_memory: bool = False,
+                 seed: int = 0, prefetch_factor: Optional[int] = None) -> None:
+        self.batch_sampler = batch_sampler
+        self.skip = _SkipFirst(batch_sampler)
+        self.seed = seed
+        self.generator = torch.Generator()
+        self.loader = DataLoader(dataset, batch_sampler=self.skip, num_workers=num_workers, pin_memory=pin_memory,
+                                 generator=self.generator, persistent_workers=num_workers > 0,
+                                 prefetch_factor=prefetch_factor if num_workers > 0 else None)
+
+    def _open(self) -> None:
+        self.batch_sampler.set_epoch(self.epoch)
+        self.skip.skip = self.position
+        self.generator.manual_seed(self.seed * 100_003 + self.epoch)  # worker seeds depend on the epoch only
+        self._it = iter(self.loader)
+
+    def _fetch(self):
+        return next(self._it)
+
+
+AUGMENT_STREAM = 0x5A17  # keeps the augmentation's seeds apart from other uses of the run's seed
+DEVICE_SHARE = 4  # the images stay on a GPU when they take at most 1/4 of its free memory
+
+
+def augmentation_seed(seed: int, rank: int, epoch: int, position: int) -> int:
+    """The seed of one batch's random shifts: a function of where the batch is in the run, so a
+    resumed run, or a step tried again after a rollback, draws the same shifts."""
+    words = np.random.SeedSequence([AUGMENT_STREAM, seed % 2**64, rank, epoch, position]).generate_state(2)
+    return (int(words[0]) << 32 | int(words[1])) & (2**63 - 1)
+
+
+def fits_on_device(nbytes: int, free_bytes: int) -> bool:
+    """Keep ``nbytes`` of images on a device with ``free_bytes`` free, or in (pinned) host memory."""
+    return nbytes * DEVICE_SHARE <= free_bytes
+
+
+class DeviceBatchStream(_Stream):
+    """(images, labels, indices) batches of a dataset held in memory with the "small" transform
+    (``lab.data.base.batchable``): its images are one uint8 tensor on ``device`` and a batch is
+    an index gather there plus :meth:`SmallTransform.batch` (the same shifts as torchvision's
+    RandomCrop, done on the whole batch). Batches are (images (B, C, S, S) float, labels (B, L),
+    indices (B,)), all on ``device``.
+
+    The shifts of the batch at (epoch, position) come from a generator seeded by
+    :func:`augmentation_seed` (seed, rank, epoch, position), not from the global RNG: resuming or
+    retrying a step draws them again, on any device (they are drawn on the CPU).
+    """
+
+    def __init__(self, dataset, batch_sampler, device: torch.device, seed: int = 0, rank: int = 0,
+                 progress: bool = False) -> None:
+        from ..data.base import resized_pixels
+
+        self.batch_sampler = batch_sampler
+        self.transform = dataset.transform
+        self.device, self.seed, self.rank = torch.device(device), seed, rank
+        pixels = resized_pixels(dataset, progress=progress)
+        self.resident = not (self.device.type == "cuda" and
+                             not fits_on_device(pixels.numel(), torch.cuda.mem_get_info(self.device)[0]))
+        # Not resident: pinned host memory, a batch at a time goes over.
+        self.pixels = pixels.to(self.device) if self.resident else pixels.pin_memory()
+        self.labels = dataset.labels.view(len(dataset.labels), -1).to(self.device)
+
+    def _open(self) -> None:
+        self.batch_sampler.set_epoch(self.epoch)
+        self._it = itertools.islice(iter(self.batch_sampler), self.position, None)
+
+    def _fetch(self) -> tuple[Tensor, Tensor, Tensor]:
+        return self.batch(next(self._it), augmentation_seed(self.seed, self.rank, self.epoch, self.position))
+
+    def batch(self, indices, seed: int) -> tuple[Tensor, Tensor, Tensor]:
+        """The images ``indices`` shifted by the draws of a generator seeded with ``seed``."""
+        index = torch.as_tensor(indices, dtype=torch.long)
+        shifts = self.transform.draw_shifts(len(index), torch.Generator().manual_seed(seed)) \
+            if self.transform.train else None
+        on_device = index.to(self.device, non_blocking=True)
+        pixels = self.pixels[on_device if self.resident else index]
+        images = self.transform.batch(pixels.to(self.device, non_blocking=True), shifts)
+        return images, self.labels[on_device], on_device

@@ -1,11 +1,13 @@
 """The Trainer: stepwise (``step(n)``, for a dashboard) or whole-run (``fit``) training.
 
-One step: fetch a batch -> embed (plain, or staged for batches larger than memory) ->
-all-gather across ranks -> rank loss in float32 (+ the cross-batch memory loss) -> backward
--> clip -> commit (optimizer, scheduler, memory, counters, RNG snapshot). Ctrl-C is held
-back during the commit, and a step that fails before it (NaN, Ctrl-C, an error) is rolled
-back (BN statistics, RNG, batch position), so the state is always that of the last finished
-step: it can be checkpointed, resumed, or stepped again on the same trajectory.
+One step: fetch a batch (gathered on the device for glyphs and digits, from a DataLoader for
+disk datasets; runtime.py says what each device gets) -> embed (plain, or staged for batches
+larger than memory) -> all-gather across ranks -> rank loss in float32 (+ the cross-batch
+memory loss) -> backward -> clip -> commit (optimizer, scheduler, memory, counters, RNG
+snapshot). Ctrl-C is held back during the commit, and a step that fails before it (NaN,
+Ctrl-C, an error) is rolled back (BN statistics, RNG, batch position), so the state is always
+that of the last finished step: it can be checkpointed, resumed, or stepped again on the same
+trajectory.
 """
 from __future__ import annotations
 
@@ -22,17 +24,20 @@ from torch import Tensor, nn
 from torch.nn.parallel import DistributedDataParallel
 from tqdm.auto import tqdm
 
+from ..data.base import batchable
 from ..losses import LOSSES, build_loss
-from ..models import check_model_name
+from ..models import TimmBackbone, check_model_name
 from .backprop import plain_backward, staged_backward
 from .checkpoint import (FORMAT, NonFiniteLossError, all_finite, check_format, deferred_interrupt, load_checkpoint,
                          preserved_rng, rng_state, save_checkpoint, seed_everything, set_rng_state, truncate_jsonl)
 from .config import RESUME_FREE, TrainConfig, config_diff
 from .distributed import average_gradients, init_distributed
 from .evaluation import batch_ap, embed_dataset, embed_split, evaluate_split, export_embeddings, probe_gap
-from .loading import BatchStream, build_batch_sampler, build_datasets, model_for, probe_batches, transform_of
+from .loading import (BatchStream, DeviceBatchStream, build_batch_sampler, build_datasets, model_for, probe_batches,
+                      transform_of)
 from .memory import CrossBatchMemory, exclude_self
 from .optim import amp_dtype, build_optimizer, build_scheduler, param_groups, select_device
+from .runtime import runtime_plan
 
 HISTORY_MAX = 20_000  # records kept in Trainer.history (the dashboard's curves); metrics.jsonl keeps all
 
@@ -64,7 +69,12 @@ class Trainer:
         with preserved_rng():
             in_chans = int(train_set[0][0].shape[0])
         self.model = model if model is not None else model_for(cfg, in_chans)
+        self.plan = runtime_plan(self.device, cfg, batchable=batchable(train_set),
+                                 timm_backbone=isinstance(getattr(self.model, "backbone", None), TimmBackbone),
+                                 local_world_size=int(os.environ.get("LOCAL_WORLD_SIZE", 1)))
         self.model.to(self.device).train()
+        if self.plan.channels_last:
+            self.model.to(memory_format=torch.channels_last)
         dim = getattr(self.model, "embed_dim", cfg.embed_dim)
         # Proxy-based losses own one learnable proxy per training class (ids 0 .. max).
         self.loss_fn = (loss if loss is not None else build_loss(
@@ -75,7 +85,12 @@ class Trainer:
             self.net = DistributedDataParallel(self.model, device_ids=ids)
         self.optimizer = build_optimizer(param_groups(self.model, self.loss_fn, cfg), cfg)
         sampler = build_batch_sampler(labels, cfg, cfg.seed, self.dist.world_size, self.dist.rank)
-        self.stream = BatchStream(train_set, sampler, cfg.num_workers, self.device.type == "cuda", cfg.seed)
+        if self.plan.device_batches:
+            self.stream = DeviceBatchStream(train_set, sampler, self.device, cfg.seed, self.dist.rank,
+                                            progress=cfg.progress and self.dist.is_main)
+        else:
+            self.stream = BatchStream(train_set, sampler, self.plan.num_workers, self.plan.pin_memory, cfg.seed,
+                                      self.plan.prefetch_factor)
         self.steps_per_epoch = len(self.stream)
         self.total_steps = math.ceil(cfg.epochs * self.steps_per_epoch) if cfg.epochs > 0 else cfg.steps
         self.scheduler = build_scheduler(self.optimizer, cfg, self.total_steps, self.steps_per_epoch)
@@ -114,9 +129,12 @@ class Trainer:
         buffers = {name: b.clone() for name, b in self.model.named_buffers()}  # BN running statistics
         try:
             images, labels, index = self.stream.next()
-            images = images.to(self.device, non_blocking=True)
-            labels = labels.view(len(labels), -1).to(self.device)
-            index = torch.as_tensor(index).to(self.device)
+            copy = dict(device=self.device, non_blocking=self.plan.non_blocking)  # pinned batches: asynchronous
+            images = images.to(**copy)
+            if self.plan.channels_last:
+                images = images.contiguous(memory_format=torch.channels_last)
+            labels = labels.view(len(labels), -1).to(**copy)
+            index = torch.as_tensor(index).to(**copy)
             self.net.train()
             self.optimizer.zero_grad(set_to_none=True)
             autocast = dict(device_type=self.device.type, dtype=self.amp_dtype, enabled=self.amp_dtype is not None)

@@ -1,0 +1,114 @@
+"""How a run uses its device, beyond what the config says: the data path, the loader settings,
+the memory layout and (for the CLI) mixed precision. Pure functions of the device and the
+config, so the CUDA choices are tested on any machine.
+
+- Embedded datasets with the "small" transform (glyphs, digits): the images are one uint8
+  tensor on the device and a batch is an index gather plus the random shift done by the batch
+  (:class:`lab.train.loading.DeviceBatchStream`); no DataLoader, no worker. On every device: it
+  is also faster on the CPU, and it draws the same augmentation on all of them.
+- Disk datasets (a DataLoader): on the CPU as the config says (default: no worker, torch's
+  threads use the cores); on CUDA, unless ``num_workers`` is set, one worker per usable core of
+  this process (its share under torchrun, one core left to the training loop, at most
+  ``MAX_WORKERS``), pinned memory, persistent workers, ``PREFETCH`` batches ahead.
+- CUDA: non-blocking host-to-device copies; timm backbones in channels_last (what tensor cores
+  want for convolutions), and ``python -m lab train`` picks bf16 autocast for them when the
+  user chose no ``amp`` (:func:`auto_amp`; ``--amp none`` keeps float32).
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Optional, Union
+
+import torch
+
+from .config import TrainConfig
+
+MAX_WORKERS = 16  # decoding JPEGs for one GPU rarely needs more; more only costs memory and start-up
+PREFETCH = 4  # batches each worker prepares ahead (DataLoader's default is 2)
+
+
+@dataclass(frozen=True)
+class RuntimePlan:
+    """What :func:`runtime_plan` chose; ``describe()`` says it in one line (printed by the CLI)."""
+
+    device: str
+    device_batches: bool  # the images on the device, batches gathered there (no DataLoader)
+    num_workers: int  # DataLoader workers (0: in the training process)
+    pin_memory: bool
+    persistent_workers: bool
+    prefetch_factor: Optional[int]  # None: DataLoader's default
+    non_blocking: bool  # host-to-device copies overlap with compute
+    channels_last: bool  # model and images in NHWC
+    workers_auto: bool = False  # num_workers was derived (the config left it None)
+    workers_unused: bool = False  # the config asked for workers, but there is no DataLoader
+
+    def describe(self) -> str:
+        if self.device_batches:
+            data = (f"data: the images as one uint8 tensor on {self.device}, each batch gathered and shifted "
+                    f"there (no DataLoader{', num_workers unused' if self.workers_unused else ''})")
+        elif self.num_workers:
+            derived = " (from the usable cores)" if self.workers_auto else ""
+            data = (f"data: DataLoader with {self.num_workers} workers{derived}"
+                    f"{', pinned memory' if self.pin_memory else ''}, persistent workers"
+                    f"{f', prefetch {self.prefetch_factor}' if self.prefetch_factor else ''}")
+        else:
+            data = f"data: DataLoader in the training process{', pinned memory' if self.pin_memory else ''}"
+        extras = [name for name, on in (("non-blocking copies", self.non_blocking and not self.device_batches),
+                                        ("channels_last", self.channels_last)) if on]
+        return "; ".join([data, *extras])
+
+
+def usable_cpus() -> int:
+    """Cores this process may run on (its CPU affinity, e.g. a container's or a job's share)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # macOS, Windows
+        return os.cpu_count() or 1
+
+
+def runtime_plan(device: Union[str, torch.device], cfg: TrainConfig, *, batchable: bool, timm_backbone: bool,
+                 cpus: Optional[int] = None, local_world_size: int = 1) -> RuntimePlan:
+    """The data path and device settings of a run of ``cfg`` on ``device``.
+
+    ``batchable``: the training set can be gathered on the device (:func:`lab.data.base.batchable`);
+    ``timm_backbone``: the model is a timm backbone; ``cpus``: usable cores (default
+    :func:`usable_cpus`), shared by ``local_world_size`` processes on this machine.
+    """
+    device = torch.device(device)
+    cuda = device.type == "cuda"
+    if local_world_size < 1:
+        raise ValueError(f"local_world_size must be >= 1, got {local_world_size}")
+    workers_auto = cfg.num_workers is None and not batchable
+    if batchable:
+        workers = 0
+    elif cfg.num_workers is not None:
+        workers = cfg.num_workers
+    elif cuda:
+        share = (cpus if cpus is not None else usable_cpus()) // local_world_size
+        workers = max(1, min(MAX_WORKERS, share - 1))  # one core stays with the training loop
+    else:
+        workers = 0  # CPU training: the cores belong to torch's threads
+    loader = not batchable
+    return RuntimePlan(
+        device=str(device), device_batches=batchable, num_workers=workers, pin_memory=cuda and loader,
+        persistent_workers=workers > 0, prefetch_factor=PREFETCH if cuda and workers > 0 else None,
+        non_blocking=cuda, channels_last=cuda and timm_backbone, workers_auto=workers_auto,
+        workers_unused=batchable and bool(cfg.num_workers))
+
+
+def auto_amp(device: Union[str, torch.device], cfg: TrainConfig, *, timm_backbone: bool,
+             bf16_supported: bool = True) -> tuple[str, str]:
+    """(amp, why) for a run whose user chose no amp: bf16 autocast for a timm backbone on a CUDA
+    device that has bf16 (the loss stays float32), else ``cfg.amp``. An explicit choice (flag,
+    recipe, the checkpoint being resumed) never comes here."""
+    if torch.device(device).type == "cuda" and timm_backbone and cfg.amp == "none":
+        if bf16_supported:
+            return "bf16", "bf16 autocast for a timm backbone on CUDA (not chosen; --amp none keeps float32)"
+        return "none", "float32: this GPU has no bf16 (--amp fp16 for mixed precision)"
+    return cfg.amp, f"amp {cfg.amp} (the config's)"
+
+
+def bf16_supported(device: torch.device) -> bool:
+    """Whether ``device`` runs bf16 autocast natively (CUDA only asks the device)."""
+    return device.type != "cuda" or torch.cuda.is_bf16_supported()
