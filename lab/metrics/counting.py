@@ -18,6 +18,11 @@ of four exact ways:
   sort the rows and search them.
 
 All four give the same integers as a sort (tests/test_metrics_fast.py).
+
+On a GPU (any device but the CPU) the counts are made there, in torch, without waiting on the
+host: with few thresholds one broadcast comparison (c, P, N) summed along the rows; otherwise
+one bucket key per item, B(j) (a batched binary search among the row's sorted thresholds), and
+a histogram of the keys per row (``scatter_add_``: ``bincount`` would read its range on the host).
 """
 from __future__ import annotations
 
@@ -37,13 +42,16 @@ PASS_COST, KEEP_COST, GRID_COST = 0.5, 1.0, 10.0
 MAX_PASSES = 12
 CELLS_PER_THRESHOLD = 8  # grid resolution: few cells hold two thresholds
 MAX_CELLS_PER_SCORE = 1.0  # a grid costs per cell about what it saves per score: beyond N cells, sort the rows
+# On a device: a broadcast comparison while it holds at most this many bools per score (chunking.SCORE_BYTES
+# counts 8), else bucket keys. The crossover is an estimate (bytes moved), not yet measured on a GPU.
+DEVICE_MAX_PASSES = 8
 
 
 class Counts(NamedTuple):
-    """Per threshold (c, P), int64, 0 on padding."""
+    """Per threshold (c, P), int64 tensors on the scores' device, 0 on padding."""
 
-    at_least: np.ndarray  # #{j : s_j >= t_p} over the row
-    among: np.ndarray  # #{q : t_q <= t_p}: the rank of t_p among the row's thresholds, from the bottom
+    at_least: Tensor  # #{j : s_j >= t_p} over the row
+    among: Tensor  # #{q : t_q <= t_p}: the rank of t_p among the row's thresholds, from the bottom
 
 
 class _Grid:
@@ -130,24 +138,24 @@ def _among(t: np.ndarray, grid: Optional[_Grid] = None) -> np.ndarray:
     return np.where(np.isfinite(t), among, 0)
 
 
-def _by_sorting(s: np.ndarray, t: np.ndarray) -> Counts:
+def _by_sorting(s: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Sort the rows; count above the thresholds taken in increasing order (a merge-like search)."""
     n = s.shape[1]
     rows, ascending = np.sort(s, axis=1), np.sort(t, axis=1)
     among = _among(t)
     above = np.stack([n - np.searchsorted(row, x, side="left") for row, x in zip(rows, ascending)])
     at_least = np.take_along_axis(above, np.maximum(among - 1, 0), axis=1)  # the last threshold equal to t_p
-    return Counts(np.where(among > 0, at_least, 0), among)
+    return np.where(among > 0, at_least, 0), among
 
 
-def _by_passes(s: np.ndarray, t: np.ndarray, out: np.ndarray) -> Counts:
+def _by_passes(s: np.ndarray, t: np.ndarray, out: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """One comparison pass over the rows per threshold column (padding, +inf, counts 0); ``out``
     a (c, N) bool buffer."""
     at_least = np.zeros(t.shape, dtype=np.int64)
     for p in np.flatnonzero(np.isfinite(t).any(0)):
         np.greater_equal(s, t[:, p, None], out=out)
         at_least[:, p] = out.view(np.uint8).sum(1, dtype=np.int32)  # twice as fast as count_nonzero(axis=1)
-    return Counts(at_least, _among(t))
+    return at_least, _among(t)
 
 
 def _from_keys(keys: np.ndarray, t: np.ndarray, among: np.ndarray) -> np.ndarray:
@@ -158,29 +166,41 @@ def _from_keys(keys: np.ndarray, t: np.ndarray, among: np.ndarray) -> np.ndarray
     return np.where(among > 0, np.take_along_axis(at_least, among, axis=1), 0)
 
 
-def _by_torch_sort(scores: Tensor, t: np.ndarray) -> Counts:
-    """On the scores' device (a GPU sorts fast): sort the rows, binary-search the thresholds."""
-    ascending = torch.sort(scores, dim=1).values
-    below = torch.searchsorted(ascending, torch.from_numpy(t).to(scores.device), side="left")
-    at_least = np.where(np.isfinite(t), (scores.shape[1] - below).cpu().numpy(), 0)
-    return Counts(at_least, _among(t))
+def _on_device(scores: Tensor, t: Tensor) -> tuple[Tensor, Tensor]:
+    """The counts in torch, on the scores' device, with no value read on the host."""
+    c, p = t.shape
+    ascending = torch.sort(t, dim=1).values  # padding (+inf) last
+    finite = torch.isfinite(t)
+    among = torch.searchsorted(ascending, t, right=True).masked_fill_(~finite, 0)
+    if p <= DEVICE_MAX_PASSES:  # padding: no score is >= +inf
+        return (scores[:, None, :] >= t[:, :, None]).sum(2), among
+    keys = torch.searchsorted(ascending, scores, right=True)  # B(j) = #{p : t_p <= s_j}, (c, N)
+    hist = torch.zeros(c, p + 1, dtype=torch.int64, device=scores.device)
+    hist.scatter_add_(1, keys, torch.ones((), dtype=torch.int64, device=scores.device).expand_as(keys))
+    at_or_above = hist.flip(1).cumsum(1).flip(1)  # [:, b] = #{j : B(j) >= b}
+    return at_or_above.gather(1, among).masked_fill_(~finite, 0), among
 
 
-def count_at_least(scores: Tensor, thresholds: np.ndarray) -> Counts:
+def count_at_least(scores: Tensor, thresholds: Tensor) -> Counts:
     """scores (c, N), thresholds (c, P) float32 -> :class:`Counts`: #{j : scores[i, j] >= thresholds[i, p]}
     and each threshold's rank among its row's thresholds.
 
     Scores must not be NaN (-inf marks an item that never counts, e.g. the query itself); a
-    threshold of +inf is padding. On a GPU the rows are sorted there; on the CPU the work is
-    done in numpy, vectorised.
+    threshold of +inf is padding. On the CPU the work is done in numpy, vectorised; on another
+    device in torch, there (:func:`_on_device`).
     """
-    t = thresholds
+    if thresholds.shape[1] == 0:
+        zeros = torch.zeros(thresholds.shape, dtype=torch.int64, device=thresholds.device)
+        return Counts(zeros, zeros)
+    if scores.device.type != "cpu":
+        return Counts(*_on_device(scores, thresholds))
+    at_least, among = _count_numpy(scores.numpy(), thresholds.numpy())
+    return Counts(torch.from_numpy(at_least), torch.from_numpy(among))
+
+
+def _count_numpy(s: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The cheapest of the four ways of the module's docstring, for one chunk."""
     c, p = t.shape
-    if p == 0:
-        return Counts(np.zeros(t.shape, dtype=np.int64), np.zeros(t.shape, dtype=np.int64))
-    if scores.is_cuda:
-        return _by_torch_sort(scores, t)
-    s = scores.numpy()
     above = s >= t.min(1, keepdims=True)  # items at or above the row's lowest threshold: B(j) > 0
     num_above = np.count_nonzero(above)
     grid_ok = CELLS_PER_THRESHOLD * p <= s.shape[1] * MAX_CELLS_PER_SCORE
@@ -199,4 +219,4 @@ def count_at_least(scores: Tensor, thresholds: np.ndarray) -> Counts:
         among, keys = _among(t, grid), grid.keys(np.take(s.ravel(), kept), kept // s.shape[1])
     else:  # thresholds too dense for a grid of at most ~N cells
         return _by_sorting(s, t)
-    return Counts(_from_keys(keys, t, among), among)
+    return _from_keys(keys, t, among), among
