@@ -17,10 +17,10 @@ from lab.metrics.list_metrics import list_metrics
 from lab.metrics.relevant import PAD, LabelIndex, Lists
 from tests._counting import count_as_on_a_device
 
-# The four ways count_at_least may count on the CPU: (COMPARISONS_PER_SCORE, MAX_PASSES, MAX_CELLS_PER_SCORE);
-# and the two of a GPU, run here on CPU tensors: DEVICE_MAX_PASSES.
-STRATEGIES = {"compare": (1e9, 0, 1.0), "passes": (0.0, 10**9, 0.0), "grid": (0.0, 0, 1e9), "sort": (0.0, 0, 0.0),
-              "device-broadcast": 10**9, "device-buckets": 0}
+# The four ways count_at_least may count on the CPU: (COMPARISONS_PER_SCORE, MAX_PASSES, MAX_CELLS_PER_SCORE,
+# SORT_COST); and the two of a GPU, run here on CPU tensors: DEVICE_MAX_PASSES.
+STRATEGIES = {"compare": (1e9, 0, 1.0, np.inf), "passes": (0.0, 10**9, 0.0, np.inf), "grid": (0.0, 0, 1e9, np.inf),
+              "sort": (0.0, 0, 0.0, 0.0), "device-broadcast": 10**9, "device-buckets": 0}
 
 
 @pytest.fixture(params=list(STRATEGIES))
@@ -28,10 +28,12 @@ def strategy(request, monkeypatch):
     if request.param.startswith("device"):
         count_as_on_a_device(monkeypatch, STRATEGIES[request.param])
         return request.param
-    compare, passes, cells = STRATEGIES[request.param]
+    compare, passes, cells, sort = STRATEGIES[request.param]
     monkeypatch.setattr(counting, "COMPARISONS_PER_SCORE", compare)
     monkeypatch.setattr(counting, "MAX_PASSES", passes)
     monkeypatch.setattr(counting, "MAX_CELLS_PER_SCORE", cells)
+    monkeypatch.setattr(counting, "SORT_COST", sort)
+    monkeypatch.setattr(counting, "SLAB_SCORES", 500)  # slabs of a few rows: their edges are exercised
     return request.param
 
 
