@@ -186,3 +186,18 @@ def test_the_chunks_never_wait_for_the_host(monkeypatch, max_passes):
             waits.append(sorted(probe.waits))
         assert waits[0] == waits[1]
         assert len(waits[0]) <= 3
+
+
+def test_a_chunks_bookkeeping_runs_on_one_cpu_thread_and_the_count_is_restored(monkeypatch):
+    import lab.metrics.retrieval as retrieval
+
+    seen = []
+    real = retrieval.list_metrics
+    monkeypatch.setattr(retrieval, "list_metrics", lambda *a, **k: seen.append(torch.get_num_threads()) or real(*a, **k))
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        retrieval_metrics(torch.randn(60, 4), torch.arange(60) // 3, chunk_size=20)
+        assert seen == [1, 1, 1] and torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
