@@ -3,6 +3,7 @@ so that tests without a GPU go through every line the device runs."""
 import numpy as np
 import torch
 
+import lab.metrics.chunking as chunking
 import lab.metrics.counting as counting
 
 
@@ -12,7 +13,8 @@ def _device_counts(s: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray
 
 
 def count_as_on_a_device(monkeypatch, max_passes: int) -> None:
-    """From now on (this test) the CPU counts in torch; ``max_passes``: DEVICE_MAX_PASSES (0: buckets only,
-    large: broadcast comparisons only)."""
+    """From now on (this test) the CPU counts in torch and sizes its chunks as a device does;
+    ``max_passes``: DEVICE_MAX_PASSES (0: buckets only, large: broadcast comparisons only)."""
     monkeypatch.setattr(counting, "DEVICE_MAX_PASSES", max_passes)
     monkeypatch.setattr(counting, "_count_numpy", _device_counts)
+    monkeypatch.setitem(chunking.SCORE_BYTES, "cpu", chunking.SCORE_BYTES["device"])

@@ -29,7 +29,8 @@ CUDA_MAX_BUDGET = 2 * 2**30  # past a few hundred MB per chunk the launches are 
 MIN_BUDGET = 2**16  # a smaller budget gives one-row chunks anyway
 # Bytes held per score of the (c, N) block: on the CPU the float32 score and its bool mask (the
 # numpy counting's other temporaries are cache-sized slabs, or the few kept items); on a device the
-# score, then either a bool per threshold (at most 8 of them) or an int64 bucket key.
+# score, then either a bool per threshold (at most 8 of them) or an int64 bucket key and a bool
+# (counting.py; tests/test_metrics_chunks.py measures the peak).
 SCORE_BYTES = {"cpu": 8, "device": 16}
 
 

@@ -25,6 +25,7 @@ On a GPU (any device but the CPU) the counts are made there, in torch, without w
 host: with few thresholds one broadcast comparison (c, P, N) summed along the rows; otherwise
 one bucket key per item, B(j) (a batched binary search among the row's sorted thresholds), and
 a histogram of the keys per row (``scatter_add_``: ``bincount`` would read its range on the host).
+Neither is timed on a GPU yet.
 """
 from __future__ import annotations
 
@@ -49,6 +50,7 @@ SLAB_SCORES = 2**18  # scores per slab of the comparison passes: 1 MB of float32
 # On a device: a broadcast comparison while it holds at most this many bools per score (chunking.SCORE_BYTES
 # counts 8), else bucket keys. The crossover is an estimate (bytes moved), not yet measured on a GPU.
 DEVICE_MAX_PASSES = 8
+SPREAD = 32  # spare bins per row for the bucket keys that no count reads (a warp's width)
 
 
 class Counts(NamedTuple):
@@ -177,17 +179,42 @@ def _from_keys(keys: np.ndarray, t: np.ndarray, among: np.ndarray) -> np.ndarray
 
 def _on_device(scores: Tensor, t: Tensor) -> tuple[Tensor, Tensor]:
     """The counts in torch, on the scores' device, with no value read on the host."""
-    c, p = t.shape
+    p = t.shape[1]
     ascending = torch.sort(t, dim=1).values  # padding (+inf) last
     finite = torch.isfinite(t)
     among = torch.searchsorted(ascending, t, right=True).masked_fill_(~finite, 0)
-    if p <= DEVICE_MAX_PASSES:  # padding: no score is >= +inf
-        return (scores[:, None, :] >= t[:, :, None]).sum(2), among
-    keys = torch.searchsorted(ascending, scores, right=True)  # B(j) = #{p : t_p <= s_j}, (c, N)
-    hist = torch.zeros(c, p + 1, dtype=torch.int64, device=scores.device)
+    if p <= DEVICE_MAX_PASSES:
+        return _compared(scores, t), among
+    return _bucketed(scores, ascending).gather(1, among).masked_fill_(~finite, 0), among
+
+
+def _compared(scores: Tensor, t: Tensor) -> Tensor:
+    """#{j : s_j >= t_p} (c, P) from one broadcast comparison (c, P, N), P bytes a score (padding: no
+    score is >= +inf). A bool tensor summed into int64 is first copied to int64 (8 bytes a bool);
+    read as int32 words it is summed as is: each byte of a word adds one comparison, and a group of
+    255 words keeps every byte under 256, so no byte carries into the next."""
+    c, n = scores.shape
+    p = t.shape[1]
+    group = 4 * 255  # bools a group of int32 words holds
+    hits = torch.zeros(c, p, -(-n // group) * group, dtype=torch.bool, device=scores.device)
+    torch.ge(scores[:, None, :], t[:, :, None], out=hits[:, :, :n])
+    lanes = hits.view(torch.int32).view(c, p, -1, 255).sum(3, dtype=torch.int32)  # 4 byte-wide counters a word
+    return lanes.view(torch.uint8).view(c, p, -1).sum(2)  # (c, P, N / 255) bytes: small
+
+
+def _bucketed(scores: Tensor, ascending: Tensor) -> Tensor:
+    """[:, b] = #{j : B(j) >= b} (c, P + 1) from one bucket key per item, B(j) = #{p : t_p <= s_j}, and
+    a histogram of the keys per row. Keys 0 (below every threshold, often most of a row) are never
+    read: they go to SPREAD spare bins by column, so that neighbouring items do not all add to one
+    counter (the adds are atomic on a GPU)."""
+    c, n = scores.shape
+    p = ascending.shape[1]
+    keys = torch.searchsorted(ascending, scores, right=True)  # (c, N) int64
+    spare = torch.arange(n, device=scores.device) % SPREAD + (p + 1)
+    torch.where(keys > 0, keys, spare, out=keys)  # in place: one bool a score more, not another key
+    hist = torch.zeros(c, p + 1 + SPREAD, dtype=torch.int64, device=scores.device)
     hist.scatter_add_(1, keys, torch.ones((), dtype=torch.int64, device=scores.device).expand_as(keys))
-    at_or_above = hist.flip(1).cumsum(1).flip(1)  # [:, b] = #{j : B(j) >= b}
-    return at_or_above.gather(1, among).masked_fill_(~finite, 0), among
+    return hist[:, : p + 1].flip(1).cumsum(1).flip(1)
 
 
 def count_at_least(scores: Tensor, thresholds: Tensor) -> Counts:
