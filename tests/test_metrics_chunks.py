@@ -235,13 +235,14 @@ def exact_peaks():
     libc.mallopt(mmap_threshold, 32 * 2**20)
 
 
-@pytest.mark.parametrize("max_passes", [0, 8])
+@pytest.mark.parametrize("max_passes", [None, 0, 8])  # None: the CPU's own (numpy) counting
 def test_the_peak_memory_of_a_call_stays_within_the_budget(monkeypatch, exact_peaks, max_passes):
     """The probe above sees the tensors ops return, not the temporaries inside an op (a bool tensor summed
     into int64 is first copied to int64: 8 bytes a bool, which put the GPU's comparison at 5x its budget).
     The process's peak memory sees both: it rises by at most the budget plus the call's O(N) copies
     (normalised gallery, label index: about 55 bytes an item here, measured with one query)."""
-    count_as_on_a_device(monkeypatch, max_passes)
+    if max_passes is not None:
+        count_as_on_a_device(monkeypatch, max_passes)
     g = torch.Generator().manual_seed(4)
     n, budget = 200_000, 24 * 2**20
     gallery, queries = torch.randn(n, 4, generator=g), torch.randn(64, 4, generator=g)
