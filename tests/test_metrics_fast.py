@@ -15,17 +15,25 @@ from lab.core.relevance import hap_relevance, shared_levels
 from lab.metrics import asi, average_precision, h_ap, map_at_r, ndcg, recall_at_k, retrieval_metrics, true_recall_at_k
 from lab.metrics.list_metrics import list_metrics
 from lab.metrics.relevant import PAD, LabelIndex, Lists
+from tests._counting import count_as_on_a_device
 
-# The four ways count_at_least may count: (COMPARISONS_PER_SCORE, MAX_PASSES, MAX_CELLS_PER_SCORE).
-STRATEGIES = {"compare": (1e9, 0, 1.0), "passes": (0.0, 10**9, 0.0), "grid": (0.0, 0, 1e9), "sort": (0.0, 0, 0.0)}
+# The four ways count_at_least may count on the CPU: (COMPARISONS_PER_SCORE, MAX_PASSES, MAX_CELLS_PER_SCORE,
+# SORT_COST); and the two of a GPU, run here on CPU tensors: DEVICE_MAX_PASSES.
+STRATEGIES = {"compare": (1e9, 0, 1.0, np.inf), "passes": (0.0, 10**9, 0.0, np.inf), "grid": (0.0, 0, 1e9, np.inf),
+              "sort": (0.0, 0, 0.0, 0.0), "device-broadcast": 10**9, "device-buckets": 0}
 
 
 @pytest.fixture(params=list(STRATEGIES))
 def strategy(request, monkeypatch):
-    compare, passes, cells = STRATEGIES[request.param]
+    if request.param.startswith("device"):
+        count_as_on_a_device(monkeypatch, STRATEGIES[request.param])
+        return request.param
+    compare, passes, cells, sort = STRATEGIES[request.param]
     monkeypatch.setattr(counting, "COMPARISONS_PER_SCORE", compare)
     monkeypatch.setattr(counting, "MAX_PASSES", passes)
     monkeypatch.setattr(counting, "MAX_CELLS_PER_SCORE", cells)
+    monkeypatch.setattr(counting, "SORT_COST", sort)
+    monkeypatch.setattr(counting, "SLAB_SCORES", 500)  # slabs of a few rows: their edges are exercised
     return request.param
 
 
@@ -45,7 +53,8 @@ def test_counts_equal_brute_force(strategy, decimals):
         picks = torch.randint(12, 200, (12, p), generator=g)
         t = scores.gather(1, picks).numpy().copy()
         t[::3, p // 2 :] = np.inf
-        got = counting.count_at_least(scores, t)
+        got = counting.count_at_least(scores, torch.from_numpy(t))
+        assert got.at_least.dtype == got.among.dtype == torch.int64
         s = scores.numpy()
         for i in range(12):
             for j in range(p):
@@ -54,15 +63,6 @@ def test_counts_equal_brute_force(strategy, decimals):
                     assert got.among[i, j] == (t[i][np.isfinite(t[i])] <= t[i, j]).sum()
                 else:
                     assert got.at_least[i, j] == 0 and got.among[i, j] == 0
-
-
-def test_torch_sort_counts_equal_numpy_counts():
-    """The GPU way (torch sort + searchsorted), run on the CPU, counts the same."""
-    scores = tied_scores(9, 150, 2, seed=3)
-    t = scores[:, :20].numpy().copy()
-    t[0, 5:] = np.inf
-    a, b = counting._by_torch_sort(scores, t), counting.count_at_least(scores, t)
-    assert (a.at_least == b.at_least).all() and (a.among == b.among).all()
 
 
 # ------------------------------------------------------------------------ per-query metrics
@@ -74,7 +74,7 @@ def lists_from_levels(levels: torch.Tensor) -> Lists:
     for i, r in enumerate(rows):
         items[i, : len(r)] = r[np.random.default_rng(i).permutation(len(r))]  # lists need no order
     lev = np.where(items == PAD, 0, np.take_along_axis(levels.numpy(), np.maximum(items, 0), 1))
-    return Lists(items, lev)
+    return Lists(torch.from_numpy(items), torch.from_numpy(lev))
 
 
 @pytest.mark.parametrize("decimals", [1, 2, 6])
@@ -120,7 +120,10 @@ def test_lists_hold_every_relevant_item_with_its_level(tree):
     labels = torch.stack([fine, coarse, coarse // 2 if tree else torch.randint(0, 3, (120,), generator=g)], 1)
     index = LabelIndex(labels[:40], labels, all_levels=True)
     assert index.tree == tree
-    lists = index.lists(labels[:40], np.arange(40))
+    widths = index.widths(labels[:40].numpy())
+    assert widths.shape == (40, 1 if tree else 3)
+    lists = index.lists(labels[:40], widths.max(0).tolist(), torch.arange(40))
+    assert lists.items.shape[1] == widths.max(0).sum()  # the width the host planned for
     dense = shared_levels(labels[:40], labels)
     dense[torch.arange(40), torch.arange(40)] = 0  # the query itself is left out
     for i in range(40):

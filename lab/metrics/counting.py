@@ -2,22 +2,30 @@
 
 The exact ranks of evaluation only ever read counts: with pessimistic ties (ROADMAP Eq. 3,
 H(0) = 1) the rank of a relevant item k is rank(k) = #{j : s_j >= s_k}. A query has P relevant
-items among N gallery items; a full sort of its row costs ~20 ns a score with numpy here, one
-vectorised comparison ~0.5 ns. :func:`count_at_least` picks, per chunk of rows, the cheapest
-of four exact ways:
+items among N gallery items. :func:`count_at_least` picks, per chunk of rows, the cheapest of
+four exact ways, by the costs below (ns per score, measured on this 2-core machine):
 
 * few items at or above the lowest threshold (a class of ~8 images, a trained model): keep
   those (one comparison over the row) and compare them with the P thresholds;
-* otherwise, with few thresholds (flat labels, ~8 per class): one comparison pass over the
-  block per threshold, counted row by row;
-* otherwise, with P small next to N: *bucket* every item by the number of thresholds at or
-  below it, B(j) = #{p : t_p <= s_j}, through a uniform grid of cells over the thresholds' range
-  (a table lookup, a few comparisons in the cells that hold several thresholds); then
-  #{j : s_j >= t_p} = #{j : B(j) >= B(t_p)}, a histogram;
-* thresholds too dense for a grid (a coarse hierarchy level holding a quarter of the gallery):
-  sort the rows and search them.
+* one comparison pass over the block per threshold, counted row by row, on slabs of rows that
+  stay in a core's cache (~0.14 ns a score and threshold): few thresholds (flat labels, ~8 per
+  class) with many items above them (hard data: R@1 < 0.1, the positives spread over the row);
+* with P small next to N, few kept items: *bucket* every kept item by the number of thresholds
+  at or below it, B(j) = #{p : t_p <= s_j}, through a uniform grid of cells over the thresholds'
+  range (a table lookup, a few comparisons in the cells that hold several thresholds); then
+  #{j : s_j >= t_p} = #{j : B(j) >= B(t_p)}, a histogram (~15 ns a kept item);
+* otherwise (many thresholds over most of the row: a coarse hierarchy level, hard data) sort the
+  rows and search them (~3 ns a score with numpy's vectorised sort).
 
-All four give the same integers as a sort (tests/test_metrics_fast.py).
+The share of items kept is estimated on every 8th row first, so that the passes and the sort do
+not pay for a full keeping pass they do not use. All four give the same integers as a sort
+(tests/test_metrics_fast.py).
+
+On a GPU (any device but the CPU) the counts are made there, in torch, without waiting on the
+host: with few thresholds one broadcast comparison (c, P, N) summed along the rows; otherwise
+one bucket key per item, B(j) (a batched binary search among the row's sorted thresholds), and
+a histogram of the keys per row (``scatter_add_``: ``bincount`` would read its range on the host).
+Neither is timed on a GPU yet.
 """
 from __future__ import annotations
 
@@ -28,22 +36,28 @@ import torch
 from torch import Tensor
 
 # Compare the kept items with the thresholds while that costs at most this many comparisons per
-# score of the block; beyond it bucketing is cheaper (measured in bench/metrics.py).
+# score of the block: then it is the cheapest way.
 COMPARISONS_PER_SCORE = 1.0
-# Costs in ns, measured on 2 shared cores (bench/metrics.py): a comparison pass over the block, per
-# score and threshold; keeping the items at or above the lowest threshold, per score; bucketing a kept
-# item on the grid. Passes while cheaper than the grid (and P is at most MAX_PASSES).
-PASS_COST, KEEP_COST, GRID_COST = 0.5, 1.0, 10.0
-MAX_PASSES = 12
+# Costs in ns on 2 shared cores, each way's own (measured with numpy 2.4, N = 5k-30k, P = 7-79): a
+# comparison pass on cache-sized slabs, per score and threshold; keeping the items at or above the
+# lowest threshold, per score; bucketing a kept item on the grid; sorting the rows, per score.
+PASS_COST, KEEP_COST, GRID_COST, SORT_COST = 0.14, 1.0, 15.0, 3.0
+MAX_PASSES = 64  # passes only for at most this many thresholds (a bound on the Python loop)
+SAMPLE_EVERY = 8  # rows: the kept share is estimated on every 8th row of the chunk
 CELLS_PER_THRESHOLD = 8  # grid resolution: few cells hold two thresholds
 MAX_CELLS_PER_SCORE = 1.0  # a grid costs per cell about what it saves per score: beyond N cells, sort the rows
+SLAB_SCORES = 2**18  # scores per slab of the comparison passes: 1 MB of float32, half a core's L2 here
+# On a device: a broadcast comparison while it holds at most this many bools per score (chunking.SCORE_BYTES
+# counts 8), else bucket keys. The crossover is an estimate (bytes moved), not yet measured on a GPU.
+DEVICE_MAX_PASSES = 8
+SPREAD = 32  # spare bins per row for the bucket keys that no count reads (a warp's width)
 
 
 class Counts(NamedTuple):
-    """Per threshold (c, P), int64, 0 on padding."""
+    """Per threshold (c, P), int64 tensors on the scores' device, 0 on padding."""
 
-    at_least: np.ndarray  # #{j : s_j >= t_p} over the row
-    among: np.ndarray  # #{q : t_q <= t_p}: the rank of t_p among the row's thresholds, from the bottom
+    at_least: Tensor  # #{j : s_j >= t_p} over the row
+    among: Tensor  # #{q : t_q <= t_p}: the rank of t_p among the row's thresholds, from the bottom
 
 
 class _Grid:
@@ -130,24 +144,29 @@ def _among(t: np.ndarray, grid: Optional[_Grid] = None) -> np.ndarray:
     return np.where(np.isfinite(t), among, 0)
 
 
-def _by_sorting(s: np.ndarray, t: np.ndarray) -> Counts:
-    """Sort the rows; count above the thresholds taken in increasing order (a merge-like search)."""
-    n = s.shape[1]
-    rows, ascending = np.sort(s, axis=1), np.sort(t, axis=1)
-    among = _among(t)
-    above = np.stack([n - np.searchsorted(row, x, side="left") for row, x in zip(rows, ascending)])
-    at_least = np.take_along_axis(above, np.maximum(among - 1, 0), axis=1)  # the last threshold equal to t_p
-    return Counts(np.where(among > 0, at_least, 0), among)
+def _by_sorting(s: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Sort the rows; #{j : s_j >= t_p} = N - (the place of t_p in its sorted row), one batched search."""
+    rows = torch.from_numpy(np.sort(s, axis=1))
+    below = torch.searchsorted(rows, torch.from_numpy(np.ascontiguousarray(t)), side="left").numpy()
+    return np.where(np.isfinite(t), s.shape[1] - below, 0), _among(t)
 
 
-def _by_passes(s: np.ndarray, t: np.ndarray, out: np.ndarray) -> Counts:
-    """One comparison pass over the rows per threshold column (padding, +inf, counts 0); ``out``
-    a (c, N) bool buffer."""
+def _by_passes(s: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """One comparison pass per threshold column (padding, +inf, counts 0), slab by slab of rows:
+    a slab is read from memory once and compared with every threshold while it stays in cache."""
+    c, n = s.shape
     at_least = np.zeros(t.shape, dtype=np.int64)
-    for p in np.flatnonzero(np.isfinite(t).any(0)):
-        np.greater_equal(s, t[:, p, None], out=out)
-        at_least[:, p] = out.view(np.uint8).sum(1, dtype=np.int32)  # twice as fast as count_nonzero(axis=1)
-    return Counts(at_least, _among(t))
+    columns = np.flatnonzero(np.isfinite(t).any(0))
+    rows = max(1, SLAB_SCORES // n)
+    buffer = np.empty((min(rows, c), n), dtype=bool)
+    total = np.uint16 if n < 2**16 else np.int32  # the narrowest sum that cannot overflow: the fastest
+    for lo in range(0, c, rows):
+        slab, thresholds = s[lo : lo + rows], t[lo : lo + rows]
+        out = buffer[: len(slab)]
+        for p in columns:
+            np.greater_equal(slab, thresholds[:, p, None], out=out)
+            at_least[lo : lo + rows, p] = out.view(np.uint8).sum(1, dtype=total)  # faster than count_nonzero(axis=1)
+    return at_least, _among(t)
 
 
 def _from_keys(keys: np.ndarray, t: np.ndarray, among: np.ndarray) -> np.ndarray:
@@ -158,45 +177,84 @@ def _from_keys(keys: np.ndarray, t: np.ndarray, among: np.ndarray) -> np.ndarray
     return np.where(among > 0, np.take_along_axis(at_least, among, axis=1), 0)
 
 
-def _by_torch_sort(scores: Tensor, t: np.ndarray) -> Counts:
-    """On the scores' device (a GPU sorts fast): sort the rows, binary-search the thresholds."""
-    ascending = torch.sort(scores, dim=1).values
-    below = torch.searchsorted(ascending, torch.from_numpy(t).to(scores.device), side="left")
-    at_least = np.where(np.isfinite(t), (scores.shape[1] - below).cpu().numpy(), 0)
-    return Counts(at_least, _among(t))
+def _on_device(scores: Tensor, t: Tensor) -> tuple[Tensor, Tensor]:
+    """The counts in torch, on the scores' device, with no value read on the host."""
+    p = t.shape[1]
+    ascending = torch.sort(t, dim=1).values  # padding (+inf) last
+    finite = torch.isfinite(t)
+    among = torch.searchsorted(ascending, t, right=True).masked_fill_(~finite, 0)
+    if p <= DEVICE_MAX_PASSES:
+        return _compared(scores, t), among
+    return _bucketed(scores, ascending).gather(1, among).masked_fill_(~finite, 0), among
 
 
-def count_at_least(scores: Tensor, thresholds: np.ndarray) -> Counts:
+def _compared(scores: Tensor, t: Tensor) -> Tensor:
+    """#{j : s_j >= t_p} (c, P) from one broadcast comparison (c, P, N), P bytes a score (padding: no
+    score is >= +inf). A bool tensor summed into int64 is first copied to int64 (8 bytes a bool);
+    read as int32 words it is summed as is: each byte of a word adds one comparison, and a group of
+    255 words keeps every byte under 256, so no byte carries into the next."""
+    c, n = scores.shape
+    p = t.shape[1]
+    group = 4 * 255  # bools a group of int32 words holds
+    hits = torch.zeros(c, p, -(-n // group) * group, dtype=torch.bool, device=scores.device)
+    torch.ge(scores[:, None, :], t[:, :, None], out=hits[:, :, :n])
+    lanes = hits.view(torch.int32).view(c, p, -1, 255).sum(3, dtype=torch.int32)  # 4 byte-wide counters a word
+    return lanes.view(torch.uint8).view(c, p, -1).sum(2)  # (c, P, N / 255) bytes: small
+
+
+def _bucketed(scores: Tensor, ascending: Tensor) -> Tensor:
+    """[:, b] = #{j : B(j) >= b} (c, P + 1) from one bucket key per item, B(j) = #{p : t_p <= s_j}, and
+    a histogram of the keys per row. Keys 0 (below every threshold, often most of a row) are never
+    read: they go to SPREAD spare bins by column, so that neighbouring items do not all add to one
+    counter (the adds are atomic on a GPU)."""
+    c, n = scores.shape
+    p = ascending.shape[1]
+    keys = torch.searchsorted(ascending, scores, right=True)  # (c, N) int64
+    spare = torch.arange(n, device=scores.device) % SPREAD + (p + 1)
+    torch.where(keys > 0, keys, spare, out=keys)  # in place: one bool a score more, not another key
+    hist = torch.zeros(c, p + 1 + SPREAD, dtype=torch.int64, device=scores.device)
+    hist.scatter_add_(1, keys, torch.ones((), dtype=torch.int64, device=scores.device).expand_as(keys))
+    return hist[:, : p + 1].flip(1).cumsum(1).flip(1)
+
+
+def count_at_least(scores: Tensor, thresholds: Tensor) -> Counts:
     """scores (c, N), thresholds (c, P) float32 -> :class:`Counts`: #{j : scores[i, j] >= thresholds[i, p]}
     and each threshold's rank among its row's thresholds.
 
     Scores must not be NaN (-inf marks an item that never counts, e.g. the query itself); a
-    threshold of +inf is padding. On a GPU the rows are sorted there; on the CPU the work is
-    done in numpy, vectorised.
+    threshold of +inf is padding. On the CPU the work is done in numpy, vectorised; on another
+    device in torch, there (:func:`_on_device`).
     """
-    t = thresholds
+    if thresholds.shape[1] == 0:
+        zeros = torch.zeros(thresholds.shape, dtype=torch.int64, device=thresholds.device)
+        return Counts(zeros, zeros)
+    if scores.device.type != "cpu":
+        return Counts(*_on_device(scores, thresholds))
+    at_least, among = _count_numpy(scores.numpy(), thresholds.numpy())
+    return Counts(torch.from_numpy(at_least), torch.from_numpy(among))
+
+
+def _count_numpy(s: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The cheapest of the four ways of the module's docstring, for one chunk."""
     c, p = t.shape
-    if p == 0:
-        return Counts(np.zeros(t.shape, dtype=np.int64), np.zeros(t.shape, dtype=np.int64))
-    if scores.is_cuda:
-        return _by_torch_sort(scores, t)
-    s = scores.numpy()
-    above = s >= t.min(1, keepdims=True)  # items at or above the row's lowest threshold: B(j) > 0
-    num_above = np.count_nonzero(above)
+    lowest = t.min(1, keepdims=True)  # items at or above it: B(j) > 0
+    sample = slice(None, None, SAMPLE_EVERY)
+    share = np.count_nonzero(s[sample] >= lowest[sample]) / s[sample].size  # of the items kept
     grid_ok = CELLS_PER_THRESHOLD * p <= s.shape[1] * MAX_CELLS_PER_SCORE
-    grid_cost = KEEP_COST * s.size + GRID_COST * num_above
-    if num_above * p <= COMPARISONS_PER_SCORE * s.size:
-        kept = np.flatnonzero(above)
+    costs = {"passes": PASS_COST * p if p <= MAX_PASSES else np.inf, "sort": SORT_COST,
+             "grid": KEEP_COST + GRID_COST * share if grid_ok else np.inf}
+    way = "compare" if share * p <= COMPARISONS_PER_SCORE else min(costs, key=costs.get)
+    if way == "passes":
+        return _by_passes(s, t)
+    if way == "sort":
+        return _by_sorting(s, t)
+    kept = np.flatnonzero(s >= lowest)
+    rows = kept // s.shape[1]
+    if way == "compare":
         among = _among(t)
-        rows = kept // s.shape[1]
         below = (np.take(np.ascontiguousarray(t.T), rows, axis=1) <= np.take(s.ravel(), kept)).sum(0, dtype=np.int32)
         keys = rows * (p + 1) + below  # B(v): thresholds <= v
-    elif p <= MAX_PASSES and not (grid_ok and grid_cost < PASS_COST * p * s.size):
-        return _by_passes(s, t, out=above)
-    elif grid_ok:  # only the kept items: the others have B(j) = 0, which no count reads
-        kept = np.flatnonzero(above)
+    else:  # the grid, on the kept items only: the others have B(j) = 0, which no count reads
         grid = _Grid(t, max(16, CELLS_PER_THRESHOLD * p))
-        among, keys = _among(t, grid), grid.keys(np.take(s.ravel(), kept), kept // s.shape[1])
-    else:  # thresholds too dense for a grid of at most ~N cells
-        return _by_sorting(s, t)
-    return Counts(_from_keys(keys, t, among), among)
+        among, keys = _among(t, grid), grid.keys(np.take(s.ravel(), kept), rows)
+    return _from_keys(keys, t, among), among

@@ -8,7 +8,8 @@ same numbers on the same similarities, ties included.
 """
 from __future__ import annotations
 
-from typing import Optional, Sequence
+import contextlib
+from typing import Iterator, Optional, Sequence
 
 import numpy as np
 import torch
@@ -21,6 +22,7 @@ from ..core.graded_ranks import GradedRanks, exact_graded_ranks
 from ..core.relevance import check_alpha, hap_relevance, ndcg_relevance, num_levels, shared_levels
 from .exact import Sorted, ap_from_ranks, hits_from_ranks, map_at_r_from_ranks, ranks_for, sort_scores
 from .hierarchical import asi, h_ap_from_ranks, ndcg_from_ranks
+from .chunking import budget_bytes, check_memory_budget, chunk_bounds
 from .list_metrics import list_metrics
 from .relevant import LabelIndex
 
@@ -28,18 +30,50 @@ BACKENDS = ("faiss", "torch")
 METHODS = ("count", "sort")
 EVAL_KS = (1, 2, 4, 8)  # the R@k ROADMAP reports on CUB (and the default here)
 RETRIEVAL_KEYS = (*(f"R@{k}" for k in EVAL_KS), "mAP@R")  # what the lab's tables and figures show by default
-# Score entries held at once: chunk of queries x gallery size (2**22 float32 = 16 MB, cache-sized).
-MAX_CHUNK_ELEMENTS = 2**22
 
 
-def _score_block(queries: Tensor, refs: Tensor, backend: str) -> Tensor:
-    """(c, N) float32 similarities of a chunk of (normalised) queries to every reference item."""
+def _work_device(device: torch.device) -> torch.device:
+    """Where the evaluation runs: the embeddings' device, except where float64 is missing (MPS)."""
+    return device if device.type in ("cpu", "cuda") else torch.device("cpu")
+
+
+def _backend(backend: Optional[str], device: torch.device) -> str:
+    """faiss computes on the CPU only: on a GPU the similarities are torch's, there."""
+    if backend not in (None, *BACKENDS):
+        raise ValueError(f"backend must be None or one of {BACKENDS}, got {backend!r}")
+    return "torch" if backend is None or device.type != "cpu" else backend
+
+
+@contextlib.contextmanager
+def _one_thread(device: torch.device) -> Iterator[None]:
+    """On the CPU, a chunk's bookkeeping (tensors of a few thousand entries; the big counting is
+    numpy's, on one core) runs on one torch thread: starting threads for it costs more than it
+    saves, and on a busy machine far more, as a parallel op waits for a free core (15k easy data
+    on 2 loaded cores: 2.3 s with 2 threads, against 1.7 s before issue 20). torch's thread count
+    is process-wide: meanwhile other Python threads' ops run on one thread too."""
+    threads = torch.get_num_threads()
+    if device.type != "cpu" or threads == 1:
+        yield
+        return
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _similarities(refs_t: Tensor, backend: str, rows: int):
+    """A function (queries (c, D) normalised) -> (c, N) float32 similarities to every reference,
+    refs_t (D, N). torch writes into one buffer of ``rows`` x N reused by every chunk (on the CPU
+    no fresh pages each time); faiss computes on the CPU with its own kernel."""
     if backend == "torch":
-        return queries @ refs.T
+        buffer = torch.empty(rows, refs_t.shape[1], device=refs_t.device)
+        return lambda queries: torch.mm(queries, refs_t, out=buffer[: len(queries)])
     import faiss  # imported lazily: faiss is slow to import and only this backend needs it
 
-    q, r = (x.detach().cpu().float().numpy() for x in (queries, refs))
-    return torch.from_numpy(faiss.pairwise_distances(q, r, faiss.METRIC_INNER_PRODUCT))
+    refs = refs_t.T.contiguous().numpy()
+    return lambda queries: torch.from_numpy(faiss.pairwise_distances(queries.numpy(), refs,
+                                                                     faiss.METRIC_INNER_PRODUCT))
 
 
 def _level_names(level_names: Optional[Sequence[str]], num: int) -> list[str]:
@@ -52,27 +86,27 @@ def _level_names(level_names: Optional[Sequence[str]], num: int) -> list[str]:
 
 
 def _sorted_chunk(scores: Tensor, self_index: Optional[Tensor], q_labels: Tensor, r_labels: Tensor, ks,
-                  alpha: float, names: Optional[list[str]]) -> dict[str, np.ndarray]:
+                  alpha: float, names: Optional[list[str]]) -> dict[str, Tensor]:
     """The reference: per-query metrics (c,) of a chunk by sorting every row (labels (c, L) and (N, L))."""
     n = scores.shape[1]
     items = torch.arange(n, device=scores.device).expand_as(scores)
-    if self_index is not None:  # the query's own entry removed by index
-        keep = items != self_index[:, None]
-        scores, items = scores[keep].view(len(scores), n - 1), items[keep].view(len(scores), n - 1)
+    if self_index is not None:  # the query's own entry removed by index: the items after it move up one
+        items = items[:, : n - 1] + (items[:, : n - 1] >= self_index[:, None])
+        scores = scores.gather(1, items)
     targets = fine(r_labels)[items] == fine(q_labels)[:, None]
     sorted_ = sort_scores(scores, torch.ones_like(targets))  # one sort serves every metric
     ranks = ranks_for(sorted_, targets)
-    hits = (hits_from_ranks(ranks, ks) > 0).double().cpu().numpy()
+    hits = (hits_from_ranks(ranks, ks) > 0).double()
     out = {f"R@{k}": hits[:, i] for i, k in enumerate(ks)}
-    out["mAP@R"] = map_at_r_from_ranks(ranks).double().cpu().numpy()
-    out["mAP"] = ap_from_ranks(ranks).double().cpu().numpy()
+    out["mAP@R"] = map_at_r_from_ranks(ranks).double()
+    out["mAP"] = ap_from_ranks(ranks).double()
     if names is not None:
         out |= _hierarchical_values(scores, sorted_, shared_levels(q_labels, r_labels, items), alpha, names)
     return out
 
 
 def _hierarchical_values(scores: Tensor, sorted_: Sorted, levels: Tensor, alpha: float,
-                         names: list[str]) -> dict[str, np.ndarray]:
+                         names: list[str]) -> dict[str, Tensor]:
     """H-AP, NDCG, ASI and the AP of each label level of a chunk of queries, (c,) each."""
     num = len(names)
     every = torch.ones_like(levels, dtype=torch.bool)
@@ -86,7 +120,7 @@ def _hierarchical_values(scores: Tensor, sorted_: Sorted, levels: Tensor, alpha:
            "ASI": asi(scores, levels.float())}
     for column, name in enumerate(names):  # AP^(l) of Eq. 34: positives share the label at this column
         out[f"AP@{name}"] = ap_from_ranks(ranks_for(sorted_, levels >= num - column))
-    return {key: value.double().cpu().numpy() for key, value in out.items()}
+    return {key: value.double() for key, value in out.items()}
 
 
 def retrieval_metrics(
@@ -95,12 +129,13 @@ def retrieval_metrics(
     ref_emb: Optional[Tensor] = None,
     ref_labels: Optional[Tensor] = None,
     ks: Sequence[int] = EVAL_KS,
-    backend: str = "faiss",
+    backend: Optional[str] = None,
     chunk_size: Optional[int] = None,
     progress: bool = False,
     alpha: float = 1.0,
     level_names: Optional[Sequence[str]] = None,
     method: str = "count",
+    memory_budget: Optional[int] = None,
 ) -> dict[str, float]:
     """R@k (hit rate), mAP@R and mAP, averaged over queries, as fractions in [0, 1].
 
@@ -114,72 +149,76 @@ def retrieval_metrics(
     queries (its own entry removed by index: a duplicate image still counts). Cosine
     similarity; ties are pessimistic (a tie with a negative ranks it above the positive).
     Queries with no other item of their class are left out and counted in ``"excluded_queries"``.
-    ``backend``: who computes the similarity blocks, ``"torch"`` (on the embeddings' device)
-    or ``"faiss"`` (its CPU kernel); the same numbers. ``method="sort"``: the slow reference.
+
+    Runs on the embeddings' device (a GPU: everything stays there until the final means; MPS,
+    which lacks float64, on the CPU). ``backend``: who computes the similarity blocks on the CPU,
+    ``"torch"`` (the default) or ``"faiss"`` (its CPU kernel); the same numbers. On a GPU they are
+    always torch's. ``memory_budget``: bytes one chunk of queries may hold (its similarity block
+    and temporaries, :mod:`lab.metrics.chunking`); default 32 MB on the CPU (cache-sized), a
+    quarter of the free memory (at most 2 GB) on CUDA. ``chunk_size`` fixes the queries per chunk
+    instead. ``method="sort"``: the slow reference (same chunks, about 5x the memory per score).
     """
-    if backend not in BACKENDS:
-        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
     ks = check_ks(ks)
     check_alpha(alpha)
     check_chunk_size(chunk_size)
+    check_memory_budget(memory_budget)
     query_labels, ref_emb, ref_labels, self_retrieval = check_references(
         query_emb, query_labels, ref_emb, ref_labels, names=("query_emb", "query_labels", "ref_emb", "ref_labels"))
 
-    device = query_emb.device
-    queries = F.normalize(query_emb.detach().float(), dim=1)
-    refs = F.normalize(ref_emb.detach().float().to(device), dim=1)
-    q_all = query_labels.view(len(query_labels), -1)
+    device = _work_device(query_emb.device)
+    backend = _backend(backend, device)
+    queries = F.normalize(query_emb.detach().float().to(device), dim=1)
+    refs_t = F.normalize(ref_emb.detach().float().to(device), dim=1).T.contiguous()  # (D, N): one layout for mm
+    q_all = query_labels.to(device).view(len(query_labels), -1)
     r_all = ref_labels.to(device).view(len(ref_labels), -1)
     q_lab, r_lab = fine(q_all).contiguous(), fine(r_all).contiguous()
+    n = refs_t.shape[1]
 
     # Positives per query, by label counts; the query's own copy does not count.
     uniq, r_counts = torch.unique(r_lab, return_counts=True)
-    pos_in_refs = torch.zeros_like(q_lab)
     where = torch.searchsorted(uniq, q_lab).clamp_max(len(uniq) - 1)
-    found = uniq[where] == q_lab
-    pos_in_refs[found] = r_counts[where[found]]
-    num_pos = pos_in_refs - int(self_retrieval)
-    kept = torch.nonzero(num_pos > 0).squeeze(1)
+    num_pos = torch.where(uniq[where] == q_lab, r_counts[where], 0) - int(self_retrieval)
+    kept = torch.nonzero(num_pos > 0).squeeze(1)  # the one wait on the device before the chunks
     if len(kept) == 0:
         raise ValueError("no query has another item of its class among the references: nothing to evaluate")
 
     num = num_levels(query_labels)
     names = _level_names(level_names, num) if num > 1 else None
-    size = chunk_size or max(1, MAX_CHUNK_ELEMENTS // refs.shape[0])
     keys = [f"R@{k}" for k in ks] + ["mAP@R", "mAP"]
     if names is not None:
         keys += ["H-AP", "NDCG", "ASI", *[f"AP@{name}" for name in names]]
-    # Per query, in the order of ``kept``: the means below add them up in one order whatever the chunks.
-    values = {key: np.zeros(len(kept)) for key in keys}
     index = LabelIndex(q_all, r_all, all_levels=names is not None)
-    # Chunks of queries with lists of similar length pad little. Both methods take the same chunks:
-    # a query's similarities can differ in the last bit from one chunk shape to another.
-    by_length = index.by_length(q_all[kept])
-    chunks = range(0, len(kept), size)
-    on_cpu = device.type == "cpu"  # numpy indexing: no thread start-up for a small gather
-    for start in tqdm(chunks, desc="retrieval metrics", disable=not progress, leave=False):
-        positions = by_length[start : start + size]
-        rows = kept[torch.from_numpy(positions).to(kept.device)]
-        chunk_queries = torch.from_numpy(queries.numpy()[rows.numpy()]) if on_cpu else queries[rows]
-        scores = _score_block(chunk_queries, refs, backend)
-        self_index = rows.to(scores.device) if self_retrieval else None
+    # Queries by increasing list length: chunks of similar lists pad little. Both methods take the same
+    # chunks (a query's similarities can differ in the last bit from one chunk shape to another), and
+    # the per-query values are summed in this order whatever the chunks.
+    widths = index.widths(q_all.cpu().long().numpy()[kept.cpu().numpy()])
+    by_length = np.argsort(widths.sum(1), kind="stable")
+    widths = widths[by_length]
+    order = kept[torch.from_numpy(by_length).to(device)]
+    budget = budget_bytes(device, memory_budget)
+    bounds = chunk_bounds(widths, n, budget, device.type, index.num, chunk_size)
+    similarities = _similarities(refs_t, backend, rows=max(end - start for start, end in bounds))
+    values = torch.zeros(len(keys), len(kept), dtype=torch.float64, device=device)
+    for start, end in tqdm(bounds, desc="retrieval metrics", disable=not progress, leave=False):
+        rows = order[start:end]
+        with _one_thread(device):
+            chunk_queries = queries.index_select(0, rows)
+        scores = similarities(chunk_queries)  # the big product: with the caller's threads
+        self_index = rows if self_retrieval else None
         if method == "sort":
-            chunk = _sorted_chunk(scores, self_index, q_all[rows], r_all.to(scores.device), ks, alpha, names)
+            chunk = _sorted_chunk(scores, self_index, q_all[rows], r_all, ks, alpha, names)
         else:
-            own = rows.cpu().numpy() if self_retrieval else None
-            if own is not None:
-                if scores.is_cuda:
-                    scores[torch.arange(len(rows), device=scores.device), self_index] = float("-inf")
-                else:
-                    scores.numpy()[np.arange(len(rows)), own] = -np.inf
-            lists = index.lists(q_all[rows], own)
-            chunk = list_metrics(scores, lists, index.num, ks, alpha, graded=names is not None,
-                                 level_keys=[f"AP@{name}" for name in names or ()])
-        for key, per_query in chunk.items():
-            values[key][positions] = per_query
-    out = {key: float(per_query.sum()) / len(kept) for key, per_query in values.items()}
+            with _one_thread(device):
+                if self_index is not None:
+                    scores[torch.arange(len(rows), device=device), self_index] = float("-inf")
+                lists = index.lists(q_all[rows], widths[start:end].max(0).tolist(), self_index)
+                chunk = list_metrics(scores, lists, index.num, ks, alpha, graded=names is not None,
+                                     level_keys=[f"AP@{name}" for name in names or ()])
+        values[:, start:end] = torch.stack([chunk[key] for key in keys])
+    sums = values.sum(1).tolist()  # the one move to the host
+    out = {key: total / len(kept) for key, total in zip(keys, sums)}
     out["num_queries"] = len(kept)
     out["excluded_queries"] = len(q_lab) - len(kept)
     return out

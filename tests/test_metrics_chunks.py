@@ -1,0 +1,253 @@
+"""How retrieval_metrics cuts its work into chunks (lab.metrics.chunking): the memory budget, the
+chunk sizes it gives on a device, the largest tensor a call holds, and the same numbers whatever the
+chunks. Sizes and counts of operations are asserted, never times."""
+from __future__ import annotations
+
+import ctypes
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+import lab.metrics.chunking as chunking
+from lab.metrics import retrieval_metrics
+from lab.metrics.retrieval import _backend
+from tests._counting import count_as_on_a_device
+
+GIB = 2**30
+
+
+class Probe(TorchDispatchMode):
+    """Records the bytes of the largest tensor any op produces, and the ops that make a GPU wait
+    for the host (a value read back, or an output whose size depends on the values)."""
+
+    WAITS = {"_local_scalar_dense", "nonzero", "masked_select", "_unique2", "unique_dim", "unique_consecutive",
+             "bincount"}
+
+    def __init__(self):
+        super().__init__()
+        self.largest, self.waits = 0, []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if func.__name__.split(".")[0] in self.WAITS:
+            self.waits.append(func.__name__.split(".")[0])
+        for t in out if isinstance(out, (tuple, list)) else [out]:
+            if isinstance(t, torch.Tensor):
+                self.largest = max(self.largest, t.numel() * t.element_size())
+        return out
+
+
+def grid_embeddings(n: int, dim: int, seed: int) -> torch.Tensor:
+    """Small integer coordinates: every dot product is exact in float32, whatever the chunk shape,
+    and ties are everywhere."""
+    g = torch.Generator().manual_seed(seed)
+    emb = torch.randint(-2, 3, (n, dim), generator=g).float()
+    emb[emb.abs().sum(1) == 0, 0] = 1.0
+    return emb
+
+
+# ------------------------------------------------------------------------- pure functions
+def test_default_budget_is_a_share_of_the_free_memory_within_bounds():
+    assert chunking.default_budget("cpu") == chunking.default_budget("cpu", 80 * GIB) == chunking.CPU_BUDGET
+    assert chunking.default_budget("cuda", 0) == chunking.CUDA_MIN_BUDGET
+    assert chunking.default_budget("cuda", 4 * GIB) == int(chunking.CUDA_FREE_SHARE * 4 * GIB)
+    assert chunking.default_budget("cuda", 80 * GIB) == chunking.CUDA_MAX_BUDGET
+    shares = [chunking.default_budget("cuda", f * GIB) for f in (0, 1, 2, 4, 8, 16, 80)]
+    assert shares == sorted(shares)  # more free memory never gives a smaller budget
+
+
+def test_budget_on_cuda_reads_the_free_memory(monkeypatch):
+    """No GPU needed: torch.cuda.mem_get_info answers with fake values."""
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (6 * GIB, 80 * GIB))
+    cuda = torch.device("cuda")
+    assert chunking.budget_bytes(cuda) == chunking.default_budget("cuda", 6 * GIB)
+    assert chunking.budget_bytes(cuda, memory_budget=2**20) == 2**20  # the caller's wins
+    assert chunking.budget_bytes(torch.device("cpu")) == chunking.CPU_BUDGET
+
+
+@pytest.mark.parametrize("free, n, width", [(80 * GIB, 100_000, 7), (8 * GIB, 100_000, 7), (GIB, 15_000, 79),
+                                            (10**6, 300_000, 7), (40 * GIB, 1_000, 0)])
+def test_device_chunk_rows_fill_the_budget_and_no_more(free, n, width):
+    rows = chunking.device_chunk_rows(free, n, width)
+    budget = chunking.default_budget("cuda", free)
+    per_query = n * chunking.SCORE_BYTES["device"] + width * chunking.item_bytes(1)
+    assert rows >= 1
+    assert rows == 1 or rows * per_query <= budget  # within the budget...
+    assert (rows + 1) * per_query > budget  # ...and one more query would not be
+    assert chunking.device_chunk_rows(free, 2 * n, width) <= rows  # a larger gallery: fewer queries
+    assert chunking.device_chunk_rows(2 * free, n, width) >= rows
+
+
+def test_an_h100_chunk_at_100k_is_far_from_cache_sized():
+    """The issue's case: 100k x 128 with ~78 GB free. Chunks of ~1,300 queries (~75 chunks of 2 GB),
+    not the 41 queries of the CPU's 2**22 scores."""
+    rows = chunking.device_chunk_rows(78 * GIB, 100_000, 7)
+    assert rows > 1000
+    assert -(-100_000 // rows) < 100
+    assert chunking.chunk_rows(chunking.CPU_BUDGET, 100_000, 7, "cpu") < 50
+
+
+def test_chunk_bounds_cover_every_query_once_within_the_budget():
+    rng = np.random.default_rng(0)
+    widths = np.sort(rng.integers(1, 300, (500, 2)), axis=0)  # two parts per list (labels that are no tree)
+    widths = widths[np.argsort(widths.sum(1), kind="stable")]
+    for budget in (2**16, 10**6, 10**8):
+        bounds = chunking.chunk_bounds(widths, 2000, budget, "cuda", num_levels=2)
+        assert [b[0] for b in bounds] == [0] + [b[1] for b in bounds[:-1]] and bounds[-1][1] == 500
+        for start, end in bounds:
+            width = widths[start:end].max(0).sum()  # the chunk's lists: each part as wide as its widest
+            need = (end - start) * (2000 * chunking.SCORE_BYTES["device"] + width * chunking.item_bytes(2))
+            assert end - start == 1 or need <= budget
+    assert chunking.chunk_bounds(widths, 2000, 10**8, "cuda", chunk_size=64)[1] == (64, 128)
+
+
+def test_memory_budget_must_be_a_number_of_bytes():
+    emb, labels = torch.randn(6, 3), torch.tensor([0, 0, 1, 1, 2, 2])
+    for bad in (-1, 100, 1.5e9, "2GB", True):
+        with pytest.raises(ValueError, match="memory_budget"):
+            retrieval_metrics(emb, labels, memory_budget=bad)
+
+
+def test_faiss_is_only_used_on_the_cpu():
+    cpu, cuda = torch.device("cpu"), torch.device("cuda")
+    assert _backend(None, cpu) == _backend(None, cuda) == _backend("faiss", cuda) == "torch"
+    assert _backend("faiss", cpu) == "faiss"
+    with pytest.raises(ValueError, match="backend must be None or one of"):
+        _backend("annoy", cpu)
+
+
+# ------------------------------------------------------------------------------ behaviour
+LABELS = {
+    "flat": lambda fine, g: fine,
+    "tree": lambda fine, g: torch.stack([fine, fine // 5], 1),
+    "no tree": lambda fine, g: torch.stack([fine, torch.randint(0, 4, fine.shape, generator=g)], 1),
+}
+
+
+def assert_same(a: dict, b: dict) -> None:
+    """The same numbers: hit rates and counts exactly; the other means up to the last bits of a float64
+    sum (a chunk's lists are padded to its widest one, and a row sum over more zeros may round apart)."""
+    assert a.keys() == b.keys()
+    for key in a:
+        assert a[key] == (b[key] if key.startswith("R@") or key.endswith("queries") else pytest.approx(b[key], abs=1e-14))
+
+
+@pytest.mark.parametrize("on_device", [False, True])
+@pytest.mark.parametrize("kind", list(LABELS))
+def test_tiny_budgets_give_identical_results(monkeypatch, kind, on_device):
+    if on_device:
+        count_as_on_a_device(monkeypatch, max_passes=8)
+    g = torch.Generator().manual_seed(1)
+    emb = grid_embeddings(300, 4, seed=1)
+    labels = LABELS[kind](torch.randint(0, 30, (300,), generator=g), g)
+    whole = retrieval_metrics(emb, labels)
+    for budget in (chunking.MIN_BUDGET, 10**5):
+        assert_same(retrieval_metrics(emb, labels, memory_budget=budget), whole)
+    assert_same(retrieval_metrics(emb, labels, chunk_size=7), whole)
+    # A gallery (no self-retrieval), a few queries at a time.
+    q, r = labels[:100], labels[100:]
+    assert_same(retrieval_metrics(emb[:100], q, emb[100:], r, memory_budget=chunking.MIN_BUDGET),
+                retrieval_metrics(emb[:100], q, emb[100:], r))
+
+
+@pytest.mark.parametrize("max_passes", [0, 8])
+def test_the_largest_tensor_stays_within_the_budget(monkeypatch, max_passes):
+    """With the GPU's way of counting (every tensor a torch one), nothing a chunk makes is larger than
+    the budget (here 5 queries a chunk, their int64 bucket keys 160 KB). The inputs and the per-query
+    results are not chunked; with 200 queries and a gallery of 4,000 they are below it."""
+    count_as_on_a_device(monkeypatch, max_passes)
+    g = torch.Generator().manual_seed(2)
+    n, budget = 4000, 300_000
+    emb = torch.nn.functional.normalize(torch.randn(n + 200, 8, generator=g), dim=1)
+    fine = torch.randint(0, 400, (n + 200,), generator=g)
+    labels = torch.stack([fine, fine // 10], 1)  # two levels: lists of ~100 items, all the metrics
+    args = (emb[:200], labels[:200], emb[200:], labels[200:])
+    with Probe() as small:
+        retrieval_metrics(*args, memory_budget=budget)
+    assert small.largest <= budget
+    with Probe() as default:  # the probe sees the blocks: by default they are far larger
+        retrieval_metrics(*args)
+    assert default.largest > 10 * budget
+
+
+@pytest.mark.parametrize("max_passes", [0, 8])
+def test_the_chunks_never_wait_for_the_host(monkeypatch, max_passes):
+    """The ops that make a GPU wait (an .item(), a nonzero, a unique) happen before the chunk loop: as
+    many with 3 chunks as with 20."""
+    count_as_on_a_device(monkeypatch, max_passes)
+    g = torch.Generator().manual_seed(3)
+    emb = torch.randn(300, 8, generator=g)
+    fine = torch.randint(0, 30, (300,), generator=g)
+    for labels in (fine, torch.stack([fine, fine // 6], 1), torch.stack([fine, torch.randint(0, 3, (300,))], 1)):
+        waits = []
+        for chunk_size in (100, 15):
+            with Probe() as probe:
+                retrieval_metrics(emb, labels, chunk_size=chunk_size)
+            waits.append(sorted(probe.waits))
+        assert waits[0] == waits[1]
+        assert len(waits[0]) <= 3
+
+
+def test_a_chunks_bookkeeping_runs_on_one_cpu_thread_and_the_count_is_restored(monkeypatch):
+    import lab.metrics.retrieval as retrieval
+
+    seen = []
+    real = retrieval.list_metrics
+    monkeypatch.setattr(retrieval, "list_metrics", lambda *a, **k: seen.append(torch.get_num_threads()) or real(*a, **k))
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        retrieval_metrics(torch.randn(60, 4), torch.arange(60) // 3, chunk_size=20)
+        assert seen == [1, 1, 1] and torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
+
+
+def _peak_rise(fn) -> int:
+    """Bytes the process's peak resident memory (Linux VmHWM, reset first) rises above its size during fn()."""
+    def kb(key):
+        return next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith(key))
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")  # the peak back to the current size
+    base = kb("VmRSS:")
+    fn()
+    return (kb("VmHWM:") - base) * 1024
+
+
+@pytest.fixture
+def exact_peaks():
+    """glibc's malloc maps every block of 64 KB or more on its own and unmaps it when freed, so the peak
+    resident memory follows the live tensors (by default freed blocks stay in the heap and may not be
+    reused: the peak then depends on the order of the allocations). Afterwards: blocks under 32 MB from the
+    heap, glibc's own steady state."""
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+    except OSError:
+        pytest.skip("needs glibc")
+    if not Path("/proc/self/clear_refs").exists():
+        pytest.skip("needs Linux's /proc peak memory")
+    mmap_threshold = -3  # M_MMAP_THRESHOLD
+    assert libc.mallopt(mmap_threshold, 64 * 2**10) == 1
+    yield
+    libc.mallopt(mmap_threshold, 32 * 2**20)
+
+
+@pytest.mark.parametrize("max_passes", [None, 0, 8])  # None: the CPU's own (numpy) counting
+def test_the_peak_memory_of_a_call_stays_within_the_budget(monkeypatch, exact_peaks, max_passes):
+    """The probe above sees the tensors ops return, not the temporaries inside an op (a bool tensor summed
+    into int64 is first copied to int64: 8 bytes a bool, which put the GPU's comparison at 5x its budget).
+    The process's peak memory sees both: it rises by at most the budget plus the call's O(N) copies
+    (normalised gallery, label index: about 55 bytes an item here, measured with one query)."""
+    if max_passes is not None:
+        count_as_on_a_device(monkeypatch, max_passes)
+    g = torch.Generator().manual_seed(4)
+    n, budget = 200_000, 24 * 2**20
+    gallery, queries = torch.randn(n, 4, generator=g), torch.randn(64, 4, generator=g)
+    labels = torch.arange(n) // 8  # 8 per class: lists of 8, the broadcast comparison when max_passes is 8
+    query_labels = torch.randint(0, n // 8, (64,), generator=g)
+    retrieval_metrics(queries[:2], query_labels[:2], gallery, labels)  # first-call allocations
+    rise = _peak_rise(lambda: retrieval_metrics(queries, query_labels, gallery, labels, memory_budget=budget))
+    assert rise <= budget + 64 * n
