@@ -6,6 +6,10 @@ not tick ``st.fragment(run_every=...)`` by itself. Every page's session stays in
 registry (a reload finds it), so each test ends by pausing and dropping them.
 """
 import json
+import os
+import signal
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
@@ -364,3 +368,48 @@ def test_the_toy_explorer_redraws_from_its_sliders():
     flow = chart(at, "toy_fig_gradient_flow")
     assert "Gradient flow" in flow["layout"]["title"]["text"] and not at.exception
     assert caption("gradient_flow") in [c.value for c in at.caption]
+
+
+# A page that trains, in a process of its own: Start, one more run, then wait until the thread has
+# trained a few steps. "exit": the script ends there (the interpreter exits while the thread is
+# inside torch); "wait": it sleeps until a signal comes. Batches of 64: the thread spends most of
+# its time inside torch, where an unjoined thread aborts the process (5 of 6 children did before
+# the fix; with batches of 8, 1 of 2).
+CHILD = """
+import sys, time
+from streamlit.testing.v1 import AppTest
+at = AppTest.from_file(sys.argv[1], default_timeout=120)
+at.query_params.update(classes="16", batch="64", m="4", steps="100000")
+at.run()
+at.button(key="start").click().run()
+at.run()
+session = at.session_state["session"]
+assert session.wait(lambda v: v.step_count >= 4, timeout=120), session.view
+print("training at step", session.step_count, flush=True)
+while sys.argv[2] == "wait":
+    time.sleep(0.05)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("how", ["exit", "SIGINT"])
+def test_a_training_page_ends_without_an_abort(how):
+    # Before: "terminate called without an active exception", exit status 134 (SIGABRT), as the
+    # interpreter finalised while the training thread was inside torch.
+    child = subprocess.Popen([sys.executable, "-c", CHILD, APP, "exit" if how == "exit" else "wait"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             env={**os.environ, "PYTHONPATH": str(Path(APP).parent)})
+    try:
+        line = child.stdout.readline()  # blocks until the page trains (or the child dies)
+        assert line.startswith("training at step"), (line, child.stderr.read() if child.poll() is not None else "")
+        if how == "SIGINT":
+            child.send_signal(signal.SIGINT)
+        out, err = child.communicate(timeout=180)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    assert "terminate called" not in err, err[-2000:]
+    # Exit: status 0. Ctrl-C: Python's own answer to an uncaught KeyboardInterrupt (killed by SIGINT).
+    expected = {0} if how == "exit" else {-signal.SIGINT, 128 + signal.SIGINT}
+    assert child.returncode in expected, (child.returncode, err[-2000:])

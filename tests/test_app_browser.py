@@ -4,14 +4,20 @@ driven by Playwright (fast mode is inherited from conftest). Screenshots go to t
 Without /usr/bin/chromium these tests skip, unless RANKLAB_REQUIRE_BROWSER=1 (CI), where they fail.
 """
 import re
+import signal
 
 import pytest
 
 import tests._browser
-from tests._browser import ARTIFACTS, ROOT, chromium_page, require_browser, streamlit_server, wait_idle, wait_visible
+from tests._browser import (ARTIFACTS, ROOT, chromium_page, require_browser, streamlit_process, streamlit_server,
+                            wait_idle, wait_visible)
 
 pytestmark = pytest.mark.slow
 STEP = re.compile(r"Step (\d+) / (\d+)")
+# A run that cannot finish during a test: every wait below ends in one state only. (With the fast
+# mode's 40 steps a run often finished before the Pause click was handled: "· finished", never
+# "· paused".)
+LONG = "?steps=100000"
 
 
 @pytest.fixture(scope="module")
@@ -43,17 +49,21 @@ def no_exception(page) -> None:
         '[data-testid="stException"]').first.inner_text()
 
 
+def wait_step_at_least(page, steps: int, timeout_ms: int = 120_000) -> None:
+    page.wait_for_function(
+        "n => { const m = document.body.innerText.match(/Step (\\d+) \\//); return m && +m[1] >= n; }",
+        arg=steps, timeout=timeout_ms)
+
+
 def test_the_page_renders_and_start_trains_until_paused(server, page):
-    page.goto(server)
+    page.goto(f"{server}/{LONG}")
     wait_idle(page)
     no_exception(page)
     sidebar_button(page, "Step").wait_for()
     sidebar_button(page, "Start").click()
     page.get_by_text("· training").wait_for(timeout=60_000)
     # The timer ticks on its own: two ticks past the first, without touching the page.
-    page.wait_for_function(
-        "() => { const m = document.body.innerText.match(/Step (\\d+) \\//); return m && +m[1] >= 6; }",
-        timeout=120_000)
+    wait_step_at_least(page, 6)
     sidebar_button(page, "Pause").click()
     page.get_by_text("· paused").wait_for(timeout=60_000)
     wait_idle(page)
@@ -72,14 +82,8 @@ def test_the_page_renders_and_start_trains_until_paused(server, page):
     page.get_by_text("Step 0 /").wait_for(timeout=60_000)
 
 
-def wait_step_at_least(page, steps: int, timeout_ms: int = 120_000) -> None:
-    page.wait_for_function(
-        "n => { const m = document.body.innerText.match(/Step (\\d+) \\//); return m && +m[1] >= n; }",
-        arg=steps, timeout=timeout_ms)
-
-
 def test_a_reload_finds_the_running_session_and_a_second_tab_gets_its_own(server, page):
-    page.goto(f"{server}/?steps=2000")
+    page.goto(f"{server}/{LONG}")
     wait_idle(page)
     sidebar_button(page, "Start").click()
     page.get_by_text("· training").wait_for(timeout=60_000)
@@ -124,6 +128,25 @@ def test_clicking_a_point_of_the_embedding_map_picks_the_query(server, page):
                            timeout=60_000)
     no_exception(page)
     page.screenshot(path=str(ARTIFACTS / "dashboard-embeddings.png"), full_page=True)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_training_server_stops_on_a_signal_without_an_abort(sig):
+    # Ctrl-C on `make app`, or SIGTERM from a process manager, while a page trains: Streamlit stops
+    # its server and the interpreter exits; the training thread must be stopped and joined first
+    # (before: "terminate called without an active exception", exit status 134).
+    require_browser()
+    with streamlit_process() as (url, proc, log), chromium_page() as page:
+        page.goto(f"{url}/{LONG}")
+        wait_idle(page)
+        sidebar_button(page, "Start").click()
+        page.get_by_text("· training").wait_for(timeout=60_000)
+        wait_step_at_least(page, 6)
+        proc.send_signal(sig)
+        returncode = proc.wait(timeout=180)
+    text = log.read_text()
+    assert "terminate called" not in text, text[-3000:]
+    assert returncode == 0, (returncode, text[-3000:])  # Streamlit's own clean stop
 
 
 def test_a_missing_browser_skips_locally_and_fails_in_ci(monkeypatch):

@@ -432,6 +432,28 @@ def test_the_registry_keeps_few_closed_sessions_and_pauses_the_ones_it_drops():
     assert idle.entries == {} and not s.running
 
 
+def test_a_dropped_session_stops_at_a_step_and_its_thread_is_joined():
+    registry = Registry(max_closed=0)  # nobody connected and none kept: dropped as soon as it is put
+    session = session_for(tiny(steps=100_000), background=True)
+    session.start()
+    assert session.wait(lambda v: v.step_count >= 2, timeout=120), session.view
+    registry.put("sid", session, "page")
+    assert registry.entries == {} and not session.running and not session.worker.thread.is_alive()
+    assert session.view.step_count == session.step_count and session.view.status == "paused"
+
+
+def test_stop_all_pauses_every_session_and_joins_its_thread():
+    sessions = [session_for(tiny(steps=100_000), background=True) for _ in range(2)]
+    for session in sessions:
+        session.start()
+    for session in sessions:
+        assert session.wait(lambda v: v.step_count >= 2, timeout=120), session.view
+    worker.stop_all()
+    for session in sessions:
+        assert not session.running and not session.worker.thread.is_alive()
+        assert session.view.step_count == session.step_count
+
+
 # ------------------------------------------------------------------------------ held-out views
 def toy_heldout() -> HeldOut:
     # Rows 0-1 class 0, row 2 class 1 (same coarse group 0 as class 0), row 3 class 2 (group 1).

@@ -164,6 +164,13 @@ class TrainingSession:
         with self._changed:
             return self._changed.wait_for(lambda: predicate(self._view), timeout)
 
+    def close(self) -> None:
+        """Pause and wait for the background thread to end (a session dropped for good)."""
+        if self.worker is not None:
+            self.worker.stop()
+        else:
+            self.pause()
+
     def touch(self) -> None:
         """A page shows this session: keep (or start again) its background training."""
         if self.worker is not None:
