@@ -24,6 +24,9 @@ from tests._spies import record_step_threads
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 TINY = {"classes": "6", "batch": "8", "m": "2"}  # a 6-class glyph subset, batches of 4 classes x 2
+# A run the background thread cannot finish during a test (400 steps of TINY take a few seconds on
+# a fast machine): an assertion on "training" never races the end of the run.
+LONG = "100000"
 
 
 def app(**params: str) -> AppTest:
@@ -77,7 +80,7 @@ def test_the_app_loads_on_the_defaults_and_writes_them_to_the_url():
 
 
 def test_start_trains_in_the_background_then_pause_step_and_reset():
-    at = app(**TINY, steps="400")
+    at = app(**TINY, steps=LONG)
     tick = session(at).steps_per_tick
     click(at, "start")
     assert session(at).status == "running"
@@ -85,7 +88,7 @@ def test_start_trains_in_the_background_then_pause_step_and_reset():
     wait_steps(at, 3 * tick)  # no script run needed: the session's thread trains
     at.run()
     shown = int(metric(at, "Step"))
-    assert shown >= 3 * tick and f"Step {shown} / 400 · training" in at.get("progress")[0].proto.text
+    assert shown >= 3 * tick and f"Step {shown} / {LONG} · training" in at.get("progress")[0].proto.text
     click(at, "pause")
     session(at).worker.thread.join(timeout=60)
     paused_at = session(at).step_count
@@ -102,7 +105,7 @@ def test_drawing_a_tick_never_trains_the_training_thread_does(monkeypatch):
     # Training inside the page's script run made each rerun last a tick, and Streamlit dims a
     # rerunning fragment's charts: every training step must come from the session's thread.
     threads = record_step_threads(monkeypatch)
-    at = app(**TINY, steps="400")
+    at = app(**TINY, steps=LONG)
     click(at, "start")
     for _ in range(3):
         at.run()
@@ -120,7 +123,7 @@ def test_streamlit_does_not_collect_all_garbage_after_every_tick():
 
 
 def test_the_curves_show_what_the_run_has_reached():
-    at = app(**TINY, steps="400")
+    at = app(**TINY, steps=LONG)
     click(at, "start")
     s = wait_steps(at, 8)
     click(at, "pause")
@@ -293,7 +296,7 @@ def test_changing_a_hyperparameter_starts_a_new_run_with_it():
 
 
 def test_a_new_loss_b_restarts_run_b_only():
-    at = app(**TINY, steps="400", compare="1", loss_b="smooth_ap")
+    at = app(**TINY, steps=LONG, compare="1", loss_b="smooth_ap")
     click(at, "step")
     click(at, "step")
     a = session(at).runs[0]
@@ -312,7 +315,7 @@ def test_a_new_loss_b_restarts_run_b_only():
 
 
 def test_a_reload_finds_the_run_of_its_page():
-    at = app(**TINY, steps="400")
+    at = app(**TINY, steps=LONG)
     click(at, "step")
     s = session(at)
     reloaded = app(**dict(at.query_params))  # Streamlit starts a new session, empty session_state

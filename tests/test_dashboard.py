@@ -383,7 +383,7 @@ def test_the_page_reads_the_view_without_waiting_for_the_tick_in_progress(monkey
 
 def test_training_waits_while_nobody_watches_and_goes_on_when_a_page_does(monkeypatch):
     monkeypatch.setattr(worker, "WATCH_SECONDS", 0.0)
-    session = session_for(tiny(steps=400), background=True)
+    session = session_for(tiny(steps=100_000), background=True)
     session.start()
     assert session.wait(lambda v: v.notice is not None and "waits at step 0" in v.notice, timeout=60), session.view
     session.worker.thread.join(timeout=60)
