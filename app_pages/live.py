@@ -7,8 +7,8 @@ reruns. Only this fragment reruns on a tick; the sidebar stays put. ``run_every`
 while training, so a paused page costs nothing. Elements keep their keys: updated in place.
 
 While training, the numbers follow every tick but the charts at most every ``CHART_SECONDS``
-(between, the same figure is sent again): the browser redraws the curves only then, and it
-shares the CPU with training on a laptop. The Streamlit option ``runner.postScriptGC`` is off
+(``widgets.paced_figure``; between, the same figure is sent again): the browser redraws the
+curves only then, and it shares the CPU with training on a laptop. The Streamlit option ``runner.postScriptGC`` is off
 (``.streamlit/config.toml``): its full garbage collection after every fragment run held the GIL
 while the training thread waited. Measured on the loaded 2-core machine (glyphs, small CNN,
 defaults): charts dimmed in 0-0.4% of 50 ms samples (before: 49-87%), 1.3-3.8 steps/s (before:
@@ -16,20 +16,20 @@ defaults): charts dimmed in 0-0.4% of 50 ms samples (before: 49-87%), 1.3-3.8 st
 """
 from __future__ import annotations
 
-import time
-from typing import Any, Callable, Optional
+import functools
+from typing import Optional
 
-import plotly.graph_objects as go
 import streamlit as st
 
 from lab.dashboard import TrainingSession
 from lab.dashboard.view import RunView, View
-from lab.viz.dashboard import plot_run_comparison, plot_training_curves
+from lab.experiments.cached import seed_spread
+from lab.viz.dashboard import plot_run_comparison, plot_training_curves, spread_note
 
 from . import analysis, reattach
+from .widgets import paced_figure
 
 TICK_SECONDS = 1.0  # every fragment run costs Streamlit machinery too: numbers each second, charts below
-CHART_SECONDS = 2.0  # while training; a paused page always shows the latest
 STATUS = {"new": "press Start or Step to build the model and train", "running": "training",
           "paused": "paused", "done": "finished", "error": "stopped by an error"}
 METRICS = (("loss", "loss", "train"), ("batch_ap", "batch AP", "train"), ("R@1", "R@1", "eval"),
@@ -80,17 +80,6 @@ def _status(v: View, only_error: bool = False) -> None:
 def _latest(run: RunView, key: str, kind: str) -> Optional[float]:
     record = next((r for r in reversed(run.history) if r.get("kind") == kind and key in r), None)
     return None if record is None else float(record[key])
-
-
-def paced_figure(name: str, version: Any, running: bool, build: Callable[[], go.Figure]) -> go.Figure:
-    """The figure ``name`` for data ``version``: built again when the version changed, but while
-    training at most every ``CHART_SECONDS`` (kept in ``st.session_state``, per page)."""
-    figures = st.session_state.setdefault("live_figures", {})
-    cached = figures.get(name)
-    now = time.monotonic()
-    if cached is None or (cached[0] != version and (not running or now - cached[1] >= CHART_SECONDS)):
-        cached = figures[name] = (version, now, build())
-    return cached[2]
 
 
 def _training(v: View) -> None:

@@ -256,24 +256,60 @@ def test_a_training_error_stops_training_and_becomes_a_message(monkeypatch):
     assert session.error is None and session.step_count == 2
 
 
-def test_a_click_waits_for_the_tick_in_progress(monkeypatch):
-    # Streamlit may run a button's callback in a new script thread while the old one is still
-    # inside a tick: Pause must not slip between the steps of that tick.
-    session = session_for(tiny())
+def test_pause_waits_for_the_step_in_flight_and_no_other(monkeypatch):
+    # Streamlit runs a button's callback in the script thread while the worker is inside a tick:
+    # Pause must not slip into the middle of a step, and no step may start after it.
+    session = session_for(tiny(steps=400))
     session.start()
     inside, release = hold_steps(monkeypatch)
     ticker = threading.Thread(target=session.tick)
     ticker.start()
     assert inside.wait(timeout=60)
     seen = []
-    clicker = threading.Thread(target=lambda: (session.pause(), seen.append(session.step_count)))
+    clicker = threading.Thread(target=lambda: (session.pause(), seen.append(session.view)))
     clicker.start()
     clicker.join(timeout=0.5)
-    assert clicker.is_alive() and seen == []  # blocked behind the tick
+    assert clicker.is_alive() and seen == []  # blocked behind the step in flight
     release.set()
     ticker.join()
     clicker.join()
-    assert seen == [session.steps_per_tick] and session.status == "paused"
+    # The tick had steps_per_tick = 2 steps to do: the first ends, the second never starts.
+    assert seen[0].step_count == 1 and seen[0].status == "paused" and not seen[0].running
+    assert session.step_count == 1 and session.view.step_count == 1
+
+
+def hold_evaluations(monkeypatch) -> tuple[threading.Event, threading.Event]:
+    """(inside, release): every ``Trainer.evaluate`` call sets ``inside``, then waits for ``release``."""
+    inside, release = threading.Event(), threading.Event()
+    evaluate = Trainer.evaluate
+
+    def held(self, *args, **kwargs):
+        inside.set()
+        release.wait(timeout=120)
+        return evaluate(self, *args, **kwargs)
+
+    monkeypatch.setattr(Trainer, "evaluate", held)
+    return inside, release
+
+
+def test_pause_does_not_wait_for_an_evaluation_and_the_evaluation_keeps_its_step(monkeypatch):
+    session = session_for(tiny(steps=400, steps_per_tick=2, eval_every=4))
+    session.step()  # steps 1-2, built and evaluated at step 0 before the evaluations are held
+    session.start()
+    inside, release = hold_evaluations(monkeypatch)
+    ticker = threading.Thread(target=session.tick)  # steps 3 and 4; step 4 is evaluated
+    ticker.start()
+    assert inside.wait(timeout=60)
+    clicker = threading.Thread(target=session.pause)
+    clicker.start()
+    clicker.join(timeout=60)
+    paused = session.view
+    done = not clicker.is_alive()
+    release.set()  # only now can the evaluation end: Pause returned while it was held
+    ticker.join()
+    assert done and paused.status == "paused" and paused.step_count == 4
+    assert evals(session.runs[0]) == [0, 4] and session.step_count == 4  # no step after the Pause
+    assert session.view.runs[0].last_eval["step"] == 4
 
 
 def test_a_build_error_becomes_a_message():
@@ -331,16 +367,18 @@ def test_an_error_of_run_b_goes_with_run_b(monkeypatch):
     monkeypatch.setattr(Trainer, "step", b_diverges)
     session.step()
     assert session.status == "error" and session.error.startswith("B · smooth_ap: training stopped")
+    # The runs step in turn: A made step 3, B failed on it, and nothing trained after.
+    assert [r.step_count for r in session.runs] == [3, 2]
     changed = s.replace(loss_b="fast_ap")
     session.reconfigure(to_configs(changed), run_labels(changed))
-    assert session.error is None and session.runs[0].step_count == 4
+    assert session.error is None and session.runs[0].step_count == 3
     session.step()
-    assert session.error is None and [r.step_count for r in session.runs] == [4, 2]
+    assert session.error is None and [r.step_count for r in session.runs] == [3, 2]
 
 
 def test_the_worker_trains_in_the_background_until_paused(monkeypatch):
     threads = record_step_threads(monkeypatch)
-    session = session_for(tiny(steps=400), background=True)
+    session = session_for(tiny(steps=100_000), background=True)
     session.start()  # builds here, then returns: the steps are the worker's
     assert session.wait(lambda v: v.step_count >= 6, timeout=120), session.view
     assert set(threads) == {"ranklab-training"}
