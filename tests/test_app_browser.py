@@ -142,6 +142,40 @@ def test_clicking_a_point_of_the_embedding_map_picks_the_query(server, page):
     page.screenshot(path=str(ARTIFACTS / "dashboard-embeddings.png"), full_page=True)
 
 
+# Every time an element of the live panel turns stale (a rerun began and has not re-sent it yet),
+# its computed style then: Streamlit fades stale elements to 33 % after 0.5 s ("opacity 1s ease-in
+# 0.5s"), which made the charts blink while training.
+WATCH_STALE = """([seconds, wanted]) => new Promise(done => {
+  const seen = [];
+  const panel = document.querySelector('.st-key-live');
+  const obs = new MutationObserver(records => {
+    for (const r of records) {
+      if (r.target.getAttribute('data-stale') !== 'true') continue;
+      const style = getComputedStyle(r.target);
+      seen.push({opacity: style.opacity, transition: style.transitionDuration + ' ' + style.transitionDelay,
+                 chart: !!r.target.querySelector('.js-plotly-plot')});
+    }
+    if (seen.filter(s => s.chart).length >= wanted) { obs.disconnect(); done(seen); }
+  });
+  obs.observe(panel, {subtree: true, attributes: true, attributeFilter: ['data-stale']});
+  setTimeout(() => { obs.disconnect(); done(seen); }, seconds * 1000);
+})"""
+
+
+def test_the_live_charts_never_fade_while_the_panel_ticks(server, page):
+    page.goto(f"{server}/{LONG}")
+    wait_idle(page)
+    sidebar_button(page, "Start").click()
+    page.get_by_text("· training").wait_for(timeout=60_000)
+    page.locator(".st-key-live .js-plotly-plot").first.wait_for(timeout=60_000)
+    seen = page.evaluate(WATCH_STALE, [60, 3])
+    charts = [s for s in seen if s["chart"]]
+    assert len(charts) >= 3, seen  # the timed reruns did mark the charts stale, three times at least
+    assert all(s["opacity"] == "1" and s["transition"] == "0s 0s" for s in seen), seen
+    sidebar_button(page, "Pause").click()
+    page.get_by_text("· paused").wait_for(timeout=60_000)
+
+
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_a_training_server_stops_on_a_signal_without_an_abort(sig):
     # Ctrl-C on `make app`, or SIGTERM from a process manager, while a page trains: Streamlit stops
