@@ -286,6 +286,14 @@ def test_a_rebuilt_widget_falls_back_to_the_current_setting_not_the_minimum():
     assert loss.proto.options[loss.proto.default] == loss.value == "roadmap"
 
 
+def test_the_sidebar_rho_slider_is_logarithmic_and_reaches_10():
+    at = app(**TINY, loss="sup_ap")
+    rho = at.select_slider(key="w_hp_a_sup_ap_rho")  # a select slider over a geometric grid
+    assert rho.value == 100.0 and {"1", "10", "100", "1e+03", "1e+04"} <= set(rho.proto.options)
+    rho.set_value(10.0).run()
+    assert session(at).runs[0].config.loss_kwargs["rho"] == 10.0 and at.query_params["a.rho"] == "10"
+
+
 def test_changing_a_hyperparameter_starts_a_new_run_with_it():
     at = app(**TINY)
     click(at, "step")

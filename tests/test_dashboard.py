@@ -41,6 +41,17 @@ def test_slider_kinds_follow_the_ranges():
     assert not lam.log and lam.step == pytest.approx(0.01)
 
 
+def test_the_rho_slider_is_the_toy_explorers_log_slider_with_the_papers_100_mid_track():
+    from lab.viz.surrogates import SURROGATE_SLIDERS
+
+    rho = loss_sliders("sup_ap")["rho"]
+    toy = SURROGATE_SLIDERS["rho"]
+    assert rho.log and (rho.min, rho.max, rho.value) == (toy.min, toy.max, toy.value) == (1.0, 1e4, 100.0)
+    options = slider_options(rho)
+    assert {1.0, 10.0, 100.0, 1000.0, 10_000.0} <= set(options)  # 10 could not be set on the linear track
+    assert options.index(100.0) == len(options) // 2  # the paper's value at the middle, not at 1 %
+
+
 def test_log_slider_options_hold_the_ends_the_default_and_an_extra_value():
     spec = loss_sliders("smooth_ap")["tau"]
     options = slider_options(spec, extra=0.0123)

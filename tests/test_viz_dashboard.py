@@ -105,6 +105,15 @@ def test_embedding_map_points_carry_their_row_and_the_selection_is_drawn():
     assert ring["marker"]["line"]["color"] == [LEVEL_COLORS["class"], LEVEL_COLORS["other"]]
 
 
+def test_embedding_map_gives_each_of_16_scripts_its_own_colour_and_marker():
+    groups = [g for g in range(16) for _ in range(3)]
+    points = [[float(i), float(i % 5)] for i in range(len(groups))]
+    fig = spec(plot_embedding_map(points, groups, {g: f"script {g}" for g in range(16)}, [""] * len(groups), "map"))
+    styles = [(t["marker"]["color"], t["marker"]["symbol"]) for t in fig["data"]]
+    assert len(styles) == 16 and len(set(styles)) == 16  # before: 14 colours for 16 scripts, two shared
+    assert not {c.lower() for c, _ in styles} & {c.lower() for c in LEVEL_COLORS.values()}  # no ring colour
+
+
 def test_retrieval_strip_frames_by_relevance_level_with_scores():
     img = Image.new("RGB", (8, 6), "white")
     fig = spec(plot_retrieval_strip(img, [img, img, img], [0.9, 0.8, 0.7], ["class", "coarse", "other"]))

@@ -16,14 +16,20 @@ import plotly.graph_objects as go
 import torch
 from plotly.subplots import make_subplots
 
+from .comparisons import zoomed_range
 from .retrieval import QUERY
-from .style import NEGATIVE, POSITIVE, SERIES, TEMPLATE, floats
+from .style import CATEGORIES, CATEGORY_MARKERS, NEGATIVE, POSITIVE, SERIES, TEMPLATE, floats
 
 SAME_COARSE = "#ff7f0e"  # orange: not the query's class, but its coarse class
 LEVEL_COLORS = {"class": POSITIVE, "coarse": SAME_COARSE, "other": NEGATIVE}
 CURVES = (("loss", "training loss"), ("batch_ap", "batch AP (train)"), ("R@1", "held-out R@1 and mAP@R (dashed)"),
           ("decomposability_gap", "decomposability gap (train probe)"))
-PALETTE = SERIES + ["#2ca02c", "#d62728", "#bcbd22", "#7f7f7f", "#aec7e8", "#ffbb78", "#98df8a", "#c5b0d5"]
+# The embedding map's groups: the lab's categorical palette (colour-blind-safe blocks, one marker
+# shape per block, far from the relevance green and red) with its vermillion, too close to the
+# orange of a "same coarse class" ring (CIELAB ΔE 15), replaced by a blue diamond: 20 (colour,
+# marker) pairs, one per script of the glyphs (tests/test_viz_style.py checks them as the palette's).
+NEAR_RINGS = ("#D55E00",)
+MAP_STYLES = [(c, m) for c, m in zip(CATEGORIES, CATEGORY_MARKERS) if c not in NEAR_RINGS] + [("#1E90FF", "diamond")]
 
 
 def _layout(fig: go.Figure, title: str, height: int) -> go.Figure:
@@ -165,10 +171,11 @@ def plot_embedding_map(points: Sequence[Sequence[float]], groups: Sequence[int],
     for row, g in enumerate(groups):
         members.setdefault(int(g), []).append(row)
     for i, (g, rows) in enumerate(sorted(members.items())):
+        colour, symbol = MAP_STYLES[i % len(MAP_STYLES)]
         fig.add_trace(go.Scatter(x=[float(points[r][0]) for r in rows], y=[float(points[r][1]) for r in rows],
                                  mode="markers", name=group_names.get(g, str(g)), customdata=rows,
                                  text=[hover[r] for r in rows], hovertemplate="%{text}<br>row %{customdata}<extra></extra>",
-                                 marker=dict(size=7, color=PALETTE[i % len(PALETTE)], opacity=0.8)))
+                                 marker=dict(size=7, color=colour, symbol=symbol, opacity=0.8)))
     if neighbours:
         rows = list(neighbours["rows"])
         fig.add_trace(go.Scatter(x=[float(points[r][0]) for r in rows], y=[float(points[r][1]) for r in rows],
