@@ -108,6 +108,14 @@ def _training(v: View) -> None:
         {run.label: run.history for run in v.runs}, title=CURVES_TITLE))
     st.plotly_chart(curves, key="curves")
     if len(v.runs) > 1:
+        spread = _seed_spread()
         compare = paced_figure("compare", version, v.running, lambda: plot_run_comparison(
-            {run.label: run.last_eval for run in v.runs}))
+            {run.label: run.last_eval for run in v.runs}, spread=spread))
         st.plotly_chart(compare, key="compare")
+        if spread:
+            st.caption(spread_note(spread))
+
+
+@functools.lru_cache(maxsize=1)
+def _seed_spread() -> dict:
+    return seed_spread("methods")  # read once per server: results/ does not change while it runs

@@ -157,9 +157,13 @@ def test_compare_mode_trains_two_losses_side_by_side():
     assert [r.step_count for r in runs] == [session(at).steps_per_tick] * 2
     names = {t["name"] for t in chart(at, "curves")["data"]}
     assert names == {"A · roadmap", "B · smooth_ap"}
-    bars = chart(at, "compare")["data"]
-    assert [b["name"] for b in bars] == ["A · roadmap", "B · smooth_ap"]
-    assert bars[0]["y"][0] == pytest.approx(runs[0].last_eval()["R@1"])
+    compare = chart(at, "compare")
+    points = {(t["name"], t["xaxis"]): t["y"][0] for t in compare["data"]}
+    assert points[("A · roadmap", "x")] == pytest.approx(runs[0].last_eval()["R@1"])
+    assert points[("B · smooth_ap", "x")] == pytest.approx(runs[1].last_eval()["R@1"])
+    assert compare["layout"]["meta"]["differences"]["R@1"] == pytest.approx(
+        runs[1].last_eval()["R@1"] - runs[0].last_eval()["R@1"])
+    assert any(c.value.startswith("One seed at this scale") for c in at.caption)  # the study's seed spread
     assert at.query_params["compare"] == "1" and at.query_params["loss_b"] == "smooth_ap"
 
 

@@ -47,10 +47,11 @@ def _how(rows: Sequence[dict[str, Any]]) -> str:
 def zoomed_range(lows: Sequence[float], highs: Sequence[float], margin: float = 0.25,
                  min_span: float = 0.02) -> list[float]:
     """A y range around [min(lows), max(highs)] with ``margin`` of the span on each side (at least
-    ``min_span`` wide), clipped to [0, 1]: a difference of one point fills part of the panel."""
+    ``min_span`` wide), clipped to [0, 1] when the data lie inside (a metric; a decomposability gap
+    may be negative): a difference of one point fills part of the panel."""
     lo, hi = min(lows), max(highs)
     pad = max(margin * (hi - lo), (min_span - (hi - lo)) / 2, 0.0)
-    return [max(0.0, lo - pad), min(1.0, hi + pad) if hi <= 1.0 else hi + pad]
+    return [max(0.0, lo - pad) if lo >= 0.0 else lo - pad, min(1.0, hi + pad) if hi <= 1.0 else hi + pad]
 
 
 def metrics_table(rows: list[dict[str, Any]], columns: Sequence[str] = RETRIEVAL, key: str = "loss") -> str:
