@@ -13,7 +13,7 @@ import random
 
 import streamlit as st
 
-from lab.dashboard import TrainingSession, calibration_thresholds
+from lab.dashboard import TrainingSession, calibration_thresholds, escape_markdown
 from lab.dashboard.heldout import (describe_item, neighbours, pair_similarities, per_query_ap, project,
                                    selected_row, thumbnail)
 from lab.viz.dashboard import plot_ap_histograms, plot_embedding_map, plot_retrieval_strip, plot_score_histograms
@@ -69,7 +69,7 @@ def retrievals_view(session: TrainingSession) -> None:
     right.button("Random query", on_click=_random_query, args=(size,), width="stretch")
     row = int(st.session_state[QUERY_KEY])
     h = snapshots[0][1]
-    st.caption(f"Query: {describe_item(session.runs[0].trainer.test_set, h.labels[row])}. "
+    st.caption(f"Query: {escape_markdown(describe_item(session.runs[0].trainer.test_set, h.labels[row]))}. "
                "Frames: green = same class, orange = same coarse class, red = other.")
     _strips(session, snapshots, row)
 
@@ -109,7 +109,8 @@ def embeddings_view(session: TrainingSession) -> None:
             st.plotly_chart(fig, key=key, on_select=functools.partial(_on_pick, key), selection_mode="points")
     thumb, text = st.columns([1, 6])
     thumb.image(thumbnail(dataset, snapshots[0][1].items[row], 96), caption=f"row {row}")
-    text.markdown(f"**Selected query** (click a point to change it): {describe_item(dataset, snapshots[0][1].labels[row])}")
+    text.markdown("**Selected query** (click a point to change it): "
+                  + escape_markdown(describe_item(dataset, snapshots[0][1].labels[row])))  # a glyph may be ` or *
     _strips(session, snapshots, row)
 
 

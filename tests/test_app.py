@@ -7,6 +7,7 @@ registry (a reload finds it), so each test ends by pausing and dropping them.
 """
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -17,6 +18,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from app_pages.reattach import REGISTRY
+from lab.dashboard.settings import JOINER
 from lab.losses import LOSSES
 from lab.train import NonFiniteLossError, Trainer
 from lab.viz.registry import caption
@@ -65,6 +67,15 @@ def chart(at: AppTest, key: str) -> dict:
         if c.proto.id.endswith(key) or key in c.proto.id:
             return json.loads(c.proto.spec)
     raise AssertionError(f"no chart {key!r} among {[c.proto.id for c in at.get('plotly_chart')]}")
+
+
+def read(markdown: str) -> str:
+    """What a reader sees of a note the app escaped (lab.dashboard.escape_markdown)."""
+    return re.sub(r"\\(.)", r"\1", markdown.replace(JOINER, ""))
+
+
+def warnings(at: AppTest) -> list[str]:
+    return [read(w.value) for w in at.warning]
 
 
 def metric(at: AppTest, label: str) -> str:
@@ -228,7 +239,7 @@ def test_a_link_opens_on_its_settings_and_a_bad_link_is_explained():
     assert configs[0].loss_kwargs["tau"] == pytest.approx(0.05) and configs[1].loss_kwargs["num_bins"] == 4
     assert configs[0].batch_size == 8 and configs[0].dataset_kwargs == {"num_classes": 6}
     bad = app(batch="lots", foo="1")
-    assert {w.value for w in bad.warning} >= {"Link: batch='lots' is not an integer: using the default 16",
+    assert set(warnings(bad)) >= {"Link: batch='lots' is not an integer: using the default 16",
                                               "Link: ignored the unknown link parameter 'foo'"}
     assert session(bad).runs[0].config.batch_size == 16  # the default
 
@@ -249,8 +260,8 @@ def test_a_link_opens_on_its_settings_and_a_bad_link_is_explained():
 ])
 def test_a_link_never_replaces_a_value_without_a_visible_note(params, config, value, note):
     at = app(**params)
-    warnings = [w.value for w in at.warning]
-    assert any(note in w and w.startswith("Link: ") for w in warnings), warnings
+    shown = warnings(at)
+    assert any(note in w and w.startswith("Link: ") for w in shown), shown
     runs = session(at).runs
     if config == "loss_b":
         got = runs[1].config.loss
@@ -265,7 +276,7 @@ def test_a_link_never_replaces_a_value_without_a_visible_note(params, config, va
 def test_link_notes_stay_until_dismissed():
     at = app(**TINY, loss="nope")
     click(at, "step")  # the first click does not hide them
-    assert any("loss='nope'" in w.value for w in at.warning)
+    assert any("loss='nope'" in w for w in warnings(at))
     click(at, "dismiss_notes")
     assert not at.warning
 
@@ -344,7 +355,7 @@ def test_a_reload_finds_the_run_of_its_page():
 
 def test_a_link_whose_run_is_gone_starts_fresh_and_says_so():
     at = app(**TINY, sid="not-on-this-server")
-    assert any("not on this server any more" in w.value for w in at.warning)
+    assert any("not on this server any more" in w for w in warnings(at))
     assert at.query_params["sid"] != "not-on-this-server" and session(at).step_count == 0
 
 

@@ -5,6 +5,7 @@ Without /usr/bin/chromium these tests skip, unless RANKLAB_REQUIRE_BROWSER=1 (CI
 """
 import re
 import signal
+from urllib.parse import urlencode, urlparse
 
 import pytest
 
@@ -140,6 +141,34 @@ def test_clicking_a_point_of_the_embedding_map_picks_the_query(server, page):
                            timeout=60_000)
     no_exception(page)
     page.screenshot(path=str(ARTIFACTS / "dashboard-embeddings.png"), full_page=True)
+
+
+HOSTILE = {"loss": "[Click here to log in](https://evil.example/login)", "model": "![x](https://evil.example/a.png)",
+           "dataset": "https://evil.example :red[red] :material/home: :smile:",
+           "seed": "$x^2$ **bold** `code` <b>html</b> www.evil.example a@evil.example",
+           "batch": "# _heading_\n- item", "m": "A" * 5000}
+
+
+def test_link_values_are_shown_as_plain_text_cut_to_a_sane_length(server, page):
+    # A link's value inside the app's own note must not become a live link, fetch a remote image,
+    # style text or fill the page (before: all four).
+    requests = []
+    page.on("request", lambda r: requests.append(r.url))
+    page.goto(f"{server}/?{urlencode(HOSTILE)}")
+    wait_idle(page)
+    notes = page.locator('[data-testid="stAlert"]').filter(has_text="Link:")
+    wait_visible(page, notes.first, "the link notes")
+    assert notes.count() == len(HOSTILE)
+    html = "".join(n.locator('[data-testid="stMarkdownContainer"]').inner_html() for n in notes.all())
+    text = "\n".join(n.inner_text() for n in notes.all()).replace("\u2060", "")  # the invisible word joiners
+    for tag in ("<a", "<img", "<strong", "<em", "<code", "<b>", "<h", "<li", "katex", "color:", 'role="img"', "😄"):
+        assert tag not in html, (tag, html)
+    for value in list(HOSTILE.values())[:4]:
+        assert value in text, (value, text)  # literally, as the link holds it
+    assert "'# _heading_\\n- item'" in text  # quoted with its newline escaped: no heading, no list
+    assert "… (5,000 characters)" in text and len(text) < 1500
+    assert not [u for u in requests if urlparse(u).hostname == "evil.example"]  # no remote image fetched
+    no_exception(page)
 
 
 # Every time an element of the live panel turns stale (a rerun began and has not re-sent it yet),

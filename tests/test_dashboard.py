@@ -2,6 +2,7 @@
 loss classes, settings validation, URL round trips, the training session and held-out views."""
 import dataclasses
 import inspect
+import re
 import threading
 from types import SimpleNamespace
 
@@ -14,7 +15,7 @@ from lab.dashboard import worker
 from lab.dashboard.registry import Registry
 from lab.dashboard.heldout import (HeldOut, describe_item, neighbours, pair_similarities, per_query_ap, project,
                                    selected_row)
-from lab.dashboard.settings import GLYPH_INSTANCES
+from lab.dashboard.settings import GLYPH_INSTANCES, JOINER, MARKDOWN_SPECIAL, SHOWN_CHARS, escape_markdown
 from lab.losses import LOSSES
 from lab.metrics import average_precision
 from lab.train import NonFiniteLossError, Trainer
@@ -179,6 +180,26 @@ def test_every_hyperparameter_of_a_link_is_finite_in_range_or_the_default_with_a
     name = key[2:]
     assert values.get(name) == expected and notes == [words]
     assert validate(s) == []
+
+
+def test_link_values_in_notes_are_cut_to_a_sane_length():
+    long = "x" * 5000
+    _, notes = from_query({"loss": long, long: "1", "m": "9" * 5000, "a.tau": "1" * 5000, "a." + long: "1"})
+    assert len(notes) == 5 and all(len(n) < 250 for n in notes), notes
+    assert all("… (5,000 characters)" in n for n in notes), notes
+    assert notes[0].startswith("loss='" + "x" * SHOWN_CHARS + "'… (5,000 characters): unknown loss")
+
+
+@pytest.mark.parametrize("text", ["[Click here to log in](https://evil.example)", "![x](https://e.example/a.png)",
+                                  ":red[red] :material/home: :smile: $x^2$ **b** _i_ `c` <b>h</b> # h\n- li",
+                                  "www.evil.example a@evil.example \\[ ok"])
+def test_escape_markdown_leaves_no_markdown_and_no_autolink_start(text):
+    out = escape_markdown(text)
+    unescaped = re.sub(r"\\(.)", r"\1", out.replace(JOINER, ""))
+    assert unescaped == text.replace("\n", " ")  # the same characters, read literally
+    plain = re.sub(r"\\.", "", out)  # what is left once every escaped character is taken out
+    assert not set(plain) & MARKDOWN_SPECIAL and "\n" not in plain
+    assert "://" not in out.replace(JOINER, "X") and "www." not in out and "@e" not in out and ":m" not in out
 
 
 def test_the_sid_of_a_link_is_no_setting_and_no_note():
