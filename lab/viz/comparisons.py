@@ -22,7 +22,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ..metrics import RETRIEVAL_KEYS as RETRIEVAL
-from .style import CATEGORIES, NEUTRAL, TEMPLATE
+from .style import CATEGORIES, NEUTRAL, TEMPLATE, responsive
 
 ZOOM_NOTE = "each panel's y axis is zoomed to the data (it does not start at 0)"
 
@@ -98,7 +98,7 @@ def plot_metric_points(rows: list[dict[str, Any]], metrics: Sequence[str], title
                                          marker=dict(size=4, color=NEUTRAL)), row=r, col=c)
         fig.update_yaxes(range=zoomed_range(lows, highs), row=r, col=c)
         fig.update_xaxes(range=[-0.6, len(rows) - 0.3], showticklabels=False, row=r, col=c)
-    fig.update_layout(template=TEMPLATE, height=300 * nrows + 130, width=max(560, 190 * cols + 100),
+    responsive(fig, max(560, 190 * cols + 100), template=TEMPLATE, height=300 * nrows + 130,
                       margin=dict(l=62, r=20, t=90, b=70), title=f"{title}<br>{ZOOM_NOTE}",
                       legend=dict(orientation="h", y=-0.05))
     return fig
@@ -174,7 +174,7 @@ def plot_batch_size_study(rows: list[dict[str, Any]]) -> go.Figure:
         fig.update_xaxes(title_text="batch size", type="log", tickvals=sizes, ticktext=[f"{b:g}" for b in sizes],
                          row=1, col=col)
     fig.update_xaxes(title_text="batch size", row=1, col=2)
-    fig.update_layout(template=TEMPLATE, height=420, width=1020, margin=dict(l=60, r=20, t=80, b=100),
+    responsive(fig, 1020, template=TEMPLATE, height=420, margin=dict(l=60, r=20, t=80, b=100),
                       legend=dict(orientation="h", y=-0.25), title=f"SupAP vs ROADMAP across batch sizes ({_how(rows)})")
     return fig
 
@@ -202,7 +202,7 @@ def plot_bins_study(rows: list[dict[str, Any]], metric: str = "R@1") -> go.Figur
         fig.update_yaxes(title_text=f"test {metric}" if col == 1 else "", row=1, col=col)
     if lows:
         fig.update_yaxes(range=zoomed_range(lows, highs), row=1, col=2)
-    fig.update_layout(template=TEMPLATE, height=400, width=900, margin=dict(l=60, r=20, t=80, b=100),
+    responsive(fig, 900, template=TEMPLATE, height=400, margin=dict(l=60, r=20, t=80, b=100),
                       legend=dict(orientation="h", y=-0.25),
                       title=f"Test {metric} against the number of bins ({_how(rows)})")
     return fig

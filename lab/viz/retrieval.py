@@ -26,7 +26,8 @@ from torch import Tensor
 
 from ..core.env import fast_mode
 from .controls import Slider
-from .style import CATEGORIES, CATEGORY_MARKERS, NEGATIVE, NEUTRAL, POSITIVE, TEMPLATE, floats
+from .style import (CATEGORIES, CATEGORY_MARKERS, NEGATIVE, NEUTRAL, POSITIVE, TEMPLATE, ShownFigure, floats,
+                    responsive)
 
 QUERY = "#9467bd"  # purple, as the papers frame their queries
 
@@ -57,8 +58,8 @@ def plot_retrieval(images: Sequence, queries: Sequence[int], found: dict[str, li
     :func:`retrieve`; ``names[i]`` (optional) captions the query.
     """
     k = len(found["neighbours"][0])
-    # A bare Figure (not pyplot's): nothing is left open, and Jupyter shows it once, where returned.
-    fig = Figure(figsize=(1.1 * (k + 1) + 0.8, 1.2 * len(queries) + 0.4), dpi=100)
+    # Not pyplot's: nothing is left open; a ShownFigure shows as a PNG where a cell returns it.
+    fig = ShownFigure(figsize=(1.1 * (k + 1) + 0.8, 1.2 * len(queries) + 0.4), dpi=100)
     axes = fig.subplots(len(queries), k + 1, squeeze=False)
     for row, (q, neighbours, relevant) in enumerate(zip(queries, found["neighbours"], found["relevant"])):
         cells = [(q, QUERY)] + [(n, POSITIVE if r else NEGATIVE) for n, r in zip(neighbours, relevant)]
@@ -215,7 +216,7 @@ def plot_embedding_2d(points: Tensor, groups: Tensor, group_names: Optional[dict
                                  name=names.get(g, str(g)), marker=dict(size=6, color=CATEGORIES[i], opacity=0.85,
                                                                         symbol=CATEGORY_MARKERS[i])))
     # Legend right of the plot: up to 21 entries, some long (script names, glyph names).
-    fig.update_layout(template=TEMPLATE, height=500, width=840, margin=dict(l=60, r=230, t=70, b=60), title=title,
+    responsive(fig, 840, template=TEMPLATE, height=500, margin=dict(l=60, r=230, t=70, b=60), title=title,
                       legend=dict(x=1.02, y=1.0, xanchor="left", yanchor="top"),
                       xaxis=dict(title=f"{axis_title} 1"), yaxis=dict(title=f"{axis_title} 2"))
     return fig
@@ -295,7 +296,7 @@ def plot_class_mean_maps(maps: dict[str, dict[str, Any]], group_names: Optional[
                                                  symbol=CATEGORY_MARKERS[i])), row=1, col=col)
         fig.update_xaxes(showticklabels=False, title_text="t-SNE 1", row=1, col=col)
         fig.update_yaxes(showticklabels=False, title_text="t-SNE 2" if col == 1 else "", row=1, col=col)
-    fig.update_layout(template=TEMPLATE, height=520, width=460 * len(maps) + 40, margin=dict(l=40, r=20, t=80, b=130),
+    responsive(fig, 460 * len(maps) + 40, template=TEMPLATE, height=520, margin=dict(l=40, r=20, t=80, b=130),
                       legend=dict(orientation="h", y=-0.08),
                       title=f"t-SNE of the test class means, coloured by script ({first['num_classes']} classes)")
     return fig
