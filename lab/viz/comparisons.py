@@ -149,21 +149,33 @@ def relative_gain(rows: list[dict[str, Any]], metric: str = "mAP@R", base: str =
     return {b: statistics.fmean(g) for b, g in relative_gains(rows, metric, base, new).items()}
 
 
+# The two decomposability gaps of a trained model (ROADMAP Eq. 6), with how they cut the data.
+GAPS = (("gap_heldout", "solid", "held-out: a fixed N test images in N/B batches"),
+        ("gap", "dot", "train probe: 8 training batches of B (N/B = 8)"))
+
+
 def plot_batch_size_study(rows: list[dict[str, Any]]) -> go.Figure:
     """ROADMAP Fig. 5 and supp. Table 9 across batch sizes: mAP@R of each loss, the relative mAP@R
-    gain of ROADMAP over SupAP (%), and the decomposability gap of each trained model."""
+    gain of ROADMAP over SupAP (%), and the decomposability gap of each trained model: held-out
+    (solid; what grows as batches shrink, N/B batches of a fixed N) and on the trainer's probe of
+    training batches (dotted; the same N/B = 8 at every B, see ``GAPS``)."""
     fig = make_subplots(rows=1, cols=3, horizontal_spacing=0.09,
                         subplot_titles=("test mAP@R", "ROADMAP's mAP@R gain over SupAP (%)",
-                                        "gap on training batches (Eq. 6)"))
+                                        "decomposability gap (Eq. 6)"))
     sizes = sorted({float(r["batch_size"]) for r in rows})
     for i, loss in enumerate(sorted({r["loss"] for r in rows}, key=lambda name: name != "sup_ap")):
         mine = sorted((r for r in rows if r["loss"] == loss), key=lambda r: r["batch_size"])
-        for col, metric in ((1, "mAP@R"), (3, "gap")):
+        panels = [(1, "mAP@R", "solid")] + [(3, key, dash) for key, dash, _ in GAPS if all(key in r for r in mine)]
+        for col, metric, dash in panels:
             fig.add_trace(go.Scatter(x=[float(r["batch_size"]) for r in mine], y=[float(r[metric]) for r in mine],
                                      mode="lines+markers", name=loss, showlegend=col == 1, legendgroup=loss,
-                                     line=dict(color=CATEGORIES[i]), marker=dict(color=CATEGORIES[i]),
+                                     line=dict(color=CATEGORIES[i], dash=dash), marker=dict(color=CATEGORIES[i]),
                                      error_y=dict(type="data", array=[_std(r, metric) for r in mine],
                                                   visible=all("std" in r for r in mine))), row=1, col=col)
+    for key, dash, text in GAPS:  # legend entries for the two line styles of the gap panel
+        if rows and all(key in r for r in rows):
+            fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", name=f"gap, {text}",
+                                     line=dict(color=NEUTRAL, dash=dash)), row=1, col=3)
     gains = relative_gains(rows)
     spread = [statistics.stdev(g) if len(g) > 1 else 0.0 for g in gains.values()]
     fig.add_trace(go.Bar(x=[str(b) for b in gains], y=[statistics.fmean(g) for g in gains.values()],
