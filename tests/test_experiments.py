@@ -35,7 +35,7 @@ def test_batch_size_figure_draws_the_held_out_gap_solid_and_the_probe_dotted():
                     ("sup_ap", "dot"): [0.30, 0.10], ("roadmap", "dot"): [0.20, 0.09]}
     legend = [t.name for t in fig.data if t.showlegend is not False and t.name.startswith("gap, ")]
     assert legend == ["gap, held-out: a fixed N test images in N/B batches",
-                      "gap, train probe: 8 training batches of B (N/B = 8)"]
+                      "gap, train probe: a fixed number of training batches of B (8 in full mode)"]
 
 
 def test_relative_gains_pair_the_seeds():

@@ -151,7 +151,7 @@ def relative_gain(rows: list[dict[str, Any]], metric: str = "mAP@R", base: str =
 
 # The two decomposability gaps of a trained model (ROADMAP Eq. 6), with how they cut the data.
 GAPS = (("gap_heldout", "solid", "held-out: a fixed N test images in N/B batches"),
-        ("gap", "dot", "train probe: 8 training batches of B (N/B = 8)"))
+        ("gap", "dot", "train probe: a fixed number of training batches of B (8 in full mode)"))
 
 
 def plot_batch_size_study(rows: list[dict[str, Any]]) -> go.Figure:
