@@ -22,7 +22,7 @@ import torch  # noqa: E402
 
 from app_pages import live, sidebar, toys  # noqa: E402
 from lab.core.env import dashboard_threads  # noqa: E402
-from lab.dashboard import validate  # noqa: E402
+from lab.dashboard import escape_markdown, validate  # noqa: E402
 
 # One thread per session's training leaves a core to the server and the browser; on a busy
 # 2-core machine two threads are several times slower (contention), not faster.
@@ -44,10 +44,10 @@ with buttons:
 st.header("Rank losses, live")
 if st.session_state.get("url_notes"):  # kept until dismissed: the first click must not hide them
     for note in st.session_state["url_notes"]:
-        st.warning(f"Link: {note}")
+        st.warning(f"Link: {escape_markdown(note)}")  # a link's text, never its Markdown
     st.button("Dismiss the link notes", key="dismiss_notes", on_click=st.session_state.pop, args=("url_notes",))
 if errors:
-    st.error("These settings cannot train:\n\n" + "\n".join(f"- {e}" for e in errors), icon="🚫")
+    st.error("These settings cannot train:\n\n" + "\n".join(f"- {escape_markdown(e)}" for e in errors), icon="🚫")
 view = st.segmented_control("View", VIEWS, default="Training", key="view", required=True, label_visibility="collapsed")
 if session is not None and not errors:
     live.live_panel(view)

@@ -2,7 +2,9 @@
 
 They draw from each run's held-out snapshot, which follows training at the evaluation pace while
 running and exactly when paused. The query is a row of that (fixed) subset, shared by all views
-and both runs, kept in ``st.session_state["query_row"]``.
+and both runs, kept in ``st.session_state["query_row"]``. A figure is built once per snapshot
+and choice (``paced_figure``): the live panel reruns every second while the snapshot changes at
+every evaluation, and the CPU it would spend redrawing is the training's and the Pause click's.
 """
 from __future__ import annotations
 
@@ -11,10 +13,12 @@ import random
 
 import streamlit as st
 
-from lab.dashboard import TrainingSession, calibration_thresholds
+from lab.dashboard import TrainingSession, calibration_thresholds, escape_markdown
 from lab.dashboard.heldout import (describe_item, neighbours, pair_similarities, per_query_ap, project,
                                    selected_row, thumbnail)
 from lab.viz.dashboard import plot_ap_histograms, plot_embedding_map, plot_retrieval_strip, plot_score_histograms
+
+from .widgets import paced_figure
 
 QUERY_KEY, K_KEY = "query_row", "k"
 
@@ -38,15 +42,21 @@ def _random_query(size: int) -> None:
     st.session_state[QUERY_KEY] = random.Random().randrange(size)
 
 
+def _strip(dataset, label: str, h, row: int, k: int):
+    found = neighbours(h, row, k)
+    images = [thumbnail(dataset, h.items[r]) for r in found["rows"]]
+    title = f"{label} at step {h.step}: top {len(images)} of {len(h) - 1}"
+    return plot_retrieval_strip(thumbnail(dataset, h.items[row]), images, found["scores"], found["levels"], title)
+
+
 def _strips(session: TrainingSession, snapshots, row: int) -> None:
     k = int(st.session_state.get(K_KEY, 8))
     dataset = session.runs[0].trainer.test_set
     for run, h in snapshots:
-        found = neighbours(h, row, k)
-        images = [thumbnail(dataset, h.items[r]) for r in found["rows"]]
-        title = f"{run.label} at step {h.step}: top {len(images)} of {len(h) - 1}"
-        st.plotly_chart(plot_retrieval_strip(thumbnail(dataset, h.items[row]), images, found["scores"],
-                                             found["levels"], title), key=f"strip_{run.label}")
+        key = f"strip_{run.label}"
+        fig = paced_figure(key, (h, row, k), session.running,
+                           functools.partial(_strip, dataset, run.label, h, row, k))
+        st.plotly_chart(fig, key=key)
 
 
 def retrievals_view(session: TrainingSession) -> None:
@@ -59,7 +69,7 @@ def retrievals_view(session: TrainingSession) -> None:
     right.button("Random query", on_click=_random_query, args=(size,), width="stretch")
     row = int(st.session_state[QUERY_KEY])
     h = snapshots[0][1]
-    st.caption(f"Query: {describe_item(session.runs[0].trainer.test_set, h.labels[row])}. "
+    st.caption(f"Query: {escape_markdown(describe_item(session.runs[0].trainer.test_set, h.labels[row]))}. "
                "Frames: green = same class, orange = same coarse class, red = other.")
     _strips(session, snapshots, row)
 
@@ -92,16 +102,24 @@ def embeddings_view(session: TrainingSession) -> None:
             if points is None:
                 st.info(f"{run.label}: no t-SNE yet: press 'Compute t-SNE now' (kept per training step).")
                 continue
-            hover = [describe_item(dataset, h.labels[r]) for r in range(len(h))]
-            fig = plot_embedding_map(points, h.labels[:, level].tolist(), names, hover, title, selected=row,
-                                     neighbours=neighbours(h, row, int(st.session_state.get(K_KEY, 8))))
-            fig.update_layout(uirevision=f"{run.label}-{method}")  # keep zoom while training redraws
+            k = int(st.session_state.get(K_KEY, 8))
             key = f"map_{run.label}"
+            fig = paced_figure(key, (h, title, level, row, k), session.running,
+                               functools.partial(_map, dataset, run.label, h, points, level, names, title, row, k, method))
             st.plotly_chart(fig, key=key, on_select=functools.partial(_on_pick, key), selection_mode="points")
     thumb, text = st.columns([1, 6])
     thumb.image(thumbnail(dataset, snapshots[0][1].items[row], 96), caption=f"row {row}")
-    text.markdown(f"**Selected query** (click a point to change it): {describe_item(dataset, snapshots[0][1].labels[row])}")
+    text.markdown("**Selected query** (click a point to change it): "
+                  + escape_markdown(describe_item(dataset, snapshots[0][1].labels[row])))  # a glyph may be ` or *
     _strips(session, snapshots, row)
+
+
+def _map(dataset, label: str, h, points, level: int, names, title: str, row: int, k: int, method: str):
+    hover = [describe_item(dataset, h.labels[r]) for r in range(len(h))]
+    fig = plot_embedding_map(points, h.labels[:, level].tolist(), names, hover, title, selected=row,
+                             neighbours=neighbours(h, row, k))
+    fig.update_layout(uirevision=f"{label}-{method}")  # keep zoom while training redraws
+    return fig
 
 
 def _points(run, h, method: str):
@@ -115,18 +133,24 @@ def _points(run, h, method: str):
     return run.projections[("tsne", latest)], f"{run.label}: t-SNE at step {latest}{note}"
 
 
-def scores_view(session: TrainingSession) -> None:
-    snapshots = _snapshots(session)
+def _score_figures(snapshots):
     samples, thresholds, aps = {}, {}, {}
     for run, h in snapshots:
         samples[run.label] = pair_similarities(h, seed=run.config.seed)
         thresholds[run.label] = calibration_thresholds(run.config.loss, run.config.loss_kwargs)
         aps[run.label] = per_query_ap(h)
+    return plot_score_histograms(samples, thresholds), plot_ap_histograms(aps)
+
+
+def scores_view(session: TrainingSession) -> None:
+    snapshots = _snapshots(session)
+    version = tuple(h for _, h in snapshots)  # snapshots compare by identity: a new model, a new snapshot
+    scores, aps = paced_figure("scores", version, session.running, functools.partial(_score_figures, snapshots))
     st.caption("Cosine similarity of every held-out query to every other held-out image. ROADMAP's calibration "
                "loss pushes positives above α and negatives below β, in every batch, so that scores are comparable "
                "across batches (dashed lines: the loss has no calibration term; ROADMAP's defaults for reference).")
-    st.plotly_chart(plot_score_histograms(samples, thresholds), key="scores")
-    st.plotly_chart(plot_ap_histograms(aps), key="aps")
+    st.plotly_chart(scores, key="scores")
+    st.plotly_chart(aps, key="aps")
 
 
 VIEWS = {"Retrievals": retrievals_view, "Embeddings": embeddings_view, "Scores": scores_view}

@@ -2,34 +2,34 @@
 
 Training runs in the session's background thread (``lab.dashboard.worker``); a tick of this
 fragment only reads the session's published view and draws it, so it lasts a fraction of a
-second however busy the machine is, and Streamlit no longer dims the charts as stale while it
-reruns. Only this fragment reruns on a tick; the sidebar stays put. ``run_every`` is set only
-while training, so a paused page costs nothing. Elements keep their keys: updated in place.
+second however busy the machine is. Only this fragment reruns on a tick; the sidebar stays put.
+``run_every`` is set only while training, so a paused page costs nothing. Elements keep their
+keys: updated in place. Streamlit's fade of stale elements is off inside the panel (``NO_FADE``).
 
 While training, the numbers follow every tick but the charts at most every ``CHART_SECONDS``
-(between, the same figure is sent again): the browser redraws the curves only then, and it
-shares the CPU with training on a laptop. The Streamlit option ``runner.postScriptGC`` is off
-(``.streamlit/config.toml``): its full garbage collection after every fragment run held the GIL
-while the training thread waited. Measured on the loaded 2-core machine (glyphs, small CNN,
-defaults): charts dimmed in 0-0.4% of 50 ms samples (before: 49-87%), 1.3-3.8 steps/s (before:
-0.8-2.6).
+(``widgets.paced_figure``; between, the same figure is sent again): the browser redraws the
+curves only then, and it shares the CPU with training on a laptop. The Streamlit option
+``runner.postScriptGC`` is off (``.streamlit/config.toml``): its full garbage collection after
+every fragment run held the GIL while the training thread waited. Measured in chromium by
+``bench/dashboard.py`` (compare mode, full mode, 4 busy loops beside it, load 6-11 on 2 cores):
+no chart faded in 20 s of training in any view (before: 6-14 fades, up to 3 s each).
 """
 from __future__ import annotations
 
-import time
-from typing import Any, Callable, Optional
+import functools
+from typing import Optional
 
-import plotly.graph_objects as go
 import streamlit as st
 
 from lab.dashboard import TrainingSession
 from lab.dashboard.view import RunView, View
-from lab.viz.dashboard import plot_run_comparison, plot_training_curves
+from lab.experiments.cached import seed_spread
+from lab.viz.dashboard import plot_run_comparison, plot_training_curves, spread_note
 
 from . import analysis, reattach
+from .widgets import paced_figure
 
 TICK_SECONDS = 1.0  # every fragment run costs Streamlit machinery too: numbers each second, charts below
-CHART_SECONDS = 2.0  # while training; a paused page always shows the latest
 STATUS = {"new": "press Start or Step to build the model and train", "running": "training",
           "paused": "paused", "done": "finished", "error": "stopped by an error"}
 METRICS = (("loss", "loss", "train"), ("batch_ap", "batch AP", "train"), ("R@1", "R@1", "eval"),
@@ -37,10 +37,20 @@ METRICS = (("loss", "loss", "train"), ("batch_ap", "batch AP", "train"), ("R@1",
 CURVES_TITLE = "Training curves (held-out: a fixed subset of test classes)"
 
 
+# Streamlit fades an element to 33 % opacity once a rerun has not re-sent it for 0.5 s. The timed
+# fragment reruns every second and re-sends the same charts: on a loaded machine its run outlasts
+# 0.5 s now and then and the charts blinked grey (3-7 times per 20 s). Nothing in the panel is
+# stale while it ticks, so its elements never fade; the status widget still shows a rerun.
+NO_FADE = ('<style>.st-key-live [data-testid="stElementContainer"][data-stale="true"] '
+           "{opacity: 1 !important; transition: none !important;}</style>")
+
+
 def live_panel(view: str) -> None:
     session: Optional[TrainingSession] = st.session_state.get("session")
     running = session is not None and session.view.running
-    st.fragment(run_every=TICK_SECONDS if running else None)(_panel)(view, running)
+    st.html(NO_FADE)  # only a style: Streamlit puts it where it takes no space
+    with st.container(key="live"):
+        st.fragment(run_every=TICK_SECONDS if running else None)(_panel)(view, running)
 
 
 def _panel(view: str, page_running: bool) -> None:
@@ -82,17 +92,6 @@ def _latest(run: RunView, key: str, kind: str) -> Optional[float]:
     return None if record is None else float(record[key])
 
 
-def paced_figure(name: str, version: Any, running: bool, build: Callable[[], go.Figure]) -> go.Figure:
-    """The figure ``name`` for data ``version``: built again when the version changed, but while
-    training at most every ``CHART_SECONDS`` (kept in ``st.session_state``, per page)."""
-    figures = st.session_state.setdefault("live_figures", {})
-    cached = figures.get(name)
-    now = time.monotonic()
-    if cached is None or (cached[0] != version and (not running or now - cached[1] >= CHART_SECONDS)):
-        cached = figures[name] = (version, now, build())
-    return cached[2]
-
-
 def _training(v: View) -> None:
     cols = st.columns(len(METRICS) + 1)
     cols[0].metric("Step", v.step_count)
@@ -109,6 +108,14 @@ def _training(v: View) -> None:
         {run.label: run.history for run in v.runs}, title=CURVES_TITLE))
     st.plotly_chart(curves, key="curves")
     if len(v.runs) > 1:
+        spread = _seed_spread()
         compare = paced_figure("compare", version, v.running, lambda: plot_run_comparison(
-            {run.label: run.last_eval for run in v.runs}))
+            {run.label: run.last_eval for run in v.runs}, spread=spread))
         st.plotly_chart(compare, key="compare")
+        if spread:
+            st.caption(spread_note(spread))
+
+
+@functools.lru_cache(maxsize=1)
+def _seed_spread() -> dict:
+    return seed_spread("methods")  # read once per server: results/ does not change while it runs

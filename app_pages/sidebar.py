@@ -122,9 +122,11 @@ def sync_session(settings: Settings, errors: list[str]) -> Optional[TrainingSess
         st.session_state["session"] = session
         reattach.keep(session)
         return session
+    session.set_schedule(settings.steps, settings.steps_per_tick, settings.eval_every)
+    if session.matches(configs, labels):
+        return session  # the common case, every click and tick: without waiting for the training's lock
     steps = {r.label: r.step_count for r in session.runs}
     restarted = session.reconfigure(configs, labels)
-    session.set_schedule(settings.steps, settings.steps_per_tick, settings.eval_every)
     kept = [f"{r.label} keeps its {r.step_count} steps" for r in session.runs if r.label not in restarted]
     if restarted and any(steps.values()):
         st.toast(f"Settings changed: {' and '.join(restarted)} starts from step 0"

@@ -9,7 +9,8 @@ number of the sidebar at its minimum after a rerun on a loaded 2-core machine).
 """
 from __future__ import annotations
 
-from typing import Optional, Union
+import time
+from typing import Any, Callable, Optional, TypeVar, Union
 
 import streamlit as st
 
@@ -17,6 +18,8 @@ from lab.dashboard import slider_options
 from lab.viz.controls import Slider
 
 Number = Union[int, float]
+T = TypeVar("T")
+CHART_SECONDS = 2.0  # while training, a figure is rebuilt at most this often; a paused page shows the latest
 
 
 def spec_slider(label: str, spec: Slider, key: str, help: Optional[str] = None, disabled: bool = False) -> Number:
@@ -44,3 +47,16 @@ def seed_state(key: str, value) -> None:
     which Streamlit refuses next to a session-state value."""
     if key not in st.session_state:
         st.session_state[key] = value
+
+
+def paced_figure(name: str, version: Any, running: bool, build: Callable[[], T]) -> T:
+    """The figure ``name`` for data ``version``: built again only when the version changed, and
+    while training at most every ``CHART_SECONDS`` (kept in ``st.session_state``, per page). A
+    tick that draws the same data again costs nothing but sending it: the live panel's fragment
+    reruns every second, on a machine that trains meanwhile."""
+    figures = st.session_state.setdefault("live_figures", {})
+    cached = figures.get(name)
+    now = time.monotonic()
+    if cached is None or (cached[0] != version and (not running or now - cached[1] >= CHART_SECONDS)):
+        cached = figures[name] = (version, now, build())
+    return cached[2]

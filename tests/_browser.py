@@ -51,8 +51,8 @@ def require_browser() -> None:
 
 @contextlib.contextmanager
 def serve(name: str, cmd: list[str], ready: Callable[[], bool], cwd: Path = ROOT, env: dict[str, str] | None = None,
-          timeout: float = 60.0) -> Iterator[None]:
-    """Start a server process, poll ``ready()`` until it answers, yield; always stop it.
+          timeout: float = 60.0) -> Iterator[subprocess.Popen]:
+    """Start a server process, poll ``ready()`` until it answers, yield the process; always stop it.
     Its output goes to test-artifacts/NAME.log, named in the error if it exits or never answers."""
     ARTIFACTS.mkdir(exist_ok=True)
     log = open(ARTIFACTS / f"{name}.log", "w")
@@ -70,7 +70,7 @@ def serve(name: str, cmd: list[str], ready: Callable[[], bool], cwd: Path = ROOT
             if time.monotonic() > deadline:
                 raise TimeoutError(f"{name} did not answer within {timeout:.0f} s; see {log.name}")
             time.sleep(0.2)  # polling a server that is starting, not waiting for the page
-        yield
+        yield proc
     finally:
         proc.terminate()
         try:
@@ -87,15 +87,22 @@ def _answers(url: str) -> str:
 
 
 @contextlib.contextmanager
-def streamlit_server(env: dict[str, str] | None = None, timeout: float = 60.0) -> Iterator[str]:
-    """Start the app, wait until /_stcore/health says ok, yield its URL."""
+def streamlit_process(env: dict[str, str] | None = None, timeout: float = 60.0) -> Iterator[tuple[str, subprocess.Popen, Path]]:
+    """Start the app, wait until /_stcore/health says ok, yield (its URL, the process, its log)."""
     port = free_port()
     cmd = [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.headless", "true",
            "--server.address", "127.0.0.1", "--server.port", str(port), "--browser.gatherUsageStats", "false",
            "--server.fileWatcherType", "none", "--client.toolbarMode", "minimal"]
-    url = f"http://127.0.0.1:{port}"
-    with serve(f"streamlit-{port}", cmd, lambda: _answers(f"{url}/_stcore/health").strip() == "ok", env=env,
-               timeout=timeout):
+    url, name = f"http://127.0.0.1:{port}", f"streamlit-{port}"
+    with serve(name, cmd, lambda: _answers(f"{url}/_stcore/health").strip() == "ok", env=env,
+               timeout=timeout) as proc:
+        yield url, proc, ARTIFACTS / f"{name}.log"
+
+
+@contextlib.contextmanager
+def streamlit_server(env: dict[str, str] | None = None, timeout: float = 60.0) -> Iterator[str]:
+    """Start the app, wait until /_stcore/health says ok, yield its URL."""
+    with streamlit_process(env, timeout) as (url, _, _):
         yield url
 
 

@@ -6,6 +6,11 @@ not tick ``st.fragment(run_every=...)`` by itself. Every page's session stays in
 registry (a reload finds it), so each test ends by pausing and dropping them.
 """
 import json
+import os
+import re
+import signal
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
@@ -13,6 +18,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from app_pages.reattach import REGISTRY
+from lab.dashboard.settings import JOINER
 from lab.losses import LOSSES
 from lab.train import NonFiniteLossError, Trainer
 from lab.viz.registry import caption
@@ -20,6 +26,9 @@ from tests._spies import record_step_threads
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 TINY = {"classes": "6", "batch": "8", "m": "2"}  # a 6-class glyph subset, batches of 4 classes x 2
+# A run the background thread cannot finish during a test (400 steps of TINY take a few seconds on
+# a fast machine): an assertion on "training" never races the end of the run.
+LONG = "100000"
 
 
 def app(**params: str) -> AppTest:
@@ -60,6 +69,15 @@ def chart(at: AppTest, key: str) -> dict:
     raise AssertionError(f"no chart {key!r} among {[c.proto.id for c in at.get('plotly_chart')]}")
 
 
+def read(markdown: str) -> str:
+    """What a reader sees of a note the app escaped (lab.dashboard.escape_markdown)."""
+    return re.sub(r"\\(.)", r"\1", markdown.replace(JOINER, ""))
+
+
+def warnings(at: AppTest) -> list[str]:
+    return [read(w.value) for w in at.warning]
+
+
 def metric(at: AppTest, label: str) -> str:
     return next(m.value for m in at.metric if m.label == label)
 
@@ -73,7 +91,7 @@ def test_the_app_loads_on_the_defaults_and_writes_them_to_the_url():
 
 
 def test_start_trains_in_the_background_then_pause_step_and_reset():
-    at = app(**TINY, steps="400")
+    at = app(**TINY, steps=LONG)
     tick = session(at).steps_per_tick
     click(at, "start")
     assert session(at).status == "running"
@@ -81,7 +99,7 @@ def test_start_trains_in_the_background_then_pause_step_and_reset():
     wait_steps(at, 3 * tick)  # no script run needed: the session's thread trains
     at.run()
     shown = int(metric(at, "Step"))
-    assert shown >= 3 * tick and f"Step {shown} / 400 · training" in at.get("progress")[0].proto.text
+    assert shown >= 3 * tick and f"Step {shown} / {LONG} · training" in at.get("progress")[0].proto.text
     click(at, "pause")
     session(at).worker.thread.join(timeout=60)
     paused_at = session(at).step_count
@@ -98,7 +116,7 @@ def test_drawing_a_tick_never_trains_the_training_thread_does(monkeypatch):
     # Training inside the page's script run made each rerun last a tick, and Streamlit dims a
     # rerunning fragment's charts: every training step must come from the session's thread.
     threads = record_step_threads(monkeypatch)
-    at = app(**TINY, steps="400")
+    at = app(**TINY, steps=LONG)
     click(at, "start")
     for _ in range(3):
         at.run()
@@ -116,7 +134,7 @@ def test_streamlit_does_not_collect_all_garbage_after_every_tick():
 
 
 def test_the_curves_show_what_the_run_has_reached():
-    at = app(**TINY, steps="400")
+    at = app(**TINY, steps=LONG)
     click(at, "start")
     s = wait_steps(at, 8)
     click(at, "pause")
@@ -150,9 +168,13 @@ def test_compare_mode_trains_two_losses_side_by_side():
     assert [r.step_count for r in runs] == [session(at).steps_per_tick] * 2
     names = {t["name"] for t in chart(at, "curves")["data"]}
     assert names == {"A · roadmap", "B · smooth_ap"}
-    bars = chart(at, "compare")["data"]
-    assert [b["name"] for b in bars] == ["A · roadmap", "B · smooth_ap"]
-    assert bars[0]["y"][0] == pytest.approx(runs[0].last_eval()["R@1"])
+    compare = chart(at, "compare")
+    points = {(t["name"], t["xaxis"]): t["y"][0] for t in compare["data"]}
+    assert points[("A · roadmap", "x")] == pytest.approx(runs[0].last_eval()["R@1"])
+    assert points[("B · smooth_ap", "x")] == pytest.approx(runs[1].last_eval()["R@1"])
+    assert compare["layout"]["meta"]["differences"]["R@1"] == pytest.approx(
+        runs[1].last_eval()["R@1"] - runs[0].last_eval()["R@1"])
+    assert any(c.value.startswith("One seed at this scale") for c in at.caption)  # the study's seed spread
     assert at.query_params["compare"] == "1" and at.query_params["loss_b"] == "smooth_ap"
 
 
@@ -217,7 +239,7 @@ def test_a_link_opens_on_its_settings_and_a_bad_link_is_explained():
     assert configs[0].loss_kwargs["tau"] == pytest.approx(0.05) and configs[1].loss_kwargs["num_bins"] == 4
     assert configs[0].batch_size == 8 and configs[0].dataset_kwargs == {"num_classes": 6}
     bad = app(batch="lots", foo="1")
-    assert {w.value for w in bad.warning} >= {"Link: batch='lots' is not an integer: using the default 16",
+    assert set(warnings(bad)) >= {"Link: batch='lots' is not an integer: using the default 16",
                                               "Link: ignored the unknown link parameter 'foo'"}
     assert session(bad).runs[0].config.batch_size == 16  # the default
 
@@ -238,8 +260,8 @@ def test_a_link_opens_on_its_settings_and_a_bad_link_is_explained():
 ])
 def test_a_link_never_replaces_a_value_without_a_visible_note(params, config, value, note):
     at = app(**params)
-    warnings = [w.value for w in at.warning]
-    assert any(note in w and w.startswith("Link: ") for w in warnings), warnings
+    shown = warnings(at)
+    assert any(note in w and w.startswith("Link: ") for w in shown), shown
     runs = session(at).runs
     if config == "loss_b":
         got = runs[1].config.loss
@@ -254,7 +276,7 @@ def test_a_link_never_replaces_a_value_without_a_visible_note(params, config, va
 def test_link_notes_stay_until_dismissed():
     at = app(**TINY, loss="nope")
     click(at, "step")  # the first click does not hide them
-    assert any("loss='nope'" in w.value for w in at.warning)
+    assert any("loss='nope'" in w for w in warnings(at))
     click(at, "dismiss_notes")
     assert not at.warning
 
@@ -279,6 +301,14 @@ def test_a_rebuilt_widget_falls_back_to_the_current_setting_not_the_minimum():
     assert loss.proto.options[loss.proto.default] == loss.value == "roadmap"
 
 
+def test_the_sidebar_rho_slider_is_logarithmic_and_reaches_10():
+    at = app(**TINY, loss="sup_ap")
+    rho = at.select_slider(key="w_hp_a_sup_ap_rho")  # a select slider over a geometric grid
+    assert rho.value == 100.0 and {"1", "10", "100", "1e+03", "1e+04"} <= set(rho.proto.options)
+    rho.set_value(10.0).run()
+    assert session(at).runs[0].config.loss_kwargs["rho"] == 10.0 and at.query_params["a.rho"] == "10"
+
+
 def test_changing_a_hyperparameter_starts_a_new_run_with_it():
     at = app(**TINY)
     click(at, "step")
@@ -289,7 +319,7 @@ def test_changing_a_hyperparameter_starts_a_new_run_with_it():
 
 
 def test_a_new_loss_b_restarts_run_b_only():
-    at = app(**TINY, steps="400", compare="1", loss_b="smooth_ap")
+    at = app(**TINY, steps=LONG, compare="1", loss_b="smooth_ap")
     click(at, "step")
     click(at, "step")
     a = session(at).runs[0]
@@ -308,7 +338,7 @@ def test_a_new_loss_b_restarts_run_b_only():
 
 
 def test_a_reload_finds_the_run_of_its_page():
-    at = app(**TINY, steps="400")
+    at = app(**TINY, steps=LONG)
     click(at, "step")
     s = session(at)
     reloaded = app(**dict(at.query_params))  # Streamlit starts a new session, empty session_state
@@ -325,7 +355,7 @@ def test_a_reload_finds_the_run_of_its_page():
 
 def test_a_link_whose_run_is_gone_starts_fresh_and_says_so():
     at = app(**TINY, sid="not-on-this-server")
-    assert any("not on this server any more" in w.value for w in at.warning)
+    assert any("not on this server any more" in w for w in warnings(at))
     assert at.query_params["sid"] != "not-on-this-server" and session(at).step_count == 0
 
 
@@ -364,3 +394,48 @@ def test_the_toy_explorer_redraws_from_its_sliders():
     flow = chart(at, "toy_fig_gradient_flow")
     assert "Gradient flow" in flow["layout"]["title"]["text"] and not at.exception
     assert caption("gradient_flow") in [c.value for c in at.caption]
+
+
+# A page that trains, in a process of its own: Start, one more run, then wait until the thread has
+# trained a few steps. "exit": the script ends there (the interpreter exits while the thread is
+# inside torch); "wait": it sleeps until a signal comes. Batches of 64: the thread spends most of
+# its time inside torch, where an unjoined thread aborts the process (5 of 6 children did before
+# the fix; with batches of 8, 1 of 2).
+CHILD = """
+import sys, time
+from streamlit.testing.v1 import AppTest
+at = AppTest.from_file(sys.argv[1], default_timeout=120)
+at.query_params.update(classes="16", batch="64", m="4", steps="100000")
+at.run()
+at.button(key="start").click().run()
+at.run()
+session = at.session_state["session"]
+assert session.wait(lambda v: v.step_count >= 4, timeout=120), session.view
+print("training at step", session.step_count, flush=True)
+while sys.argv[2] == "wait":
+    time.sleep(0.05)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("how", ["exit", "SIGINT"])
+def test_a_training_page_ends_without_an_abort(how):
+    # Before: "terminate called without an active exception", exit status 134 (SIGABRT), as the
+    # interpreter finalised while the training thread was inside torch.
+    child = subprocess.Popen([sys.executable, "-c", CHILD, APP, "exit" if how == "exit" else "wait"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             env={**os.environ, "PYTHONPATH": str(Path(APP).parent)})
+    try:
+        line = child.stdout.readline()  # blocks until the page trains (or the child dies)
+        assert line.startswith("training at step"), (line, child.stderr.read() if child.poll() is not None else "")
+        if how == "SIGINT":
+            child.send_signal(signal.SIGINT)
+        out, err = child.communicate(timeout=180)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    assert "terminate called" not in err, err[-2000:]
+    # Exit: status 0. Ctrl-C: Python's own answer to an uncaught KeyboardInterrupt (killed by SIGINT).
+    expected = {0} if how == "exit" else {-signal.SIGINT, 128 + signal.SIGINT}
+    assert child.returncode in expected, (child.returncode, err[-2000:])

@@ -4,14 +4,21 @@ driven by Playwright (fast mode is inherited from conftest). Screenshots go to t
 Without /usr/bin/chromium these tests skip, unless RANKLAB_REQUIRE_BROWSER=1 (CI), where they fail.
 """
 import re
+import signal
+from urllib.parse import urlencode, urlparse
 
 import pytest
 
 import tests._browser
-from tests._browser import ARTIFACTS, ROOT, chromium_page, require_browser, streamlit_server, wait_idle, wait_visible
+from tests._browser import (ARTIFACTS, ROOT, chromium_page, require_browser, streamlit_process, streamlit_server,
+                            wait_idle, wait_visible)
 
 pytestmark = pytest.mark.slow
 STEP = re.compile(r"Step (\d+) / (\d+)")
+# A run that cannot finish during a test: every wait below ends in one state only. (With the fast
+# mode's 40 steps a run often finished before the Pause click was handled: "· finished", never
+# "· paused".)
+LONG = "?steps=100000"
 
 
 @pytest.fixture(scope="module")
@@ -43,17 +50,21 @@ def no_exception(page) -> None:
         '[data-testid="stException"]').first.inner_text()
 
 
+def wait_step_at_least(page, steps: int, timeout_ms: int = 120_000) -> None:
+    page.wait_for_function(
+        "n => { const m = document.body.innerText.match(/Step (\\d+) \\//); return m && +m[1] >= n; }",
+        arg=steps, timeout=timeout_ms)
+
+
 def test_the_page_renders_and_start_trains_until_paused(server, page):
-    page.goto(server)
+    page.goto(f"{server}/{LONG}")
     wait_idle(page)
     no_exception(page)
     sidebar_button(page, "Step").wait_for()
     sidebar_button(page, "Start").click()
     page.get_by_text("· training").wait_for(timeout=60_000)
     # The timer ticks on its own: two ticks past the first, without touching the page.
-    page.wait_for_function(
-        "() => { const m = document.body.innerText.match(/Step (\\d+) \\//); return m && +m[1] >= 6; }",
-        timeout=120_000)
+    wait_step_at_least(page, 6)
     sidebar_button(page, "Pause").click()
     page.get_by_text("· paused").wait_for(timeout=60_000)
     wait_idle(page)
@@ -72,14 +83,8 @@ def test_the_page_renders_and_start_trains_until_paused(server, page):
     page.get_by_text("Step 0 /").wait_for(timeout=60_000)
 
 
-def wait_step_at_least(page, steps: int, timeout_ms: int = 120_000) -> None:
-    page.wait_for_function(
-        "n => { const m = document.body.innerText.match(/Step (\\d+) \\//); return m && +m[1] >= n; }",
-        arg=steps, timeout=timeout_ms)
-
-
 def test_a_reload_finds_the_running_session_and_a_second_tab_gets_its_own(server, page):
-    page.goto(f"{server}/?steps=2000")
+    page.goto(f"{server}/{LONG}")
     wait_idle(page)
     sidebar_button(page, "Start").click()
     page.get_by_text("· training").wait_for(timeout=60_000)
@@ -105,6 +110,15 @@ def test_a_reload_finds_the_running_session_and_a_second_tab_gets_its_own(server
     page.get_by_text("· paused").wait_for(timeout=60_000)
 
 
+FARTHEST_FROM_STAR = """points => {
+  const centre = e => { const b = e.getBoundingClientRect(); return [b.x + b.width / 2, b.y + b.height / 2]; };
+  const traces = points[0].closest('.scatterlayer').querySelectorAll('.trace');
+  const star = centre(traces[traces.length - 1].querySelector('.points path'));  // the query, drawn last
+  const far = points.map(p => { const [x, y] = centre(p); return (x - star[0]) ** 2 + (y - star[1]) ** 2; });
+  return far.indexOf(Math.max(...far));
+}"""
+
+
 def test_clicking_a_point_of_the_embedding_map_picks_the_query(server, page):
     page.goto(server)
     wait_idle(page)
@@ -117,13 +131,97 @@ def test_clicking_a_point_of_the_embedding_map_picks_the_query(server, page):
     wait_idle(page)
     points = page.locator(".js-plotly-plot .scatterlayer .trace:first-child .points path")
     points.first.wait_for()
-    box = points.nth(points.count() - 1).bounding_box()
+    # The point of the first group farthest from the query's star: a point under the star (an
+    # untrained model packs points together) would select the query itself, row 0.
+    far = points.evaluate_all(FARTHEST_FROM_STAR)
+    box = points.nth(far).bounding_box()
     page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
     page.wait_for_function("() => [...document.querySelectorAll('[data-testid=\"stImageCaption\"], "
                            "[data-testid=\"caption\"], figcaption, div')].some(e => /^row [1-9]\\d*$/.test(e.innerText))",
                            timeout=60_000)
     no_exception(page)
     page.screenshot(path=str(ARTIFACTS / "dashboard-embeddings.png"), full_page=True)
+
+
+HOSTILE = {"loss": "[Click here to log in](https://evil.example/login)", "model": "![x](https://evil.example/a.png)",
+           "dataset": "https://evil.example :red[red] :material/home: :smile:",
+           "seed": "$x^2$ **bold** `code` <b>html</b> www.evil.example a@evil.example",
+           "batch": "# _heading_\n- item", "m": "A" * 5000}
+
+
+def test_link_values_are_shown_as_plain_text_cut_to_a_sane_length(server, page):
+    # A link's value inside the app's own note must not become a live link, fetch a remote image,
+    # style text or fill the page (before: all four).
+    requests = []
+    page.on("request", lambda r: requests.append(r.url))
+    page.goto(f"{server}/?{urlencode(HOSTILE)}")
+    wait_idle(page)
+    notes = page.locator('[data-testid="stAlert"]').filter(has_text="Link:")
+    wait_visible(page, notes.first, "the link notes")
+    assert notes.count() == len(HOSTILE)
+    html = "".join(n.locator('[data-testid="stMarkdownContainer"]').inner_html() for n in notes.all())
+    text = "\n".join(n.inner_text() for n in notes.all()).replace("\u2060", "")  # the invisible word joiners
+    for tag in ("<a", "<img", "<strong", "<em", "<code", "<b>", "<h", "<li", "katex", "color:", 'role="img"', "😄"):
+        assert tag not in html, (tag, html)
+    for value in list(HOSTILE.values())[:4]:
+        assert value in text, (value, text)  # literally, as the link holds it
+    assert "'# _heading_\\n- item'" in text  # quoted with its newline escaped: no heading, no list
+    assert "… (5,000 characters)" in text and len(text) < 1500
+    assert not [u for u in requests if urlparse(u).hostname == "evil.example"]  # no remote image fetched
+    no_exception(page)
+
+
+# Every time an element of the live panel turns stale (a rerun began and has not re-sent it yet),
+# its computed style then: Streamlit fades stale elements to 33 % after 0.5 s ("opacity 1s ease-in
+# 0.5s"), which made the charts blink while training.
+WATCH_STALE = """([seconds, wanted]) => new Promise(done => {
+  const seen = [];
+  const panel = document.querySelector('.st-key-live');
+  const obs = new MutationObserver(records => {
+    for (const r of records) {
+      if (r.target.getAttribute('data-stale') !== 'true') continue;
+      const style = getComputedStyle(r.target);
+      seen.push({opacity: style.opacity, transition: style.transitionDuration + ' ' + style.transitionDelay,
+                 chart: !!r.target.querySelector('.js-plotly-plot')});
+    }
+    if (seen.filter(s => s.chart).length >= wanted) { obs.disconnect(); done(seen); }
+  });
+  obs.observe(panel, {subtree: true, attributes: true, attributeFilter: ['data-stale']});
+  setTimeout(() => { obs.disconnect(); done(seen); }, seconds * 1000);
+})"""
+
+
+def test_the_live_charts_never_fade_while_the_panel_ticks(server, page):
+    page.goto(f"{server}/{LONG}")
+    wait_idle(page)
+    sidebar_button(page, "Start").click()
+    page.get_by_text("· training").wait_for(timeout=60_000)
+    page.locator(".st-key-live .js-plotly-plot").first.wait_for(timeout=60_000)
+    seen = page.evaluate(WATCH_STALE, [60, 3])
+    charts = [s for s in seen if s["chart"]]
+    assert len(charts) >= 3, seen  # the timed reruns did mark the charts stale, three times at least
+    assert all(s["opacity"] == "1" and s["transition"] == "0s 0s" for s in seen), seen
+    sidebar_button(page, "Pause").click()
+    page.get_by_text("· paused").wait_for(timeout=60_000)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_training_server_stops_on_a_signal_without_an_abort(sig):
+    # Ctrl-C on `make app`, or SIGTERM from a process manager, while a page trains: Streamlit stops
+    # its server and the interpreter exits; the training thread must be stopped and joined first
+    # (before: "terminate called without an active exception", exit status 134).
+    require_browser()
+    with streamlit_process() as (url, proc, log), chromium_page() as page:
+        page.goto(f"{url}/{LONG}")
+        wait_idle(page)
+        sidebar_button(page, "Start").click()
+        page.get_by_text("· training").wait_for(timeout=60_000)
+        wait_step_at_least(page, 6)
+        proc.send_signal(sig)
+        returncode = proc.wait(timeout=180)
+    text = log.read_text()
+    assert "terminate called" not in text, text[-3000:]
+    assert returncode == 0, (returncode, text[-3000:])  # Streamlit's own clean stop
 
 
 def test_a_missing_browser_skips_locally_and_fails_in_ci(monkeypatch):

@@ -2,6 +2,7 @@
 loss classes, settings validation, URL round trips, the training session and held-out views."""
 import dataclasses
 import inspect
+import re
 import threading
 from types import SimpleNamespace
 
@@ -14,7 +15,7 @@ from lab.dashboard import worker
 from lab.dashboard.registry import Registry
 from lab.dashboard.heldout import (HeldOut, describe_item, neighbours, pair_similarities, per_query_ap, project,
                                    selected_row)
-from lab.dashboard.settings import GLYPH_INSTANCES
+from lab.dashboard.settings import GLYPH_INSTANCES, JOINER, MARKDOWN_SPECIAL, SHOWN_CHARS, escape_markdown
 from lab.losses import LOSSES
 from lab.metrics import average_precision
 from lab.train import NonFiniteLossError, Trainer
@@ -39,6 +40,17 @@ def test_slider_kinds_follow_the_ranges():
     assert loss_sliders("fast_ap")["num_bins"].integer
     lam = loss_sliders("roadmap")["lam"]
     assert not lam.log and lam.step == pytest.approx(0.01)
+
+
+def test_the_rho_slider_is_the_toy_explorers_log_slider_with_the_papers_100_mid_track():
+    from lab.viz.surrogates import SURROGATE_SLIDERS
+
+    rho = loss_sliders("sup_ap")["rho"]
+    toy = SURROGATE_SLIDERS["rho"]
+    assert rho.log and (rho.min, rho.max, rho.value) == (toy.min, toy.max, toy.value) == (1.0, 1e4, 100.0)
+    options = slider_options(rho)
+    assert {1.0, 10.0, 100.0, 1000.0, 10_000.0} <= set(options)  # 10 could not be set on the linear track
+    assert options.index(100.0) == len(options) // 2  # the paper's value at the middle, not at 1 %
 
 
 def test_log_slider_options_hold_the_ends_the_default_and_an_extra_value():
@@ -170,6 +182,26 @@ def test_every_hyperparameter_of_a_link_is_finite_in_range_or_the_default_with_a
     assert validate(s) == []
 
 
+def test_link_values_in_notes_are_cut_to_a_sane_length():
+    long = "x" * 5000
+    _, notes = from_query({"loss": long, long: "1", "m": "9" * 5000, "a.tau": "1" * 5000, "a." + long: "1"})
+    assert len(notes) == 5 and all(len(n) < 250 for n in notes), notes
+    assert all("… (5,000 characters)" in n for n in notes), notes
+    assert notes[0].startswith("loss='" + "x" * SHOWN_CHARS + "'… (5,000 characters): unknown loss")
+
+
+@pytest.mark.parametrize("text", ["[Click here to log in](https://evil.example)", "![x](https://e.example/a.png)",
+                                  ":red[red] :material/home: :smile: $x^2$ **b** _i_ `c` <b>h</b> # h\n- li",
+                                  "www.evil.example a@evil.example \\[ ok"])
+def test_escape_markdown_leaves_no_markdown_and_no_autolink_start(text):
+    out = escape_markdown(text)
+    unescaped = re.sub(r"\\(.)", r"\1", out.replace(JOINER, ""))
+    assert unescaped == text.replace("\n", " ")  # the same characters, read literally
+    plain = re.sub(r"\\.", "", out)  # what is left once every escaped character is taken out
+    assert not set(plain) & MARKDOWN_SPECIAL and "\n" not in plain
+    assert "://" not in out.replace(JOINER, "X") and "www." not in out and "@e" not in out and ":m" not in out
+
+
 def test_the_sid_of_a_link_is_no_setting_and_no_note():
     s, notes = from_query({"sid": "abc", "loss": "fast_ap"})
     assert notes == [] and s == Settings().replace(loss="fast_ap")
@@ -256,24 +288,60 @@ def test_a_training_error_stops_training_and_becomes_a_message(monkeypatch):
     assert session.error is None and session.step_count == 2
 
 
-def test_a_click_waits_for_the_tick_in_progress(monkeypatch):
-    # Streamlit may run a button's callback in a new script thread while the old one is still
-    # inside a tick: Pause must not slip between the steps of that tick.
-    session = session_for(tiny())
+def test_pause_waits_for_the_step_in_flight_and_no_other(monkeypatch):
+    # Streamlit runs a button's callback in the script thread while the worker is inside a tick:
+    # Pause must not slip into the middle of a step, and no step may start after it.
+    session = session_for(tiny(steps=400))
     session.start()
     inside, release = hold_steps(monkeypatch)
     ticker = threading.Thread(target=session.tick)
     ticker.start()
     assert inside.wait(timeout=60)
     seen = []
-    clicker = threading.Thread(target=lambda: (session.pause(), seen.append(session.step_count)))
+    clicker = threading.Thread(target=lambda: (session.pause(), seen.append(session.view)))
     clicker.start()
     clicker.join(timeout=0.5)
-    assert clicker.is_alive() and seen == []  # blocked behind the tick
+    assert clicker.is_alive() and seen == []  # blocked behind the step in flight
     release.set()
     ticker.join()
     clicker.join()
-    assert seen == [session.steps_per_tick] and session.status == "paused"
+    # The tick had steps_per_tick = 2 steps to do: the first ends, the second never starts.
+    assert seen[0].step_count == 1 and seen[0].status == "paused" and not seen[0].running
+    assert session.step_count == 1 and session.view.step_count == 1
+
+
+def hold_evaluations(monkeypatch) -> tuple[threading.Event, threading.Event]:
+    """(inside, release): every ``Trainer.evaluate`` call sets ``inside``, then waits for ``release``."""
+    inside, release = threading.Event(), threading.Event()
+    evaluate = Trainer.evaluate
+
+    def held(self, *args, **kwargs):
+        inside.set()
+        release.wait(timeout=120)
+        return evaluate(self, *args, **kwargs)
+
+    monkeypatch.setattr(Trainer, "evaluate", held)
+    return inside, release
+
+
+def test_pause_does_not_wait_for_an_evaluation_and_the_evaluation_keeps_its_step(monkeypatch):
+    session = session_for(tiny(steps=400, steps_per_tick=2, eval_every=4))
+    session.step()  # steps 1-2, built and evaluated at step 0 before the evaluations are held
+    session.start()
+    inside, release = hold_evaluations(monkeypatch)
+    ticker = threading.Thread(target=session.tick)  # steps 3 and 4; step 4 is evaluated
+    ticker.start()
+    assert inside.wait(timeout=60)
+    clicker = threading.Thread(target=session.pause)
+    clicker.start()
+    clicker.join(timeout=60)
+    paused = session.view
+    done = not clicker.is_alive()
+    release.set()  # only now can the evaluation end: Pause returned while it was held
+    ticker.join()
+    assert done and paused.status == "paused" and paused.step_count == 4
+    assert evals(session.runs[0]) == [0, 4] and session.step_count == 4  # no step after the Pause
+    assert session.view.runs[0].last_eval["step"] == 4
 
 
 def test_a_build_error_becomes_a_message():
@@ -331,16 +399,18 @@ def test_an_error_of_run_b_goes_with_run_b(monkeypatch):
     monkeypatch.setattr(Trainer, "step", b_diverges)
     session.step()
     assert session.status == "error" and session.error.startswith("B · smooth_ap: training stopped")
+    # The runs step in turn: A made step 3, B failed on it, and nothing trained after.
+    assert [r.step_count for r in session.runs] == [3, 2]
     changed = s.replace(loss_b="fast_ap")
     session.reconfigure(to_configs(changed), run_labels(changed))
-    assert session.error is None and session.runs[0].step_count == 4
+    assert session.error is None and session.runs[0].step_count == 3
     session.step()
-    assert session.error is None and [r.step_count for r in session.runs] == [4, 2]
+    assert session.error is None and [r.step_count for r in session.runs] == [3, 2]
 
 
 def test_the_worker_trains_in_the_background_until_paused(monkeypatch):
     threads = record_step_threads(monkeypatch)
-    session = session_for(tiny(steps=400), background=True)
+    session = session_for(tiny(steps=100_000), background=True)
     session.start()  # builds here, then returns: the steps are the worker's
     assert session.wait(lambda v: v.step_count >= 6, timeout=120), session.view
     assert set(threads) == {"ranklab-training"}
@@ -383,7 +453,7 @@ def test_the_page_reads_the_view_without_waiting_for_the_tick_in_progress(monkey
 
 def test_training_waits_while_nobody_watches_and_goes_on_when_a_page_does(monkeypatch):
     monkeypatch.setattr(worker, "WATCH_SECONDS", 0.0)
-    session = session_for(tiny(steps=400), background=True)
+    session = session_for(tiny(steps=100_000), background=True)
     session.start()
     assert session.wait(lambda v: v.notice is not None and "waits at step 0" in v.notice, timeout=60), session.view
     session.worker.thread.join(timeout=60)
@@ -430,6 +500,28 @@ def test_the_registry_keeps_few_closed_sessions_and_pauses_the_ones_it_drops():
     s.running = True
     idle.put("x", s, "page")
     assert idle.entries == {} and not s.running
+
+
+def test_a_dropped_session_stops_at_a_step_and_its_thread_is_joined():
+    registry = Registry(max_closed=0)  # nobody connected and none kept: dropped as soon as it is put
+    session = session_for(tiny(steps=100_000), background=True)
+    session.start()
+    assert session.wait(lambda v: v.step_count >= 2, timeout=120), session.view
+    registry.put("sid", session, "page")
+    assert registry.entries == {} and not session.running and not session.worker.thread.is_alive()
+    assert session.view.step_count == session.step_count and session.view.status == "paused"
+
+
+def test_stop_all_pauses_every_session_and_joins_its_thread():
+    sessions = [session_for(tiny(steps=100_000), background=True) for _ in range(2)]
+    for session in sessions:
+        session.start()
+    for session in sessions:
+        assert session.wait(lambda v: v.step_count >= 2, timeout=120), session.view
+    worker.stop_all()
+    for session in sessions:
+        assert not session.running and not session.worker.thread.is_alive()
+        assert session.view.step_count == session.step_count
 
 
 # ------------------------------------------------------------------------------ held-out views

@@ -27,6 +27,17 @@ def test_batch_size_figure_draws_the_rows():
     assert not bars.error_y.visible  # one run per setting: no spread to draw
 
 
+def test_batch_size_figure_draws_the_held_out_gap_solid_and_the_probe_dotted():
+    data = [{**r, "gap_heldout": h} for r, h in zip(rows(), (0.24, 0.23, 0.15, 0.14))]
+    fig = comparisons.plot_batch_size_study(data)
+    gaps = {(t.name, t.line.dash): list(t.y) for t in fig.data if t.xaxis == "x3" and t.y[0] is not None}
+    assert gaps == {("sup_ap", "solid"): [0.24, 0.15], ("roadmap", "solid"): [0.23, 0.14],
+                    ("sup_ap", "dot"): [0.30, 0.10], ("roadmap", "dot"): [0.20, 0.09]}
+    legend = [t.name for t in fig.data if t.showlegend is not False and t.name.startswith("gap, ")]
+    assert legend == ["gap, held-out: a fixed N test images in N/B batches",
+                      "gap, train probe: a fixed number of training batches of B (8 in full mode)"]
+
+
 def test_relative_gains_pair_the_seeds():
     """With per-seed values, the gain is computed seed by seed (ROADMAP seed s against SupAP seed s)."""
     def row(loss, values):
@@ -69,6 +80,33 @@ def test_one_tiny_run_is_evaluated_and_cached():
     assert 0 <= first["R@1"] <= first["R@8"] <= 1 and 0 <= first["mAP@R"] <= 1
     assert runs.trained_model("sup_ap", **kw) is runs.trained_model("sup_ap", **kw)  # one run, reused
     assert runs.train_and_evaluate("sup_ap", **kw) == first
+
+
+def test_a_run_reports_the_held_out_gap_on_one_epoch_of_its_batches():
+    import dataclasses
+
+    from lab.metrics import decomposability_gap
+    from lab.train.loading import probe_batches
+
+    kw = dict(fast=True, steps=1, batch_size=16)
+    row = runs.train_and_evaluate("sup_ap", **kw)
+    trainer = runs.trained_model("sup_ap", **kw)
+    emb, labels = trainer.embed("test", trainer.config.eval_max_items)
+    index, batch_ids = probe_batches(labels, dataclasses.replace(trainer.config, probe_batches=10**6))
+    assert len(set(index.tolist())) == len(index) and set(torch.bincount(batch_ids).tolist()) == {16}
+    assert len(index) > 2 * 16  # N / B batches of the fixed held-out set, more than the probe's 2
+    assert row["gap_heldout"] == pytest.approx(decomposability_gap(emb[index], labels[index], batch_ids))
+
+
+def test_one_models_gap_cut_at_its_own_batch_size_is_the_probes_and_the_held_out_one():
+    kw = dict(fast=True, steps=1, batch_size=16)
+    trainer = runs.trained_model("sup_ap", **kw)
+    own, other = runs.gap_by_batch_size(trainer, [16, 32])
+    assert own["probe"] == pytest.approx(trainer.decomposability_gap())  # the trainer's own probe
+    assert own["heldout"] == pytest.approx(runs.train_and_evaluate("sup_ap", **kw)["gap_heldout"])
+    k = trainer.config.probe_batches
+    assert (own["probe_images"], other["probe_images"]) == (16 * k, 32 * k)  # a fixed number of batches
+    assert own["heldout_images"] - other["heldout_images"] < 32  # a fixed set, cut into 16 or 32 per batch
 
 
 def ablation_rows():
@@ -148,6 +186,8 @@ def test_zoomed_range_holds_the_data_and_a_minimum_span():
     lo, hi = comparisons.zoomed_range([0.60, 0.62], [0.64, 0.70])
     assert lo == pytest.approx(0.60 - 0.025) and hi == pytest.approx(0.70 + 0.025)
     assert comparisons.zoomed_range([0.001], [0.999]) == [0.0, 1.0]  # clipped to the metric's range
+    lo, hi = comparisons.zoomed_range([-0.01], [0.02])  # a decomposability gap may be negative: not cut at 0
+    assert lo == pytest.approx(-0.01 - 0.0075) and hi == pytest.approx(0.02 + 0.0075)
 
 
 def test_metrics_table_prints_the_spread_over_seeds():

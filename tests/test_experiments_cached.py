@@ -104,3 +104,21 @@ def test_source_note_says_where_numbers_come_from():
     assert "loss_comparison(retrain=True)" in note
     trained = [{"loss": "roadmap", "steps": 3, "seed": 0, "source": "trained"}]
     assert runs.source_note(trained, "methods", "x").startswith("Trained in this kernel: 3 steps per run, seed 0")
+
+
+def test_seed_spread_is_the_pooled_std_of_one_run_and_of_same_seed_differences():
+    spread = cached.seed_spread("methods", ["mAP@R"])
+    by_method = {}
+    for r in raw("methods"):
+        by_method.setdefault(r["method"], {})[r["seed"]] = r["mAP@R"]
+    single = [plain_mean_std(list(v.values()))[1] ** 2 for v in by_method.values()]
+    paired = []
+    methods = sorted(by_method)
+    for i, a in enumerate(methods):
+        for b in methods[i + 1:]:
+            seeds = sorted(by_method[a])
+            paired.append(plain_mean_std([by_method[a][s] - by_method[b][s] for s in seeds])[1] ** 2)
+    assert spread["single"]["mAP@R"] == pytest.approx(math.sqrt(sum(single) / len(single)))
+    assert spread["paired"]["mAP@R"] == pytest.approx(math.sqrt(sum(paired) / len(paired)))
+    assert spread["settings"] == len(by_method) and spread["seeds"] == 3 and spread["source"] == "results/methods.json"
+    assert 0 < spread["paired"]["mAP@R"] and 0 < spread["single"]["mAP@R"] < 0.05  # about a point, not ten

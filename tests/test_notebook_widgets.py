@@ -1,10 +1,12 @@
-"""The slider cells of every notebook, run in a real kernel (nbclient, fast mode from conftest).
+"""What every notebook shows, run in a real kernel (nbclient, fast mode from conftest).
 
-nbmake only checks that cells run; here each notebook's kernel stays alive after its last cell
-so the tests can ask it what a student would see: one slider block per ``explore(`` cell (not
-the block twice, not an empty output), a figure in the block's output area, and a figure that
-changes when a slider moves (set through the widget's Python API, as a frontend's message does).
-The browser side (JupyterLab draws that output) is tests/test_notebook_browser.py.
+nbmake only checks that cells run; here each notebook runs to its end and its kernel stays alive
+so the tests can ask it what a student would see: every cell that draws shows an image or a plot
+(not a figure's repr such as "<Figure size 850x760 with 42 Axes>"), no plot has a fixed width
+(cut off in a narrow JupyterLab window), one slider block per ``explore(`` cell (not the block
+twice, not an empty output), a figure in the block's output area, and a figure that changes when
+a slider moves (set through the widget's Python API, as a frontend's message does). The browser
+side (JupyterLab draws that output) is tests/test_notebook_browser.py.
 """
 from __future__ import annotations
 
@@ -24,6 +26,9 @@ NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 PLOTLY = "application/vnd.plotly.v1+json"
 EXPLORE_CALL = re.compile(r"(?<![\w.])explore\(")
+DRAWING_CALL = re.compile(r"(?<![\w.])(plot_\w+|explore)\(")  # the lab's figure builders and slider blocks
+FIGURE_MIMES = {"image/png", PLOTLY, WIDGET_VIEW}
+FIGURE_REPR = re.compile(r"<(matplotlib\.figure\.)?\w*Figure\b|Figure\(")  # a figure shown as text
 
 pytestmark = pytest.mark.slow
 
@@ -44,13 +49,15 @@ def _figure(ex):
 def _other_end(value, s):
     return s.max if abs(value - s.min) <= 1e-9 * max(1.0, abs(s.min)) else s.min
 
+_KINDS = ("plotly.graph_objs._figure.Figure", "matplotlib.figure.Figure")  # or a subclass of one
 _report = {}
 for _mid in %(model_ids)r:
     _ex = _live().get(_mid)
     if _ex is None:
         _report[_mid] = None
         continue
-    _entry = {"figure_type": type(_ex.figure).__module__ + "." + type(_ex.figure).__name__,
+    _kinds = [c.__module__ + "." + c.__name__ for c in type(_ex.figure).__mro__]
+    _entry = {"figure_type": next((k for k in _kinds if k in _KINDS), _kinds[0]),
               "shown": _shown(_ex), "moves": {}}
     for _name, _slider in _ex.sliders.items():
         _before, _old = _figure(_ex), _slider.value
@@ -94,12 +101,9 @@ def in_kernel(run: Run, code: str) -> dict:
 
 @pytest.fixture(scope="module", params=NOTEBOOKS, ids=[p.stem[:2] for p in NOTEBOOKS])
 def run(request):
-    """The notebook executed cell by cell in its folder up to its last slider cell (the trainings
-    after it cannot change a slider cell; nbmake runs them), its kernel kept alive."""
+    """The notebook executed cell by cell in its folder, to its end, its kernel kept alive."""
     path = request.param
     nb = nbformat.read(path, as_version=4)
-    last = max(i for i, c in enumerate(nb.cells) if c.cell_type == "code" and explore_calls(c.source))
-    nb.cells = nb.cells[:last + 1]
     client = NotebookClient(nb, kernel_name="python3", timeout=600, resources={"metadata": {"path": str(path.parent)}})
     client.reset_execution_trackers()
     with client.setup_kernel():
@@ -112,6 +116,45 @@ def run(request):
 def probe(run):
     model_ids = [m for cell in slider_cells(run.nb) for m in widget_views(cell)]
     return in_kernel(run, PROBE % {"plotly": PLOTLY, "model_ids": model_ids})
+
+
+def drawing_cells(nb) -> list:
+    """The code cells that call a figure builder of the lab or ``explore``: by their code, not by
+    what they show (the defect showed text)."""
+    return [c for c in nb.cells if c.cell_type == "code" and DRAWING_CALL.search(c.source)]
+
+
+def test_every_drawing_cell_shows_an_image_or_a_plot(run):
+    cells = drawing_cells(run.nb)
+    assert cells, f"{run.path.name}: no drawing cell found: update DRAWING_CALL"
+    for cell in cells:
+        mimes = {m for o in cell.outputs for m in o.get("data", {})}
+        assert mimes & FIGURE_MIMES, f"{run.path.name}: {cell.source[-200:]!r} shows only {sorted(mimes)}"
+
+
+def test_no_cell_shows_a_figure_as_text(run):
+    for cell in (c for c in run.nb.cells if c.cell_type == "code"):
+        for o in cell.outputs:
+            data = o.get("data", {})
+            text = data.get("text/plain", "")
+            if FIGURE_REPR.search(text):
+                assert data.keys() & FIGURE_MIMES, f"{run.path.name}: {cell.source[-200:]!r} shows {text!r}"
+
+
+def shown_plots(run) -> list[dict]:
+    """The plotly figures a student sees: cell outputs and the slider blocks' output areas."""
+    areas = [m for m in run.client.widget_state.values() if m.get("_model_name") == "OutputModel"]
+    outputs = [o for c in run.nb.cells if c.cell_type == "code" for o in c.outputs]
+    outputs += [o for area in areas for o in area.get("outputs", [])]
+    return [o["data"][PLOTLY] for o in outputs if PLOTLY in o.get("data", {})]
+
+
+def test_no_plot_has_a_fixed_width(run):
+    plots = shown_plots(run)
+    assert plots, f"{run.path.name}: no plotly figure shown"
+    for plot in plots:
+        layout = plot.get("layout", {})
+        assert layout.get("width") is None, f"{run.path.name}: {layout.get('title')} is {layout['width']} px wide"
 
 
 def test_every_slider_cell_shows_one_slider_block_and_nothing_else(run):

@@ -8,7 +8,7 @@ from PIL import Image
 
 from lab.viz.dashboard import (LEVEL_COLORS, ap_histogram, plot_ap_histograms, plot_embedding_map,
                                plot_retrieval_strip, plot_run_comparison, plot_score_histograms,
-                               plot_training_curves, png_data_uri, score_histogram, training_series)
+                               plot_training_curves, png_data_uri, score_histogram, spread_note, training_series)
 from lab.viz.retrieval import QUERY
 from lab.viz.style import NEGATIVE, POSITIVE, SERIES
 
@@ -105,6 +105,15 @@ def test_embedding_map_points_carry_their_row_and_the_selection_is_drawn():
     assert ring["marker"]["line"]["color"] == [LEVEL_COLORS["class"], LEVEL_COLORS["other"]]
 
 
+def test_embedding_map_gives_each_of_16_scripts_its_own_colour_and_marker():
+    groups = [g for g in range(16) for _ in range(3)]
+    points = [[float(i), float(i % 5)] for i in range(len(groups))]
+    fig = spec(plot_embedding_map(points, groups, {g: f"script {g}" for g in range(16)}, [""] * len(groups), "map"))
+    styles = [(t["marker"]["color"], t["marker"]["symbol"]) for t in fig["data"]]
+    assert len(styles) == 16 and len(set(styles)) == 16  # before: 14 colours for 16 scripts, two shared
+    assert not {c.lower() for c, _ in styles} & {c.lower() for c in LEVEL_COLORS.values()}  # no ring colour
+
+
 def test_retrieval_strip_frames_by_relevance_level_with_scores():
     img = Image.new("RGB", (8, 6), "white")
     fig = spec(plot_retrieval_strip(img, [img, img, img], [0.9, 0.8, 0.7], ["class", "coarse", "other"]))
@@ -125,7 +134,38 @@ def test_png_data_uri_round_trips():
     assert Image.open(io.BytesIO(base64.b64decode(uri.split(",", 1)[1]))).getpixel((0, 0)) == 200
 
 
-def test_run_comparison_bars_hold_each_runs_numbers():
+def test_run_comparison_holds_each_runs_numbers_one_panel_per_metric():
     fig = spec(plot_run_comparison({"A": {"R@1": 0.5, "mAP@R": 0.2}, "B": {"R@1": 0.6, "mAP@R": 0.3, "kind": 1}}))
-    assert [t["name"] for t in fig["data"]] == ["A", "B"]
-    assert fig["data"][0]["x"] == ["R@1", "mAP@R"] and fig["data"][1]["y"] == [0.6, 0.3]
+    assert [(t["name"], t["xaxis"], t["y"]) for t in fig["data"]] == [
+        ("A", "x", [0.5]), ("B", "x", [0.6]), ("A", "x2", [0.2]), ("B", "x2", [0.3])]
+    assert [t["showlegend"] for t in fig["data"]] == [True, True, False, False]  # one legend entry per run
+
+
+def test_run_comparison_zooms_to_the_values_and_shows_the_difference():
+    # The case: 0.673 against 0.646 looked identical on a fixed 0-1.1 axis.
+    runs = {"A · roadmap": {"R@1": 0.80, "mAP@R": 0.673, "decomposability_gap": 0.012},
+            "B · smooth_ap": {"R@1": 0.81, "mAP@R": 0.646, "decomposability_gap": -0.009}}
+    fig = spec(plot_run_comparison(runs))
+    meta = fig["layout"]["meta"]
+    for metric, (a, b) in {m: (runs["A · roadmap"][m], runs["B · smooth_ap"][m]) for m in meta["ranges"]}.items():
+        lo, hi = meta["ranges"][metric]
+        assert lo < min(a, b) and max(a, b) < hi, metric  # both values inside their panel
+        assert abs(b - a) >= (hi - lo) / 3, metric  # and their difference is a third of it or more
+        assert meta["differences"][metric] == pytest.approx(b - a)
+    assert meta["ranges"]["decomposability_gap"][0] < -0.009  # a negative gap is not cut at 0
+    titles = [a["text"] for a in fig["layout"]["annotations"]]
+    assert "mAP@R: B − A = -0.027" in titles and "R@1: B − A = +0.010" in titles
+
+
+def test_run_comparison_error_bars_are_the_seed_spread_it_is_given():
+    spread = {"single": {"mAP@R": 0.013}, "paired": {"mAP@R": 0.008}, "settings": 9, "seeds": 3, "steps": [300],
+              "batch_size": [128], "source": "results/methods.json"}
+    fig = spec(plot_run_comparison({"A": {"R@1": 0.8, "mAP@R": 0.67}, "B": {"R@1": 0.8, "mAP@R": 0.65}}, spread=spread))
+    bars = {(t["name"], t["xaxis"]): t["error_y"] for t in fig["data"]}
+    assert bars[("A", "x2")]["array"] == [0.013] and bars[("A", "x2")]["visible"]
+    assert not bars[("A", "x")]["visible"]  # no spread known for R@1: no bar
+    lo, hi = fig["layout"]["meta"]["ranges"]["mAP@R"]
+    assert lo < 0.65 - 0.013 and 0.67 + 0.013 < hi
+    note = spread_note(spread)
+    assert "mAP@R by 1.3 points" in note and "by 0.8 points" in note and "results/methods.json" in note
+    assert spread_note({}) == ""

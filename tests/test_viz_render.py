@@ -30,7 +30,7 @@ def test_png_size_and_weight(tmp_path):
     fig = plot_surrogates()
     path = save_png(fig, tmp_path / "f.png")
     with Image.open(path) as im:
-        assert im.size == (fig.layout.width, fig.layout.height)
+        assert im.size == (fig.layout.meta["static_width"], fig.layout.height)  # no fixed width: its static one
     assert path.stat().st_size < 300_000
 
 
@@ -90,3 +90,25 @@ def test_a_log_axis_with_tick_values_shows_only_those():
     ax = to_matplotlib(fig).axes[0]
     assert [t.get_text() for t in ax.get_xticklabels()] == ["2", "5", "10", "20", "40"]
     assert ax.xaxis.get_minorticklocs().size == 0  # no 3x10^1 labels overlapping the explicit ones
+
+
+def test_figures_have_no_fixed_width_but_keep_their_static_one_and_their_meta():
+    flow = plot_gradient_flow()
+    assert flow.layout.width is None and flow.layout.meta["static_width"] == 760
+    assert "arrow_scales" in flow.layout.meta  # the builder's own meta survives
+    assert to_matplotlib(flow).get_size_inches()[0] * 100 == pytest.approx(760)
+
+
+def test_a_shown_figure_is_a_png_where_a_bare_figure_is_only_text():
+    from IPython.core.formatters import DisplayFormatter
+    from matplotlib.figure import Figure
+
+    from lab.viz.style import ShownFigure
+
+    formatter = DisplayFormatter()  # no pyplot, no inline backend: what a kernel has before either
+    shown, bare = ShownFigure(figsize=(2, 1)), Figure(figsize=(2, 1))
+    for fig in (shown, bare):
+        fig.subplots().plot([0, 1], [0, 1])
+    data, _ = formatter.format(shown)
+    assert data["image/png"][:8] == b"\x89PNG\r\n\x1a\n"
+    assert "image/png" not in formatter.format(bare)[0]  # the defect: "<Figure size 200x100 with 1 Axes>"

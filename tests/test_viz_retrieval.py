@@ -7,8 +7,8 @@ import torch.nn.functional as F
 from matplotlib.figure import Figure
 
 from lab.viz.controls import slider_points
-from lab.viz.retrieval import (NEGATIVE, POSITIVE, QUERY, RETRIEVAL_SLIDERS, chance_neighbours, class_tsne,
-                               leading_classes, plot_embedding_2d, plot_retrieval, project_2d, retrieval_browser, retrieve,
+from lab.viz.retrieval import (NEGATIVE, POSITIVE, QUERY, RETRIEVAL_SLIDERS, chance_neighbours, class_mean_neighbours,
+                               class_means, class_tsne, coarse_neighbours, leading_classes, plot_embedding_2d, plot_retrieval, project_2d, retrieval_browser, retrieve,
                                same_group_neighbours, tsne_2d)
 from lab.viz.style import CATEGORIES, CATEGORY_MARKERS, NEUTRAL
 
@@ -147,6 +147,64 @@ def test_agreement_is_one_for_separate_clusters_and_chance_on_average():
     assert chance_neighbours(groups) == pytest.approx(9 / 29)
     shuffled = [same_group_neighbours(torch.randn(30, 2, generator=g), groups, 5, "euclidean") for _ in range(200)]
     assert sum(shuffled) / len(shuffled) == pytest.approx(9 / 29, abs=0.02)
+
+
+def brute_coarse(points, labels, k):
+    """Plain loops: each item's k nearest others (cosine), split into same class / other class."""
+    same, own, other, other_same, expected = 0, 0, 0, 0, 0.0
+    n = len(points)
+    for i in range(n):
+        others = sorted((j for j in range(n) if j != i), key=lambda j: -float(F.cosine_similarity(points[i], points[j], dim=0)))
+        rest = [j for j in range(n) if labels[j, 0] != labels[i, 0]]
+        p = sum(int(labels[j, 1] == labels[i, 1]) for j in rest) / len(rest)  # a random other-class item
+        for j in others[:k]:
+            same += int(labels[j, 1] == labels[i, 1])
+            if labels[j, 0] == labels[i, 0]:
+                own += 1
+            else:
+                other += 1
+                other_same += int(labels[j, 1] == labels[i, 1])
+                expected += p
+    return same / (n * k), own / (n * k), other_same / other, expected / other
+
+
+def test_coarse_neighbours_split_the_own_class_off_as_plain_loops_do():
+    g = torch.Generator().manual_seed(3)
+    labels = torch.stack([torch.arange(24) // 3, torch.arange(24) // 9], 1)  # 8 classes of 3, coarse groups 9/9/6
+    points = torch.randn(24, 4, generator=g, dtype=torch.float64) + 2.0 * labels[:, 1:].double()
+    got = coarse_neighbours(points, labels, k=4)
+    same, own, other_same, expected = brute_coarse(points, labels, 4)
+    assert got["same_coarse"] == pytest.approx(same) and got["same_class"] == pytest.approx(own)
+    assert got["other_class_same_coarse"] == pytest.approx(other_same)
+    assert got["other_class_chance"] == pytest.approx(expected)
+    assert got["chance"] == pytest.approx(chance_neighbours(labels[:, 1]))
+
+
+def test_clustered_classes_alone_inflate_the_raw_number_not_the_others():
+    # Classes in tight clusters placed at random: the raw same-coarse fraction is high (own class),
+    # the other-class one stays at its chance on average, and so do the class means.
+    g = torch.Generator().manual_seed(4)
+    labels = torch.stack([torch.arange(400) // 4, torch.arange(400) % 40 // 4 % 5], 1)  # 100 classes of 4, 5 groups
+    raw, other, chance, mean_agree, mean_chance = [], [], [], [], []
+    for _ in range(20):
+        centres = torch.randn(100, 16, generator=g, dtype=torch.float64)
+        points = centres[labels[:, 0]] + 0.01 * torch.randn(400, 16, generator=g, dtype=torch.float64)
+        r = coarse_neighbours(points, labels, k=5)
+        m = class_mean_neighbours(points, labels, k=5)
+        raw.append(r["same_coarse"]); other.append(r["other_class_same_coarse"]); chance.append(r["other_class_chance"])
+        mean_agree.append(m["same_coarse"]); mean_chance.append(m["chance"])
+    assert min(raw) >= 0.6 > 2 * sum(other) / 20  # 3 of 5 neighbours are the own class, all of its group
+    assert sum(other) / 20 == pytest.approx(sum(chance) / 20, abs=0.03)
+    assert sum(mean_agree) / 20 == pytest.approx(mean_chance[0], abs=0.03)
+
+
+def test_class_mean_neighbours_is_the_agreement_of_the_class_means():
+    points, labels, _ = data()
+    means, rows = class_means(points, labels)
+    got = class_mean_neighbours(points, labels, k=3)
+    assert got["num_classes"] == len(means) == 15
+    assert got["same_coarse"] == pytest.approx(brute_agreement(means, rows[:, 1], 3, "cosine"))
+    assert got["chance"] == pytest.approx(chance_neighbours(rows[:, 1]))
 
 
 def test_agreement_rejects_bad_arguments():

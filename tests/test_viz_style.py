@@ -75,3 +75,21 @@ def test_no_category_looks_like_relevance_other_groups_or_the_background():
         assert colour.lower() not in (POSITIVE.lower(), NEGATIVE.lower(), NEUTRAL.lower())
         for reserved in (POSITIVE, NEGATIVE, NEUTRAL, "#ffffff"):
             assert delta_e(colour, reserved) >= 25, (colour, reserved)
+
+
+def test_the_embedding_maps_group_colours_never_look_like_its_neighbour_rings():
+    # The dashboard's map: groups are filled markers, a query's neighbours get rings in the
+    # relevance colours (green, orange, red); a script once took exactly the rings' green and red.
+    from lab.viz.dashboard import LEVEL_COLORS, MAP_STYLES
+
+    assert len(MAP_STYLES) >= len({g.group for g in glyph_catalogue()})  # one style per script
+    colours = [c for c, _ in MAP_STYLES]
+    assert len(set(colours)) == len(colours)
+    assert min(delta_e(a, b) for a, b in itertools.combinations(colours, 2)) >= 18
+    for colour in colours:
+        for reserved in (*LEVEL_COLORS.values(), NEUTRAL, "#ffffff"):
+            assert delta_e(colour, reserved) >= 25, (colour, reserved)
+    for symbol in {m for _, m in MAP_STYLES}:
+        block = [c for c, m in MAP_STYLES if m == symbol]
+        for deficiency in MACHADO:
+            assert min(delta_e(a, b, deficiency) for a, b in itertools.combinations(block, 2)) >= 12, (block, deficiency)

@@ -78,7 +78,7 @@ def declare(*params: HParam) -> Declared:
 TAU = HParam("tau", float, 0.01, 1e-6, 100.0, "temperature of the sigmoid that replaces the step H, "
              "ROADMAP Eq. 3", slider=(1e-3, 1.0))
 RHO = HParam("rho", float, 100.0, 0.0, 1e6, "slope of H^- for a negative more than delta above the "
-             "positive, ROADMAP Eq. 4", slider=(0.0, 1e4))
+             "positive, ROADMAP Eq. 4", slider=(1.0, 1e4))  # four decades: a log slider, 100 mid-track
 DELTA = HParam("delta", float, 0.05, 0.0, 10.0, "score gap where H^- turns from the sigmoid to the "
                "line, ROADMAP Eq. 4", slider=(0.0, 0.5))
 LAM = HParam("lam", float, 0.5, 0.0, 1.0, "weight of the decomposability term, (1 - lam) L_rank + "

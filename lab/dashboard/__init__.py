@@ -8,9 +8,9 @@ a browser reload finds its run), ``heldout`` (held-out embeddings: neighbours, s
 per-query AP, projections). Figures: :mod:`lab.viz.dashboard`.
 """
 from .hparams import calibration_thresholds, loss_defaults, loss_sliders, slider_options
-from .settings import Settings, run_labels, to_configs, validate
+from .settings import Settings, escape_markdown, run_labels, to_configs, validate
 from .session import Run, TrainingSession
 from .urlstate import from_query, to_query
 
-__all__ = ["Settings", "validate", "to_configs", "run_labels", "loss_sliders", "loss_defaults", "slider_options",
-           "calibration_thresholds", "TrainingSession", "Run", "to_query", "from_query"]
+__all__ = ["Settings", "validate", "escape_markdown", "to_configs", "run_labels", "loss_sliders", "loss_defaults",
+           "slider_options", "calibration_thresholds", "TrainingSession", "Run", "to_query", "from_query"]

@@ -22,9 +22,10 @@ LEVELS = ("class", "coarse", "other")  # same fine class / same coarse class onl
 MAX_PAIRS = 200_000  # similarity samples kept per kind (positives, negatives) for the histograms
 
 
-@dataclass
+@dataclass(eq=False)
 class HeldOut:
-    """The held-out subset at one training step: ``items[i]`` is the test-split index of row i."""
+    """The held-out subset at one training step: ``items[i]`` is the test-split index of row i.
+    Equal only to itself: a snapshot stands for one model at one step (the page caches figures by it)."""
 
     step: int
     items: list[int]

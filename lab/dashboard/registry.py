@@ -15,7 +15,8 @@ The page's URL keeps a short random ``sid``; this process-wide registry maps it 
 
 Memory: sessions of connected pages live anyway (their ``st.session_state`` holds them); of the
 others, the registry keeps the ``max_closed`` most recently seen, none idle for longer than
-``idle_seconds``; a dropped session is paused first, so its thread ends.
+``idle_seconds``; a dropped session is closed (paused, its thread joined), outside the registry's
+lock so that no page load waits for it.
 """
 from __future__ import annotations
 
@@ -56,32 +57,35 @@ class Registry:
         """(sid, session, note) for page ``owner`` opening with ``sid`` from its URL: the session to
         reattach (None: start one and ``put`` it under the returned sid) and a sentence for the page."""
         with self.lock:
-            self._prune()
+            dropped = self._prune()
             entry = self.entries.get(sid) if sid else None
-            if entry is not None and (entry.owner == owner or not self._open(entry)):
+            found = entry is not None and (entry.owner == owner or not self._open(entry))
+            if found:
                 entry.owner, entry.seen = owner, time.monotonic()
-                entry.session.touch()
-                return sid, entry.session, None  # type: ignore[return-value]
-            if entry is not None:
-                note = ("the run of this link is open in another tab or browser: this page trains its own run "
-                        "(a link shares settings, not a run)")
-            elif sid:
-                note = ("the run of this link is not on this server any more (the server restarted, or the run "
-                        "was idle for long): this page starts fresh from step 0")
-            else:
-                note = None
-            return new_sid(), None, note
+        _close(dropped)
+        if found:
+            entry.session.touch()
+            return sid, entry.session, None  # type: ignore[return-value]
+        if entry is not None:
+            note = ("the run of this link is open in another tab or browser: this page trains its own run "
+                    "(a link shares settings, not a run)")
+        elif sid:
+            note = ("the run of this link is not on this server any more (the server restarted, or the run "
+                    "was idle for long): this page starts fresh from step 0")
+        else:
+            note = None
+        return new_sid(), None, note
 
     def put(self, sid: str, session: TrainingSession, owner: str) -> None:
         """Keep ``session`` as the run of page ``owner`` under ``sid``."""
         with self.lock:
             old = self.entries.get(sid)
-            if old is not None and old.session is not session:
-                old.session.pause()
+            dropped = [old.session] if old is not None and old.session is not session else []
             self.entries[sid] = Entry(session, owner)
             if session.worker is not None:
                 session.worker.page_open = lambda: self.owner_open(sid)
-            self._prune()
+            dropped += self._prune()
+        _close(dropped)
 
     def seen(self, sid: str) -> None:
         entry = self.entries.get(sid)
@@ -93,11 +97,11 @@ class Registry:
         return entry is not None and self._open(entry)
 
     def clear(self) -> None:
-        """Pause and drop every session (tests; a server shutting down)."""
+        """Close and drop every session (tests; a server shutting down)."""
         with self.lock:
-            for entry in self.entries.values():
-                entry.session.pause()
+            dropped = [entry.session for entry in self.entries.values()]
             self.entries.clear()
+        _close(dropped)
 
     def _open(self, entry: Entry) -> bool:
         try:
@@ -105,9 +109,17 @@ class Registry:
         except Exception:  # noqa: BLE001 - no runtime (scripts, tests): nobody is connected
             return False
 
-    def _prune(self) -> None:
+    def _prune(self) -> list[TrainingSession]:
+        """Drop the entries beyond the limits (call holding the lock); their sessions, to close."""
         now = time.monotonic()
         closed = sorted((e.seen, sid) for sid, e in self.entries.items() if not self._open(e))
+        dropped = []
         for rank, (seen, sid) in enumerate(reversed(closed)):  # most recently seen first
             if rank >= self.max_closed or now - seen > self.idle_seconds:
-                self.entries.pop(sid).session.pause()
+                dropped.append(self.entries.pop(sid).session)
+        return dropped
+
+
+def _close(sessions: list[TrainingSession]) -> None:
+    for session in sessions:
+        session.close()

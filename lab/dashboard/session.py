@@ -17,8 +17,12 @@ for a browser reload); everything here is plain Python, tested without Streamlit
 * Compare mode: both trainers share the datasets (steps never run concurrently), and each keeps
   its own random-number state, swapped in around its steps, so run B draws exactly the
   augmentations it would draw alone and two runs with the same loss have the same curves.
-* Every method that touches the trainers holds one lock, so a click (Pause, Step, a new
-  setting) waits for the tick in progress, at most a few steps, and never runs beside it.
+* Every method that touches the trainers holds one lock, so a click (Step, a new setting)
+  waits for the tick in progress, at most a few steps and their evaluations, and never runs
+  beside it. Pause touches no trainer: it waits only for the training step in flight (a second
+  lock around each step), so the step it shows is final and it takes effect within one step,
+  whatever evaluation or held-out snapshot the tick is computing (they finish on their own and
+  add their point at that step).
 """
 from __future__ import annotations
 
@@ -77,7 +81,11 @@ class Run:
         return self.trainer.history if self.trainer is not None else []
 
     def last_eval(self) -> dict[str, Any]:
-        return next((r for r in reversed(self.history) if r.get("kind") == "eval"), {})
+        return _last_eval(self.history)
+
+    def latest_snapshot(self) -> Optional[HeldOut]:
+        """The held-out snapshot of the current model, whatever its age (None before the first)."""
+        return self._snapshot if self.trainer is not None else None
 
     def fresh_snapshot(self, max_lag: int) -> Optional[HeldOut]:
         """The held-out snapshot if it is at most ``max_lag`` steps old, else None."""
@@ -111,7 +119,8 @@ class TrainingSession:
         self._error_run: Optional[str] = None  # the run the error came from (None: the whole session)
         self.notice: Optional[str] = None
         self.lock = threading.RLock()
-        self._changed = threading.Condition()
+        self._stepping = threading.Lock()  # held around each training step only: what Pause waits for
+        self._changed = threading.Condition()  # also orders publications: the last view is the latest state
         self._data: Optional[tuple[dict, tuple]] = None  # (data config, (train_set, test_set, eval_transform))
         self._heldout_asked = -float("inf")
         self.worker = Worker(self) if background else None
@@ -152,10 +161,15 @@ class TrainingSession:
         return self._view
 
     def _publish(self) -> None:
-        runs = tuple(RunView(r.label, r.step_count, list(r.history), r.last_eval()) for r in self.runs)
-        self._view = View(self.status, self.running, self.has_model, self.step_count, self.target_steps, self.error,
-                          self.notice, runs)
+        # Under the condition's lock: the worker (after a step) and Pause (from a click) publish
+        # concurrently, and a view built earlier must never replace a later one.
         with self._changed:
+            runs = []
+            for r in self.runs:
+                history = list(r.history)  # a copy first: the worker may append meanwhile
+                runs.append(RunView(r.label, r.step_count, history, _last_eval(history)))
+            self._view = View(self.status, self.running, self.has_model, self.step_count, self.target_steps,
+                              self.error, self.notice, tuple(runs))
             self._changed.notify_all()
 
     def wait(self, predicate: Callable[[View], bool], timeout: float) -> bool:
@@ -163,6 +177,13 @@ class TrainingSession:
         pass; its last value. For tests and scripts: the page never waits."""
         with self._changed:
             return self._changed.wait_for(lambda: predicate(self._view), timeout)
+
+    def close(self) -> None:
+        """Pause and wait for the background thread to end (a session dropped for good)."""
+        if self.worker is not None:
+            self.worker.stop()
+        else:
+            self.pause()
 
     def touch(self) -> None:
         """A page shows this session: keep (or start again) its background training."""
@@ -211,9 +232,13 @@ class TrainingSession:
         if self.worker is not None:
             self.worker.ensure()
 
-    @locked
     def pause(self) -> None:
+        """Stop training at the next step boundary. Waits for the step in flight only (not for the
+        session's lock: an evaluation in progress finishes on its own, at the same step), so the
+        published view's step count is final."""
         self.running = False
+        with self._stepping:
+            self._publish()
 
     @locked
     def step(self) -> None:
@@ -230,14 +255,16 @@ class TrainingSession:
 
     @locked
     def tick(self) -> bool:
-        """A few steps if running (what the background worker calls). True if training moved."""
-        if not self.running:
-            return False
-        before = [r.step_count for r in self.runs]
-        self.advance(self.steps_per_tick)
+        """Up to ``steps_per_tick`` steps while running (what the background worker calls), one
+        step of every run at a time: a Pause stops it at the next step. True if training moved."""
+        moved = False
+        for _ in range(self.steps_per_tick):
+            if not self.running or not self._one_step(while_running=True):
+                break
+            moved = True
         if self.status != "running":
             self.running = False
-        return [r.step_count for r in self.runs] != before
+        return moved
 
     def snapshots(self, max_lag: int = 0) -> list[tuple[Run, HeldOut]]:
         """Each run with its held-out snapshot (see :meth:`Run.held_out`); builds the runs if needed.
@@ -246,6 +273,10 @@ class TrainingSession:
         self._heldout_asked = time.monotonic()
         runs = list(self.runs)
         fresh = [r.fresh_snapshot(max_lag) for r in runs]
+        if self.running and not all(h is not None for h in fresh):
+            # Never wait for the worker's tick from the page (its script thread would hold up a
+            # Pause click): the latest snapshots, refreshed by the worker at its next evaluation.
+            fresh = [r.latest_snapshot() for r in runs]
         if all(h is not None for h in fresh):
             return list(zip(runs, fresh))  # type: ignore[arg-type]
         return self._locked_snapshots(max_lag)
@@ -287,34 +318,59 @@ class TrainingSession:
     def advance(self, steps: int) -> None:
         """Up to ``steps`` steps (never past the target), evaluating on schedule. A run ahead of the
         others (it was kept when they restarted) waits until they have caught up with it."""
-        goal = min(self.step_count + steps, self.target_steps)
-        if goal <= self.step_count or self.error or not self.build():
-            return
-        for run in self.runs:
-            if run.step_count >= goal:
-                continue
-            try:
-                self._train(run, goal - run.step_count)
-            except Exception as e:  # noqa: BLE001
-                self.running = False
-                self._fail(f"{run.label}: training stopped", e, run)
+        for _ in range(steps):
+            if not self._one_step(while_running=False):
                 return
 
+    def _one_step(self, while_running: bool) -> bool:
+        """One step of each run at the lowest step count (the others wait), then the evaluations
+        that fell due. ``while_running``: not if a Pause came first. False if nothing trained
+        (target reached, an error, paused). Call holding the session's lock."""
+        goal = min(self.step_count + 1, self.target_steps)
+        if goal <= self.step_count or self.error or not self.build():
+            return False
+        behind = [run for run in self.runs if run.step_count < goal]
+        with self._stepping:
+            if while_running and not self.running:
+                return False
+            for run in behind:
+                if not self._guarded(run, "training stopped", self._train, run, goal - run.step_count):
+                    return False
+        # Outside the step lock: a Pause does not wait for evaluations.
+        for run in behind:
+            if (run.step_count % self.eval_every == 0 or run.step_count >= self.target_steps) and \
+                    not self._guarded(run, "evaluation failed", self._evaluate, run):
+                return False
+        return True
+
+    def _guarded(self, run: Run, what: str, work: Callable[..., None], *args: Any) -> bool:
+        """``work(*args)``; an exception stops training and becomes the session's error (False)."""
+        try:
+            work(*args)
+            return True
+        except Exception as e:  # noqa: BLE001 - any failure becomes a message on the page
+            self.running = False
+            self._fail(f"{run.label}: {what}", e, run)
+            return False
+
     def _train(self, run: Run, steps: int) -> None:
-        start = run.step_count
         set_rng_state(run.rng)
         try:
             run.trainer.step(steps)
         finally:
             run.rng = rng_state()
-        end = run.step_count
-        if end // self.eval_every > start // self.eval_every or end >= self.target_steps:
-            run.trainer.evaluate()
-            if time.monotonic() - self._heldout_asked < HELDOUT_WANTED_SECONDS:
-                run.held_out()  # here, not in the page's drawing: a view open while training stays fast
+
+    def _evaluate(self, run: Run) -> None:
+        run.trainer.evaluate()
+        if time.monotonic() - self._heldout_asked < HELDOUT_WANTED_SECONDS:
+            run.held_out()  # here, not in the page's drawing: a view open while training stays fast
 
     def _fail(self, what: str, error: Exception, run: Optional[Run] = None) -> None:
         detail = str(error) if isinstance(error, (ValueError, NonFiniteLossError, FileNotFoundError)) \
             else f"{type(error).__name__}: {error}"
         self.error = f"{what}: {detail}"
         self._error_run = run.label if run is not None else None
+
+
+def _last_eval(history: list[dict[str, Any]]) -> dict[str, Any]:
+    return next((r for r in reversed(history) if r.get("kind") == "eval"), {})

@@ -61,6 +61,39 @@ class Settings:
         return dataclasses.replace(self, **changes)
 
 
+SHOWN_CHARS = 80  # of a value a page quotes (a link's, a typed path): 5,000 characters must not fill it
+# Characters that start Markdown (CommonMark) or Streamlit's own syntax ($math$, :red[...]) in the
+# text of st.warning / st.error: a backslash before each makes it literal.
+MARKDOWN_SPECIAL = frozenset("\\`*_{}[]()<>#+-.!|~$:&")
+# What a backslash does not stop: Streamlit turns ":material/x:" and ":smile:" into icons and GFM
+# turns "https://...", "www...." and "a@b.c" into links after the escapes are read. An invisible
+# word joiner (U+2060) after ":" and "@" and inside "www." breaks those patterns.
+JOINER = "\u2060"
+
+
+def shown(text: Any, quote: bool = True) -> str:
+    """A value as a page quotes it: ``repr`` (``quote``) or as is, cut to ``SHOWN_CHARS``
+    characters with the full length said."""
+    text = str(text)
+    if len(text) <= SHOWN_CHARS:
+        return repr(text) if quote else text
+    head = text[:SHOWN_CHARS]
+    return f"{repr(head) if quote else head}… ({len(text):,} characters)"
+
+
+def escape_markdown(text: str) -> str:
+    """``text`` shown literally by Streamlit's Markdown: a backslash before every character that
+    could start a link, an image, emphasis, code, HTML, maths or a colour directive, a word joiner
+    where an autolink or an icon could start (``JOINER``); newlines become spaces (a value cannot
+    start a heading or a list). What a reader sees is ``text`` (newlines as spaces)."""
+    out = []
+    for c in text.replace("www.", f"www{JOINER}."):
+        out.append("\\" + c if c in MARKDOWN_SPECIAL else " " if c in "\r\n" else c)
+        if c in ":@":
+            out.append(JOINER)
+    return "".join(out)
+
+
 def eval_items() -> int:
     """Held-out images (whole classes) evaluated and shown: enough for stable R@1, cheap to embed."""
     return 64 if fast_mode() else 400
@@ -138,11 +171,11 @@ def _root_errors(s: Settings) -> list[str]:
     root = s.data_root.strip() or None
     if s.dataset == "folder":
         if root is None or not os.path.isdir(os.path.expanduser(root)):
-            return [f"the folder dataset needs a root folder with one sub-folder per class (got {root!r}). "
+            return [f"the folder dataset needs a root folder with one sub-folder per class (got {shown(root) if root else None}). "
                     f"{SOURCES['folder'][2]}"]
         return []
     if find_root(s.dataset, root) is None:
-        where = f"under {root!r}" if root else f"(no root given and ${DATA_ENV} unset)" if not os.environ.get(DATA_ENV) \
+        where = f"under {shown(root)}" if root else f"(no root given and ${DATA_ENV} unset)" if not os.environ.get(DATA_ENV) \
             else f"under ${DATA_ENV}={os.environ[DATA_ENV]!r}"
         return [f"{s.dataset} was not found {where}. {SOURCES[s.dataset][2]}"]
     return []

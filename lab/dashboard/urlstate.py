@@ -5,7 +5,9 @@ compare mode the second loss is one of them) and the others, hyper-parameters in
 when they differ from the defaults (short links).
 ``from_query`` never fails and never replaces a value silently: an unknown key is dropped, an
 unknown name (dataset, model, loss) or a malformed or non-finite number becomes the default, an
-out-of-range number is clamped, each with a sentence naming the key and the value used.
+out-of-range number is clamped, each with a sentence naming the key and the value used. A link's
+value is quoted cut to ``SHOWN_CHARS`` (``settings.shown``); the page shows the notes as plain
+text (``escape_markdown``): a value is never a live link or a remote image inside the app's note.
 ``sid`` (:data:`SID`) is not a setting: it names the page's training session (``registry``).
 """
 from __future__ import annotations
@@ -17,7 +19,7 @@ from ..data import DATASETS
 from ..losses import LOSSES
 from ..models import check_model_name
 from .hparams import loss_defaults, loss_sliders
-from .settings import BOUNDS, Settings
+from .settings import BOUNDS, Settings, shown
 
 SID = "sid"  # query key of the page's training session (see ``registry``)
 
@@ -75,7 +77,7 @@ def from_query(params: Mapping[str, Any]) -> tuple[Settings, list[str]]:
         elif key == SID:
             continue
         elif key not in FIELDS:
-            notes.append(f"ignored the unknown link parameter {key!r}")
+            notes.append(f"ignored the unknown link parameter {shown(key)}")
         else:
             name, parse = FIELDS[key]
             default = getattr(defaults, name)
@@ -83,11 +85,11 @@ def from_query(params: Mapping[str, Any]) -> tuple[Settings, list[str]]:
                 value = parse(text)
             except ValueError:
                 kind = {int: "an integer", float: "a number"}.get(parse, "a valid value")
-                notes.append(f"{key}={text!r} is not {kind}: using the default {_text(default)}")
+                notes.append(f"{key}={shown(text)} is not {kind}: using the default {_text(default)}")
                 continue
             problem = _name_problem(name, value)
             if problem:
-                notes.append(f"{key}={text!r}: {problem}: using the default {_text(default)}")
+                notes.append(f"{key}={shown(text)}: {problem}: using the default {_text(default)}")
                 continue
             values[name] = _clamp(key, name, value, default, notes)
     s = defaults.replace(**values)
@@ -117,14 +119,14 @@ def _hparams(loss: str, texts: dict[str, str], prefix: str, notes: list[str]) ->
     specs, paper, out = loss_sliders(loss), loss_defaults(loss), {}
     for name, text in texts.items():
         if name not in specs:
-            notes.append(f"ignored {prefix}{name}: {loss} has no hyper-parameter {name!r}")
+            notes.append(f"ignored {prefix}{shown(name, quote=False)}: {loss} has no hyper-parameter {shown(name)}")
             continue
         try:
             value = float(text)
         except ValueError:
             value = math.nan
         if not math.isfinite(value):
-            notes.append(f"{prefix}{name}={text!r} is not a finite number: using the default {paper[name]:g}")
+            notes.append(f"{prefix}{name}={shown(text)} is not a finite number: using the default {paper[name]:g}")
             continue
         spec = specs[name]
         used, why = value, ""
@@ -134,7 +136,7 @@ def _hparams(loss: str, texts: dict[str, str], prefix: str, notes: list[str]) ->
             why = why or ("is not an integer" if used != round(used) else "")
             used = int(round(used))
         if why:
-            notes.append(f"{prefix}{name}={text} {why}: using {used:g}")
+            notes.append(f"{prefix}{name}={shown(text, quote=False)} {why}: using {used:g}")
         out[name] = used
     return out
 
@@ -148,7 +150,7 @@ def _clamp(key: str, name: str, value: Any, default: Any, notes: list[str]) -> A
     low, high = BOUNDS[name]
     if not low <= value <= high:
         clamped = type(value)(min(max(value, low), high))
-        notes.append(f"{key}={_text(value)} is outside [{low:g}, {high:g}]: using {_text(clamped)}")
+        notes.append(f"{key}={shown(_text(value), quote=False)} is outside [{low:g}, {high:g}]: using {_text(clamped)}")
         return clamped
     return value
 

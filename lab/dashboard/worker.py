@@ -5,6 +5,12 @@ Training used to run inside the page's timed fragment: a fragment rerun lasted a
 reruns, so the charts were grey most of the time. Now the worker calls ``session.tick()`` in a
 loop and the fragment only draws the published view.
 
+At exit (the end of a script, Ctrl-C, SIGTERM to the server: Streamlit stops its server, then
+the interpreter exits) every worker is paused and joined (:func:`stop_all`, registered with
+``atexit``): a daemon thread still inside torch when the interpreter finalises aborts the process
+("terminate called without an active exception", exit status 134). The step in flight and an
+evaluation in progress finish first, so nothing that had finished is lost.
+
 A run trains only while someone watches it: a page showed it in the last ``WATCH_SECONDS``
 (every fragment rerun calls ``session.touch()``) or the page that owns it is still connected
 (``page_open``, set by the app from Streamlit's runtime). A closed tab therefore stops costing
@@ -12,8 +18,10 @@ CPU after a while; the run waits, says so, and goes on when a page shows it agai
 """
 from __future__ import annotations
 
+import atexit
 import threading
 import time
+import weakref
 from typing import Callable, Protocol
 
 
@@ -27,11 +35,14 @@ class TrainingSession(Protocol):
     step_count: int
 
     def tick(self) -> None: ...
+    def pause(self) -> None: ...
     def _publish(self) -> None: ...
     def _fail(self, what: str, error: BaseException) -> None: ...
 
 WATCH_SECONDS = 120.0  # hidden browser tabs still tick about once a minute
 YIELD_SECONDS = 0.005  # between ticks: a click waiting for the lock gets it
+STOP_SECONDS = 120.0  # at most, for a step and an evaluation to finish on a loaded machine
+_WORKERS: "weakref.WeakSet[Worker]" = weakref.WeakSet()  # every worker of the process, for stop_all
 
 
 class Worker:
@@ -46,6 +57,16 @@ class Worker:
         self.last_seen = time.monotonic()
         self.page_open: Callable[[], bool] = lambda: False
         self.waiting_at: int | None = None  # the step where training waited for a viewer
+        _WORKERS.add(self)
+
+    def stop(self, timeout: float = STOP_SECONDS) -> bool:
+        """Pause the session and wait for its thread to end (the step in flight, then an evaluation
+        in progress, finish first). True when no thread is left."""
+        self.session.pause()
+        thread = self.thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout)
+        return thread is None or not thread.is_alive()
 
     def watched(self) -> bool:
         return time.monotonic() - self.last_seen < WATCH_SECONDS or self.page_open()
@@ -91,3 +112,12 @@ class Worker:
                     self.active = False
                     return
             time.sleep(YIELD_SECONDS)
+
+
+def stop_all(timeout: float = STOP_SECONDS) -> None:
+    """Pause every session of the process and join its training thread (at exit: see above)."""
+    for worker in list(_WORKERS):
+        worker.stop(timeout)
+
+
+atexit.register(stop_all)

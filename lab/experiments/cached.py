@@ -10,6 +10,8 @@ module reads the file; it does not import :mod:`lab.studies`, which sits a layer
 * :func:`study_rows`: every setting of a study (records grouped by method and varied params).
 * :func:`cached_rows`: the rows of given run configurations, matched field by field (the seed
   and how a run reports aside), or None when the study did not train one of them.
+* :func:`seed_spread`: how much a metric moves from seed to seed in a study, for one run and for
+  the same-seed difference of two runs (what a one-seed comparison must be read against).
 
 A row has ``loss``, ``loss_kwargs``, ``method``, ``params``, ``batch_size``, ``steps``, ``seeds``,
 the mean over seeds of R@1/2/4/8, mAP@R, ``gap`` (training probe, as a notebook run's) and
@@ -19,7 +21,9 @@ the mean over seeds of R@1/2/4/8, mAP@R, ``gap`` (training probe, as a notebook 
 from __future__ import annotations
 
 import inspect
+import itertools
 import json
+import math
 import statistics
 from pathlib import Path
 from typing import Any, Iterable, Optional, Sequence
@@ -102,3 +106,30 @@ def cached_rows(study: str, configs: Iterable[dict[str, Any]], seeds: Optional[S
             return None
         rows.append(summarise(mine, study))
     return rows
+
+
+def seed_spread(study: str = "methods", metrics: Sequence[str] = ("R@1", "mAP@R"),
+                results_dir: Optional[Path] = None) -> dict[str, Any]:
+    """How much ``metrics`` vary from seed to seed among the settings of ``study``:
+
+    * ``single[m]``: the pooled std over seeds of one setting (root mean square of the settings'
+      sample stds): how far one run's value may land from another seed's;
+    * ``paired[m]``: the pooled std over seeds of the difference between two settings trained
+      from the same seed (every pair of settings with the same seeds): how far a one-seed
+      comparison of two losses may land from another seed's.
+
+    With ``settings``, ``seeds`` (per setting), ``steps``, ``batch_size`` and ``source``. {} when the
+    study has no full-mode results or fewer than 2 seeds per setting."""
+    rows = [r for r in study_rows(study, results_dir) if len(r["seeds"]) > 1]
+    if not rows:
+        return {}
+    single, paired = {}, {}
+    for m in metrics:
+        single[m] = math.sqrt(statistics.fmean(r["std"][m] ** 2 for r in rows))
+        pairs = [statistics.stdev(x - y for x, y in zip(a["values"][m], b["values"][m]))
+                 for a, b in itertools.combinations(rows, 2) if a["seeds"] == b["seeds"]]
+        if pairs:
+            paired[m] = math.sqrt(statistics.fmean(v ** 2 for v in pairs))
+    return {"single": single, "paired": paired, "settings": len(rows), "seeds": len(rows[0]["seeds"]),
+            "steps": sorted({r["steps"] for r in rows}), "batch_size": sorted({r["batch_size"] for r in rows}),
+            "source": rows[0]["source"]}

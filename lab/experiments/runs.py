@@ -1,7 +1,9 @@
 """Short training runs behind the notebooks' experiments; their figures are in :mod:`lab.viz.comparisons`.
 
 * ROADMAP Fig. 5 / supp. Table 9: SupAP vs ROADMAP (SupAP + L_calibr.) across batch sizes:
-  the decomposability gap of the trained models and the relative mAP@R gain of ROADMAP.
+  the decomposability gap of the trained models (held-out, :func:`heldout_gap`, and on the
+  trainer's probe of training batches) and the relative mAP@R gain of ROADMAP; one model's gap
+  cut both ways at several batch sizes (:func:`gap_by_batch_size`).
 * FastAP Fig. 4b: R@1 against the number of histogram bins.
 * ROADMAP Table 2: SmoothAP, SupAP and ROADMAP trained from the same seed (:func:`loss_comparison`).
 * SupRank Tab. II: the recall losses against ROADMAP (:func:`recall_study`).
@@ -89,6 +91,50 @@ def _trained(key: str):
     return trainer
 
 
+def heldout_gap(trainer, max_items: Optional[int]) -> float:
+    """ROADMAP Eq. 6 on held-out data: the evaluation subset of the test classes (a fixed N images)
+    cut into one epoch of the run's own sampler batches, N / B of them. The trainer's own probe
+    (``Trainer.decomposability_gap``) takes a fixed number of training batches instead (8 in full
+    mode): 8 B images, N / B = 8 at every batch size."""
+    import dataclasses
+
+    from ..metrics import decomposability_gap
+    from ..train.loading import probe_batches
+
+    emb, labels = trainer.embed("test", max_items)
+    whole_epoch = dataclasses.replace(trainer.config, probe_batches=10**6)  # the sampler stops after one epoch
+    indices, batch_ids = probe_batches(labels, whole_epoch)
+    return decomposability_gap(emb[indices], labels[indices], batch_ids)
+
+
+def gap_by_batch_size(trainer, batch_sizes: Sequence[int]) -> list[dict[str, Any]]:
+    """The decomposability gap (Eq. 6) of one trained model cut into batches of each size B, two
+    ways: ``probe``, the trainer's (its ``probe_batches`` sampler batches of the training split:
+    ``probe_images`` = that many times B, the same N/B at every B) and ``heldout``, the study's
+    (:func:`heldout_gap`: the fixed evaluation subset, ``heldout_images``, in N/B batches). One
+    model: what changes with B is how the data are cut, not how the model was trained."""
+    import dataclasses
+
+    from ..metrics import decomposability_gap
+    from ..train.evaluation import embed_dataset
+    from ..train.loading import probe_batches, transform_of
+
+    cfg, out = trainer.config, []
+    with run_threads():
+        emb, labels = trainer.embed("test", cfg.eval_max_items)
+        for b in batch_sizes:
+            at_b = dataclasses.replace(cfg, batch_size=int(b))
+            index, batch_ids = probe_batches(trainer.train_set.labels, at_b)
+            with transform_of(trainer.train_set, trainer.eval_transform):
+                probe, probe_labels = embed_dataset(trainer.model, trainer.train_set, trainer.device, cfg.eval_batch_size,
+                                                    trainer.amp_dtype, index.tolist())
+            held, held_ids = probe_batches(labels, dataclasses.replace(at_b, probe_batches=10**6))
+            out.append({"batch_size": int(b), "probe": decomposability_gap(probe, probe_labels, batch_ids),
+                        "probe_images": len(index), "heldout": decomposability_gap(emb[held], labels[held], held_ids),
+                        "heldout_images": len(held)})
+    return out
+
+
 @functools.lru_cache(maxsize=64)
 def _run(key: str) -> dict[str, Any]:
     trainer = _trained(key)
@@ -96,10 +142,11 @@ def _run(key: str) -> dict[str, Any]:
     start = time.perf_counter()
     with run_threads():
         result = trainer.evaluate(progress=cfg.progress)
+        gap_heldout = heldout_gap(trainer, cfg.eval_max_items)
     return {"loss": cfg.loss, "loss_kwargs": cfg.loss_kwargs, "batch_size": cfg.batch_size, "steps": cfg.steps,
             "seed": cfg.seed, **{k: result[k] for k in RETRIEVAL + HIERARCHICAL if k in result},
-            "gap": result["decomposability_gap"], "seconds": trainer.train_seconds + time.perf_counter() - start,
-            "source": "trained"}
+            "gap": result["decomposability_gap"], "gap_heldout": gap_heldout,
+            "seconds": trainer.train_seconds + time.perf_counter() - start, "source": "trained"}
 
 
 def _key(loss: str, loss_kwargs: Optional[dict], fast: Optional[bool], overrides: dict[str, Any]) -> str:

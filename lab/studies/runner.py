@@ -10,7 +10,6 @@ one process wait on each other when other jobs take the cores).
 from __future__ import annotations
 
 import concurrent.futures as futures
-import dataclasses
 import json
 import multiprocessing
 import os
@@ -21,6 +20,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Optional
 
+from ..experiments.runs import heldout_gap
 from .spec import PILOT, PILOT_EVERY, RunSpec, config_key, plateau_step, study_runs
 
 RETRIEVAL = ("R@1", "R@2", "R@4", "R@8", "mAP@R", "mAP")
@@ -41,18 +41,6 @@ def save_results(path: Path, data: dict[str, Any]) -> None:
         json.dump(data, f, indent=1, sort_keys=True)
         f.write("\n")
     os.replace(tmp, path)
-
-
-def heldout_gap(trainer, max_items: Optional[int]) -> float:
-    """ROADMAP Eq. 6 on held-out data: the evaluation subset of the test classes cut into the
-    run's own sampler batches (the trainer's probe uses training batches)."""
-    from ..metrics import decomposability_gap
-    from ..train.loading import probe_batches
-
-    emb, labels = trainer.embed("test", max_items)
-    whole_epoch = dataclasses.replace(trainer.config, probe_batches=10**6)  # the sampler stops after one epoch
-    indices, batch_ids = probe_batches(labels, whole_epoch)
-    return decomposability_gap(emb[indices], labels[indices], batch_ids)
 
 
 def execute(spec: RunSpec, threads: int = 1, device: Optional[str] = None) -> dict[str, Any]:

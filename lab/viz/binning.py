@@ -21,7 +21,7 @@ from ..losses.functional import fast_ap, soft_bin_ap
 from ..metrics import average_precision
 from ..ranking import soft_histogram
 from .controls import Slider
-from .style import NEGATIVE, NEUTRAL, POSITIVE, SERIES, TEMPLATE, floats
+from .style import NEGATIVE, NEUTRAL, POSITIVE, SERIES, TEMPLATE, floats, responsive
 
 SPACES = ("fast_ap", "ap_q")
 # A query's list for the binning picture: 5 positives among 10 negatives, one positive late.
@@ -94,7 +94,7 @@ def plot_soft_binning(num_bins: int = 10, item: int = 3, space: str = "fast_ap")
     what = "FastAP (squared distance d = 2 − 2s)" if space == "fast_ap" else "AP_Q (similarity s)"
     name = "FastAP" if space == "fast_ap" else "AP_Q"
     lo, hi = (0.0, 4.0) if space == "fast_ap" else (-1.0, 1.0)
-    fig.update_layout(template=TEMPLATE, height=420, width=820, barmode="overlay", margin=dict(l=60, r=20, t=70, b=100),
+    responsive(fig, 820, template=TEMPLATE, height=420, barmode="overlay", margin=dict(l=60, r=20, t=70, b=100),
                       title=f"{what}, {num_bins} bins of width {r['width']:.3g}: {name} = {r['binned_ap']:.3f}, "
                             f"exact AP = {r['ap']:.3f}",
                       xaxis=dict(title="binned value", range=[lo - r["width"], hi + r["width"]]),
@@ -153,7 +153,7 @@ def plot_bin_tradeoff(margin: float = 0.064) -> go.Figure:
     ticks = [2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 400.0]
     fig.update_xaxes(type="log", title_text="number of bins (log)", tickvals=ticks, ticktext=[f"{t:g}" for t in ticks])
     fig.update_yaxes(title_text="FastAP", row=1, col=1)
-    fig.update_layout(template=TEMPLATE, height=380, width=900, showlegend=False, margin=dict(l=60, r=20, t=80, b=60),
+    responsive(fig, 900, template=TEMPLATE, height=380, showlegend=False, margin=dict(l=60, r=20, t=80, b=60),
                       title=f"Bin width vs margin {margin:.3f} (dotted: kernel support = margin, at 4 / margin bins)")
     return fig
 
@@ -193,7 +193,7 @@ def plot_apq_scatter(num_bins: int = 20, num_queries: int = 300) -> go.Figure:
                                marker=dict(size=6, color=SERIES[0], opacity=0.6)))
     fig.add_trace(go.Scatter(x=[0.0, 1.0], y=[0.0, 1.0], mode="lines", name="AP_Q = AP",
                              line=dict(color=NEUTRAL, dash="dash")))
-    fig.update_layout(template=TEMPLATE, height=480, width=520, showlegend=False, margin=dict(l=60, r=20, t=70, b=60),
+    responsive(fig, 520, template=TEMPLATE, height=480, showlegend=False, margin=dict(l=60, r=20, t=70, b=60),
                       title=f"{num_bins} bins: correlation {r['correlation']:.3f}, mean |AP_Q − AP| {r['mean_abs_error']:.3f}",
                       xaxis=dict(title="exact AP", range=[0, 1.02]), yaxis=dict(title="AP_Q", range=[0, 1.02]))
     return fig

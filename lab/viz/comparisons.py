@@ -22,7 +22,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ..metrics import RETRIEVAL_KEYS as RETRIEVAL
-from .style import CATEGORIES, NEUTRAL, TEMPLATE
+from .style import CATEGORIES, NEUTRAL, TEMPLATE, responsive
 
 ZOOM_NOTE = "each panel's y axis is zoomed to the data (it does not start at 0)"
 
@@ -47,10 +47,11 @@ def _how(rows: Sequence[dict[str, Any]]) -> str:
 def zoomed_range(lows: Sequence[float], highs: Sequence[float], margin: float = 0.25,
                  min_span: float = 0.02) -> list[float]:
     """A y range around [min(lows), max(highs)] with ``margin`` of the span on each side (at least
-    ``min_span`` wide), clipped to [0, 1]: a difference of one point fills part of the panel."""
+    ``min_span`` wide), clipped to [0, 1] when the data lie inside (a metric; a decomposability gap
+    may be negative): a difference of one point fills part of the panel."""
     lo, hi = min(lows), max(highs)
     pad = max(margin * (hi - lo), (min_span - (hi - lo)) / 2, 0.0)
-    return [max(0.0, lo - pad), min(1.0, hi + pad) if hi <= 1.0 else hi + pad]
+    return [max(0.0, lo - pad) if lo >= 0.0 else lo - pad, min(1.0, hi + pad) if hi <= 1.0 else hi + pad]
 
 
 def metrics_table(rows: list[dict[str, Any]], columns: Sequence[str] = RETRIEVAL, key: str = "loss") -> str:
@@ -97,7 +98,7 @@ def plot_metric_points(rows: list[dict[str, Any]], metrics: Sequence[str], title
                                          marker=dict(size=4, color=NEUTRAL)), row=r, col=c)
         fig.update_yaxes(range=zoomed_range(lows, highs), row=r, col=c)
         fig.update_xaxes(range=[-0.6, len(rows) - 0.3], showticklabels=False, row=r, col=c)
-    fig.update_layout(template=TEMPLATE, height=300 * nrows + 130, width=max(560, 190 * cols + 100),
+    responsive(fig, max(560, 190 * cols + 100), template=TEMPLATE, height=300 * nrows + 130,
                       margin=dict(l=62, r=20, t=90, b=70), title=f"{title}<br>{ZOOM_NOTE}",
                       legend=dict(orientation="h", y=-0.05))
     return fig
@@ -148,21 +149,33 @@ def relative_gain(rows: list[dict[str, Any]], metric: str = "mAP@R", base: str =
     return {b: statistics.fmean(g) for b, g in relative_gains(rows, metric, base, new).items()}
 
 
+# The two decomposability gaps of a trained model (ROADMAP Eq. 6), with how they cut the data.
+GAPS = (("gap_heldout", "solid", "held-out: a fixed N test images in N/B batches"),
+        ("gap", "dot", "train probe: a fixed number of training batches of B (8 in full mode)"))
+
+
 def plot_batch_size_study(rows: list[dict[str, Any]]) -> go.Figure:
     """ROADMAP Fig. 5 and supp. Table 9 across batch sizes: mAP@R of each loss, the relative mAP@R
-    gain of ROADMAP over SupAP (%), and the decomposability gap of each trained model."""
+    gain of ROADMAP over SupAP (%), and the decomposability gap of each trained model: held-out
+    (solid; what grows as batches shrink, N/B batches of a fixed N) and on the trainer's probe of
+    training batches (dotted; the same N/B = 8 at every B, see ``GAPS``)."""
     fig = make_subplots(rows=1, cols=3, horizontal_spacing=0.09,
                         subplot_titles=("test mAP@R", "ROADMAP's mAP@R gain over SupAP (%)",
-                                        "gap on training batches (Eq. 6)"))
+                                        "decomposability gap (Eq. 6)"))
     sizes = sorted({float(r["batch_size"]) for r in rows})
     for i, loss in enumerate(sorted({r["loss"] for r in rows}, key=lambda name: name != "sup_ap")):
         mine = sorted((r for r in rows if r["loss"] == loss), key=lambda r: r["batch_size"])
-        for col, metric in ((1, "mAP@R"), (3, "gap")):
+        panels = [(1, "mAP@R", "solid")] + [(3, key, dash) for key, dash, _ in GAPS if all(key in r for r in mine)]
+        for col, metric, dash in panels:
             fig.add_trace(go.Scatter(x=[float(r["batch_size"]) for r in mine], y=[float(r[metric]) for r in mine],
                                      mode="lines+markers", name=loss, showlegend=col == 1, legendgroup=loss,
-                                     line=dict(color=CATEGORIES[i]), marker=dict(color=CATEGORIES[i]),
+                                     line=dict(color=CATEGORIES[i], dash=dash), marker=dict(color=CATEGORIES[i]),
                                      error_y=dict(type="data", array=[_std(r, metric) for r in mine],
                                                   visible=all("std" in r for r in mine))), row=1, col=col)
+    for key, dash, text in GAPS:  # legend entries for the two line styles of the gap panel
+        if rows and all(key in r for r in rows):
+            fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", name=f"gap, {text}",
+                                     line=dict(color=NEUTRAL, dash=dash)), row=1, col=3)
     gains = relative_gains(rows)
     spread = [statistics.stdev(g) if len(g) > 1 else 0.0 for g in gains.values()]
     fig.add_trace(go.Bar(x=[str(b) for b in gains], y=[statistics.fmean(g) for g in gains.values()],
@@ -173,7 +186,7 @@ def plot_batch_size_study(rows: list[dict[str, Any]]) -> go.Figure:
         fig.update_xaxes(title_text="batch size", type="log", tickvals=sizes, ticktext=[f"{b:g}" for b in sizes],
                          row=1, col=col)
     fig.update_xaxes(title_text="batch size", row=1, col=2)
-    fig.update_layout(template=TEMPLATE, height=420, width=1020, margin=dict(l=60, r=20, t=80, b=100),
+    responsive(fig, 1020, template=TEMPLATE, height=420, margin=dict(l=60, r=20, t=80, b=100),
                       legend=dict(orientation="h", y=-0.25), title=f"SupAP vs ROADMAP across batch sizes ({_how(rows)})")
     return fig
 
@@ -201,7 +214,7 @@ def plot_bins_study(rows: list[dict[str, Any]], metric: str = "R@1") -> go.Figur
         fig.update_yaxes(title_text=f"test {metric}" if col == 1 else "", row=1, col=col)
     if lows:
         fig.update_yaxes(range=zoomed_range(lows, highs), row=1, col=2)
-    fig.update_layout(template=TEMPLATE, height=400, width=900, margin=dict(l=60, r=20, t=80, b=100),
+    responsive(fig, 900, template=TEMPLATE, height=400, margin=dict(l=60, r=20, t=80, b=100),
                       legend=dict(orientation="h", y=-0.25),
                       title=f"Test {metric} against the number of bins ({_how(rows)})")
     return fig

@@ -16,14 +16,20 @@ import plotly.graph_objects as go
 import torch
 from plotly.subplots import make_subplots
 
+from .comparisons import zoomed_range
 from .retrieval import QUERY
-from .style import NEGATIVE, POSITIVE, SERIES, TEMPLATE, floats
+from .style import CATEGORIES, CATEGORY_MARKERS, NEGATIVE, POSITIVE, SERIES, TEMPLATE, floats
 
 SAME_COARSE = "#ff7f0e"  # orange: not the query's class, but its coarse class
 LEVEL_COLORS = {"class": POSITIVE, "coarse": SAME_COARSE, "other": NEGATIVE}
 CURVES = (("loss", "training loss"), ("batch_ap", "batch AP (train)"), ("R@1", "held-out R@1 and mAP@R (dashed)"),
           ("decomposability_gap", "decomposability gap (train probe)"))
-PALETTE = SERIES + ["#2ca02c", "#d62728", "#bcbd22", "#7f7f7f", "#aec7e8", "#ffbb78", "#98df8a", "#c5b0d5"]
+# The embedding map's groups: the lab's categorical palette (colour-blind-safe blocks, one marker
+# shape per block, far from the relevance green and red) with its vermillion, too close to the
+# orange of a "same coarse class" ring (CIELAB ΔE 15), replaced by a blue diamond: 20 (colour,
+# marker) pairs, one per script of the glyphs (tests/test_viz_style.py checks them as the palette's).
+NEAR_RINGS = ("#D55E00",)
+MAP_STYLES = [(c, m) for c, m in zip(CATEGORIES, CATEGORY_MARKERS) if c not in NEAR_RINGS] + [("#1E90FF", "diamond")]
 
 
 def _layout(fig: go.Figure, title: str, height: int) -> go.Figure:
@@ -65,17 +71,68 @@ def plot_training_curves(histories: Mapping[str, Sequence[Mapping[str, Any]]], t
     return _layout(fig, title or "Training", 520)
 
 
-def plot_run_comparison(summaries: Mapping[str, Mapping[str, float]],
-                        metrics: Sequence[str] = ("R@1", "mAP@R", "mAP", "decomposability_gap")) -> go.Figure:
-    """Grouped bars of each run's latest held-out metrics (compare mode)."""
-    fig = go.Figure()
-    for i, (label, summary) in enumerate(summaries.items()):
-        shown = [m for m in metrics if m in summary]
-        fig.add_trace(go.Bar(x=shown, y=[float(summary[m]) for m in shown], name=label,
-                             marker=dict(color=SERIES[i % len(SERIES)]),
-                             text=[f"{float(summary[m]):.3f}" for m in shown], textposition="outside"))
-    fig.update_layout(barmode="group", yaxis=dict(range=[0, 1.1]))
-    return _layout(fig, "Latest held-out evaluation", 340)
+COMPARED = ("R@1", "mAP@R", "mAP", "decomposability_gap")
+
+
+def run_differences(summaries: Mapping[str, Mapping[str, float]],
+                    metrics: Sequence[str] = COMPARED) -> dict[str, float]:
+    """{metric: last run's value - first run's} for the metrics every run has (B - A in compare
+    mode); {} for a single run."""
+    values = list(summaries.values())
+    if len(values) < 2:
+        return {}
+    return {m: float(values[-1][m]) - float(values[0][m]) for m in metrics if all(m in v for v in values)}
+
+
+def plot_run_comparison(summaries: Mapping[str, Mapping[str, float]], metrics: Sequence[str] = COMPARED,
+                        spread: Optional[Mapping[str, Any]] = None) -> go.Figure:
+    """Each run's latest held-out metrics (compare mode), one panel per metric, its y axis zoomed to
+    the values (:func:`lab.viz.comparisons.zoomed_range`): two losses a point apart do not look
+    alike. Each panel's title gives the difference B - A (:func:`run_differences`). ``spread``
+    (:func:`lab.experiments.cached.seed_spread`): an error bar of one seed-to-seed std of the
+    reproduction study on each value, for the metrics it has. ``layout.meta``: differences, ranges."""
+    shown = [m for m in metrics if all(m in s for s in summaries.values())]
+    differences = run_differences(summaries, shown)
+    single = dict((spread or {}).get("single", {}))
+    titles = [f"{m}: B − A = {differences[m]:+.3f}" if m in differences else m for m in shown]
+    fig = make_subplots(rows=1, cols=max(1, len(shown)), subplot_titles=titles or None, horizontal_spacing=0.07)
+    ranges = {}
+    for col, m in enumerate(shown, start=1):
+        values = [float(s[m]) for s in summaries.values()]
+        std = single.get(m, 0.0)
+        for i, (label, value) in enumerate(zip(summaries, values)):
+            fig.add_trace(go.Scatter(x=[float(i)], y=[value], mode="markers+text", text=[f"{value:.3f}"],
+                                     textposition="middle right", name=label, legendgroup=label, showlegend=col == 1,
+                                     marker=dict(size=12, color=SERIES[i % len(SERIES)]),
+                                     error_y=dict(type="data", array=[std], visible=m in single)), row=1, col=col)
+        ranges[m] = zoomed_range([v - std for v in values], [v + std for v in values])
+        fig.update_yaxes(range=ranges[m], row=1, col=col)
+        fig.update_xaxes(range=[-0.5, len(values) - 0.2], showticklabels=False, row=1, col=col)
+    note = "each panel zoomed to its values" + (": error bars ±1 seed-to-seed std of the reproduction study"
+                                                 if single else "")
+    fig.update_layout(meta={"differences": differences, "ranges": ranges},
+                      legend=dict(orientation="h", y=-0.08, x=0.5, xanchor="center"))
+    return _layout(fig, f"Latest held-out evaluation ({note})", 340)
+
+
+def spread_note(spread: Mapping[str, Any]) -> str:
+    """A sentence for a one-seed comparison: how much the reproduction study's results moved from
+    seed to seed (:func:`lab.experiments.cached.seed_spread`); "" without study results."""
+    if not spread:
+        return ""
+    single, paired = spread["single"], spread.get("paired", {})
+    metrics = [m for m in ("R@1", "mAP@R") if m in single]
+    one = " and ".join(f"{m} by {100 * single[m]:.1f}" for m in metrics)
+    text = (f"One seed at this scale: in the reproduction study ({spread['source']}, {spread['settings']} losses × "
+            f"{spread['seeds']} seeds, {'/'.join(map(str, spread['steps']))} steps of "
+            f"{'/'.join(map(str, spread['batch_size']))}) one run's {one} points from seed to seed (std)")
+    both = [m for m in metrics if m in paired]
+    if both:
+        text += (", and the difference between two losses trained from the same seed by "
+                 + " and ".join(f"{100 * paired[m]:.1f}" for m in both) + " points")
+    return (text + ". These two runs share one seed: a difference of less than about twice that may be this "
+            "seed's luck, not the loss. This page evaluates fewer images than the study, so its numbers vary at "
+            "least as much.")
 
 
 # ------------------------------------------------------------------------- score histograms
@@ -165,10 +222,11 @@ def plot_embedding_map(points: Sequence[Sequence[float]], groups: Sequence[int],
     for row, g in enumerate(groups):
         members.setdefault(int(g), []).append(row)
     for i, (g, rows) in enumerate(sorted(members.items())):
+        colour, symbol = MAP_STYLES[i % len(MAP_STYLES)]
         fig.add_trace(go.Scatter(x=[float(points[r][0]) for r in rows], y=[float(points[r][1]) for r in rows],
                                  mode="markers", name=group_names.get(g, str(g)), customdata=rows,
                                  text=[hover[r] for r in rows], hovertemplate="%{text}<br>row %{customdata}<extra></extra>",
-                                 marker=dict(size=7, color=PALETTE[i % len(PALETTE)], opacity=0.8)))
+                                 marker=dict(size=7, color=colour, symbol=symbol, opacity=0.8)))
     if neighbours:
         rows = list(neighbours["rows"])
         fig.add_trace(go.Scatter(x=[float(points[r][0]) for r in rows], y=[float(points[r][1]) for r in rows],
@@ -216,6 +274,6 @@ def plot_retrieval_strip(query_image, images: Sequence, scores: Sequence[float],
     return fig
 
 
-__all__ = ["training_series", "plot_training_curves", "plot_run_comparison", "score_histogram",
-           "plot_score_histograms", "ap_histogram", "plot_ap_histograms", "plot_embedding_map", "png_data_uri",
+__all__ = ["training_series", "plot_training_curves", "run_differences", "plot_run_comparison", "spread_note",
+           "score_histogram", "plot_score_histograms", "ap_histogram", "plot_ap_histograms", "plot_embedding_map", "png_data_uri",
            "plot_retrieval_strip", "LEVEL_COLORS"]

@@ -19,7 +19,7 @@ from ..metrics import average_precision
 from ..metrics.decomposability_gap import (calibration_counts, dg_upper_bound, dg_upper_bound_calibrated,
                                        juxtaposed_batches, query_gap)
 from .controls import Slider
-from .style import NEGATIVE, NEUTRAL, POSITIVE, SERIES, TEMPLATE, floats
+from .style import NEGATIVE, NEUTRAL, POSITIVE, SERIES, TEMPLATE, floats, responsive
 
 Toy = tuple[Tensor, Tensor, Tensor]  # scores (N,), targets (N,) bool, batch_ids (N,)
 
@@ -107,7 +107,7 @@ def plot_fig1b(alpha: float = 0.9, beta: float = 0.6) -> go.Figure:
     for col, calibrated in ((1, False), (2, True)):
         _draw_batches(fig, col, *fig1b_toy(calibrated), alpha, beta, showlegend=col == 1)
     fig.update_yaxes(title_text="score s", range=[0.3, 1.02], row=1, col=1)
-    fig.update_layout(template=TEMPLATE, height=430, width=900, margin=dict(l=75, r=20, t=90, b=90),
+    responsive(fig, 900, template=TEMPLATE, height=430, margin=dict(l=75, r=20, t=90, b=90),
                       legend=dict(orientation="h", y=-0.15),
                       title="AP = 1 in every batch (both panels), yet the global AP can be < 1")
     return fig
@@ -152,7 +152,7 @@ def plot_juxtaposed(num_batches: int = 3, num_pos: int = 2, num_neg: int = 4) ->
     fig.update_xaxes(title_text="rank in the global list (bands: batches)", range=[0.5, len(ranks) + 0.5], row=1, col=1)
     fig.update_xaxes(title_text="number of batches K", row=1, col=2)
     fig.update_yaxes(title_text="bound on DG", range=[0, max(0.05, 1.15 * max(bounds))], row=1, col=2)
-    fig.update_layout(template=TEMPLATE, height=340, width=900, margin=dict(l=50, r=20, t=80, b=90),
+    responsive(fig, 900, template=TEMPLATE, height=340, margin=dict(l=50, r=20, t=80, b=90),
                       legend=dict(orientation="h", y=-0.3),
                       title=f"Worst case (supp. Fig. 10): {num_batches} batches of {num_pos}+ / {num_neg}−, AP_b = 1 each")
     return fig
@@ -185,7 +185,7 @@ def plot_calibration_bounds(shift: float = 0.4, alpha: float = 0.6, beta: float 
                          text=[f"{v:.3f}" for v in values], textposition="outside"), row=1, col=2)
     fig.update_yaxes(title_text="score s", range=[-0.4, 1.05], row=1, col=1)
     fig.update_yaxes(range=[0, max(0.1, 1.25 * max(values))], row=1, col=2)
-    fig.update_layout(template=TEMPLATE, height=440, width=900, margin=dict(l=75, r=20, t=90, b=100),
+    responsive(fig, 900, template=TEMPLATE, height=440, margin=dict(l=75, r=20, t=90, b=100),
                       legend=dict(orientation="h", y=-0.18),
                       title=f"Calibration tightens the bound: shift {shift:.2f}, α = {alpha:.2f}, β = {beta:.2f}")
     return fig

@@ -22,7 +22,7 @@ from plotly.subplots import make_subplots
 from ..losses.functional import smooth_ap, smooth_recall, sup_ap, sup_recall
 from ..metrics import average_precision, true_recall_at_k
 from .controls import Slider
-from .style import NEGATIVE, POSITIVE, TEMPLATE, floats
+from .style import NEGATIVE, POSITIVE, TEMPLATE, floats, responsive
 
 TOY_SCORES = (0.50, 0.51, 0.64)  # x1, x2 (positives), x3 (negative): s3 - s2 = 0.13, s3 - s1 = 0.14
 TOY_TARGETS = (True, True, False)
@@ -158,7 +158,7 @@ def plot_gradient_flow(s1: float = TOY_SCORES[0], s2: float = TOY_SCORES[1], s3:
     lo, hi = min(scores) - 1.5 * ARROW_LENGTH, max(scores) + 1.5 * ARROW_LENGTH
     fig.update_xaxes(range=[lo, hi])
     fig.update_xaxes(title_text="score s (arrows: gradient-descent step −∂L/∂s)", row=len(flows), col=1)
-    fig.update_layout(template=TEMPLATE, height=220 * len(flows) + 80, width=760, margin=dict(l=70, r=20, t=90, b=60),
+    responsive(fig, 760, template=TEMPLATE, height=220 * len(flows) + 80, margin=dict(l=70, r=20, t=90, b=60),
                       meta={"arrow_scales": scales},
                       title=f"Gradient flow on the toy list (τ = {tau:.3g}): s3−s2 = {s3 - s2:.2f}, s3−s1 = {s3 - s1:.2f}")
     return fig

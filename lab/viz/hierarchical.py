@@ -17,7 +17,7 @@ import torch
 
 from ..metrics import average_precision, graded_ranks, h_ap
 from .controls import Slider
-from .style import NEGATIVE, POSITIVE, TEMPLATE, floats
+from .style import NEGATIVE, POSITIVE, TEMPLATE, floats, responsive
 
 LEVEL_NAMES = {3: "Lada #2", 2: "Lada", 1: "Car", 0: "Bus"}  # what each semantic level looks like
 LEVEL_COLORS = {3: POSITIVE, 2: "#74c476", 1: "#fdae6b", 0: NEGATIVE}
@@ -74,7 +74,7 @@ def plot_lada(alpha: float = 1.0) -> go.Figure:
             fig.add_annotation(x=float(k), y=y - 0.3, text=label, showarrow=False, font=dict(size=11))
         fig.add_annotation(x=5.6, y=y, xanchor="left", showarrow=False, font=dict(size=12),
                            text=f"{name}<br>H-AP = {r['h_ap']:.2f}<br>AP = {r['ap']:.2f}")
-    fig.update_layout(template=TEMPLATE, height=400, width=820, margin=dict(l=30, r=20, t=70, b=40),
+    responsive(fig, 820, template=TEMPLATE, height=400, margin=dict(l=30, r=20, t=70, b=40),
                       title=f"“Lada #2” query, rel = (l/3)^{alpha:g}: same AP, different H-AP (SupRank Fig. 13-14)",
                       xaxis=dict(title="rank", range=[0.5, 7.0], tickvals=[1, 2, 3, 4, 5]),
                       yaxis=dict(visible=False, showticklabels=False, range=[-0.7, 1.5]))

@@ -17,7 +17,7 @@ from plotly.subplots import make_subplots
 from ..metrics import recall_at_k, true_recall_at_k
 from ..ranking import heaviside, sigmoid
 from .controls import Slider
-from .style import NEGATIVE, NEUTRAL, POSITIVE, SERIES, TEMPLATE, floats
+from .style import NEGATIVE, NEUTRAL, POSITIVE, SERIES, TEMPLATE, floats, responsive
 
 # A query's ranked list (rank 1 first): positives at ranks 3, 5 and 9 among 12 items.
 RECALL_LIST = (False, False, True, False, True, False, False, False, True, False, False, False)
@@ -57,7 +57,7 @@ def plot_recall_at_k(ranked: Sequence[bool] = RECALL_LIST) -> go.Figure:
     fig.update_xaxes(range=[0.5, len(ranked) + 0.5])
     fig.update_xaxes(title_text="k", row=2, col=1)
     fig.update_yaxes(range=[-0.05, 1.05], row=2, col=1)
-    fig.update_layout(template=TEMPLATE, height=470, width=700, margin=dict(l=60, r=20, t=70, b=90),
+    responsive(fig, 700, template=TEMPLATE, height=470, margin=dict(l=60, r=20, t=70, b=90),
                       legend=dict(orientation="h", y=-0.2), title="Recall at k on one ranked list")
     return fig
 
@@ -80,7 +80,7 @@ def plot_recall_surrogate(k: int = 4, tau_star: float = 1.0) -> go.Figure:
     fig.add_trace(go.Scatter(x=c["rank"], y=c["sigmoid"], name="σ((k − rank)/τ*)", line=dict(color=SERIES[0], dash="dash")))
     fig.add_trace(go.Scatter(x=c["rank"], y=c["slope"], name="−d/d rank σ (gradient)", line=dict(color=SERIES[1])))
     fig.add_vline(x=k, line=dict(color=NEUTRAL, dash="dot"))
-    fig.update_layout(template=TEMPLATE, height=380, width=700, margin=dict(l=60, r=20, t=70, b=90),
+    responsive(fig, 700, template=TEMPLATE, height=380, margin=dict(l=60, r=20, t=70, b=90),
                       title=f"Counting a positive in the top {k}: exact step vs sigmoid (τ* = {tau_star:.3g})",
                       xaxis=dict(title="rank(p)"), yaxis=dict(title="value", range=[-0.05, 1.1]),
                       legend=dict(orientation="h", y=-0.25))

@@ -39,9 +39,16 @@ def _plain(text: Any) -> str:
     return re.sub(r"<[^>]+>", "", text.replace("<br>", "\n"))
 
 
+def static_size(layout: dict) -> tuple[int, int]:
+    """(width, height) in pixels of a PNG of a figure: its fixed width, else the width it was
+    designed at (``meta["static_width"]``, :func:`lab.viz.style.responsive`), else 700."""
+    meta = layout.get("meta") if isinstance(layout.get("meta"), dict) else {}
+    return int(layout.get("width") or meta.get("static_width") or 700), int(layout.get("height") or 450)
+
+
 def _axes_layout(layout: dict, fig) -> dict[str, Any]:
     """{'x': Axes, 'x2': Axes, ..., 'y': Axes, ...}: one matplotlib Axes per plotly axis pair."""
-    width, height = layout.get("width") or 700, layout.get("height") or 450
+    width, height = static_size(layout)
     m = {"l": 80, "r": 80, "t": 100, "b": 80, **(layout.get("margin") or {})}
     left, right = m["l"] / width, 1 - m["r"] / width
     bottom, top = m["b"] / height, 1 - m["t"] / height
@@ -175,7 +182,7 @@ def to_matplotlib(fig, dpi: int = 100):
     """A matplotlib Figure drawing the same traces, annotations, shapes and titles as ``fig``."""
     spec = fig.to_plotly_json()
     layout = spec["layout"]
-    width, height = layout.get("width") or 700, layout.get("height") or 450
+    width, height = static_size(layout)
     # A bare Figure, not pyplot's: no backend, nothing left open, nothing shown by Jupyter.
     out = Figure(figsize=(width / dpi, height / dpi), dpi=dpi)
     axes = _axes_layout(layout, out)

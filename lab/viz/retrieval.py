@@ -8,7 +8,9 @@ SupRank Fig. 9).
 * :func:`project_2d` (PCA), :func:`tsne_2d` / :func:`plot_embedding_2d`: 2-D maps of the
   embeddings, coloured by a label level (plotly, lists); :func:`leading_classes` picks the
   whole first classes of a split for the slower t-SNE; :func:`same_group_neighbours` (vs
-  :func:`chance_neighbours`) says how much a group's points sit together, in either space.
+  :func:`chance_neighbours`) says how much a group's points sit together, in either space, and
+  :func:`coarse_neighbours` / :func:`class_mean_neighbours` whether a coarse group (a script)
+  does beyond its classes.
 * :func:`class_means`, :func:`class_mean_map`, :func:`plot_class_mean_maps`: SupRank Fig. 9, a
   t-SNE of each fine class's mean embedding coloured by the coarse label; the neighbour
   agreement of the means in the embedding space itself says what the map only pictures.
@@ -26,7 +28,8 @@ from torch import Tensor
 
 from ..core.env import fast_mode
 from .controls import Slider
-from .style import CATEGORIES, CATEGORY_MARKERS, NEGATIVE, NEUTRAL, POSITIVE, TEMPLATE, floats
+from .style import (CATEGORIES, CATEGORY_MARKERS, NEGATIVE, NEUTRAL, POSITIVE, TEMPLATE, ShownFigure, floats,
+                    responsive)
 
 QUERY = "#9467bd"  # purple, as the papers frame their queries
 
@@ -57,8 +60,8 @@ def plot_retrieval(images: Sequence, queries: Sequence[int], found: dict[str, li
     :func:`retrieve`; ``names[i]`` (optional) captions the query.
     """
     k = len(found["neighbours"][0])
-    # A bare Figure (not pyplot's): nothing is left open, and Jupyter shows it once, where returned.
-    fig = Figure(figsize=(1.1 * (k + 1) + 0.8, 1.2 * len(queries) + 0.4), dpi=100)
+    # Not pyplot's: nothing is left open; a ShownFigure shows as a PNG where a cell returns it.
+    fig = ShownFigure(figsize=(1.1 * (k + 1) + 0.8, 1.2 * len(queries) + 0.4), dpi=100)
     axes = fig.subplots(len(queries), k + 1, squeeze=False)
     for row, (q, neighbours, relevant) in enumerate(zip(queries, found["neighbours"], found["relevant"])):
         cells = [(q, QUERY)] + [(n, POSITIVE if r else NEGATIVE) for n, r in zip(neighbours, relevant)]
@@ -130,12 +133,9 @@ def leading_classes(labels: Tensor, max_items: int) -> list[int]:
     return [i for i, c in enumerate(fine) if c in chosen]
 
 
-def same_group_neighbours(points: Tensor, groups: Tensor, k: int = 5, metric: str = "cosine") -> float:
-    """Mean fraction of each point's k nearest other points that share its group.
-
-    points (C, d), groups (C,). metric "cosine" (embedding space) or "euclidean" (a 2-D map).
-    1: groups are separate clusters; :func:`chance_neighbours`: groups placed at random.
-    """
+def nearest_others(points: Tensor, k: int = 5, metric: str = "cosine") -> Tensor:
+    """(C, k) indices of each point's k nearest other points. points (C, d); metric "cosine"
+    (embedding space) or "euclidean" (a 2-D map)."""
     if not 1 <= k < len(points):
         raise ValueError(f"k must be in [1, {len(points) - 1}], got {k}")
     p = points.detach().double()
@@ -147,8 +147,56 @@ def same_group_neighbours(points: Tensor, groups: Tensor, k: int = 5, metric: st
     else:
         raise ValueError(f"metric must be 'cosine' or 'euclidean', got {metric!r}")
     dist.fill_diagonal_(float("inf"))  # a point is not its own neighbour
-    nearest = dist.topk(k, dim=1, largest=False).indices
+    return dist.topk(k, dim=1, largest=False).indices
+
+
+def same_group_neighbours(points: Tensor, groups: Tensor, k: int = 5, metric: str = "cosine") -> float:
+    """Mean fraction of each point's k nearest other points that share its group.
+
+    points (C, d), groups (C,). metric "cosine" (embedding space) or "euclidean" (a 2-D map).
+    1: groups are separate clusters; :func:`chance_neighbours`: groups placed at random.
+    """
+    nearest = nearest_others(points, k, metric)
     return float((groups[nearest] == groups[:, None]).double().mean())
+
+
+def coarse_neighbours(points: Tensor, labels: Tensor, k: int = 5, metric: str = "cosine") -> dict[str, float]:
+    """Do the items of one coarse group (a script) sit together beyond their own class? Of each
+    item's k nearest other items (points (N, d), labels (N, 2): fine, coarse):
+
+    * ``same_coarse``: the fraction sharing its coarse label (:func:`same_group_neighbours`), with
+      ``chance`` (:func:`chance_neighbours`). It counts the item's own class, whose images share
+      the coarse label by definition: a model that only clusters classes scores high on it;
+    * ``same_class``: the fraction of the same fine class;
+    * ``other_class_same_coarse``: of the neighbours of another class, the fraction sharing the
+      coarse label (pooled over all such neighbours), with ``other_class_chance``: the same for
+      neighbours drawn at random among the other classes' items ((n_coarse - n_class) / (N - n_class)
+      for the item, weighted like its other-class neighbours).
+    """
+    labels = labels.view(len(labels), -1)
+    fine, coarse = labels[:, 0], labels[:, -1]
+    nearest = nearest_others(points, k, metric)
+    same_fine = fine[nearest] == fine[:, None]
+    same_coarse = coarse[nearest] == coarse[:, None]
+    other = (~same_fine).double()
+    _, fine_inv, fine_counts = torch.unique(fine, return_inverse=True, return_counts=True)
+    _, coarse_inv, coarse_counts = torch.unique(coarse, return_inverse=True, return_counts=True)
+    n_class, n_coarse = fine_counts[fine_inv].double(), coarse_counts[coarse_inv].double()
+    at_random = (n_coarse - n_class) / (len(labels) - n_class).clamp(min=1)
+    return {"same_coarse": float(same_coarse.double().mean()), "chance": chance_neighbours(coarse),
+            "same_class": float(same_fine.double().mean()),
+            "other_class_same_coarse": float((same_coarse & ~same_fine).sum() / other.sum().clamp(min=1)),
+            "other_class_chance": float((other.sum(1) * at_random).sum() / other.sum().clamp(min=1))}
+
+
+def class_mean_neighbours(embeddings: Tensor, labels: Tensor, k: int = 5) -> dict[str, float]:
+    """Notebook 05's measure (SupRank Fig. 9): the fraction of each class mean's k nearest class
+    means (cosine) that share its coarse label (``same_coarse``), with ``chance``, and
+    ``num_classes``. One point per class: a class's own images cannot inflate it."""
+    means, rows = class_means(embeddings, labels)
+    coarse = rows[:, -1]
+    return {"same_coarse": same_group_neighbours(means, coarse, min(k, len(means) - 1), "cosine"),
+            "chance": chance_neighbours(coarse), "num_classes": len(means)}
 
 
 def chance_neighbours(groups: Tensor) -> float:
@@ -215,7 +263,7 @@ def plot_embedding_2d(points: Tensor, groups: Tensor, group_names: Optional[dict
                                  name=names.get(g, str(g)), marker=dict(size=6, color=CATEGORIES[i], opacity=0.85,
                                                                         symbol=CATEGORY_MARKERS[i])))
     # Legend right of the plot: up to 21 entries, some long (script names, glyph names).
-    fig.update_layout(template=TEMPLATE, height=500, width=840, margin=dict(l=60, r=230, t=70, b=60), title=title,
+    responsive(fig, 840, template=TEMPLATE, height=500, margin=dict(l=60, r=230, t=70, b=60), title=title,
                       legend=dict(x=1.02, y=1.0, xanchor="left", yanchor="top"),
                       xaxis=dict(title=f"{axis_title} 1"), yaxis=dict(title=f"{axis_title} 2"))
     return fig
@@ -262,10 +310,9 @@ def class_mean_map(embeddings: Tensor, labels: Tensor, seed: int = 0) -> dict[st
     means, rows = class_means(embeddings, labels)
     coarse = rows[:, 1]
     points = tsne_2d(means, seed=seed)
-    return {"points": points, "coarse": coarse, "num_classes": len(means),
-            "embedding_agreement": same_group_neighbours(means, coarse, 5, "cosine"),
-            "map_agreement": same_group_neighbours(points, coarse, 5, "euclidean"),
-            "chance": chance_neighbours(coarse)}
+    space = class_mean_neighbours(embeddings, labels)
+    return {"points": points, "coarse": coarse, "num_classes": len(means), "embedding_agreement": space["same_coarse"],
+            "map_agreement": same_group_neighbours(points, coarse, 5, "euclidean"), "chance": space["chance"]}
 
 
 def plot_class_mean_maps(maps: dict[str, dict[str, Any]], group_names: Optional[dict[int, str]] = None,
@@ -295,7 +342,7 @@ def plot_class_mean_maps(maps: dict[str, dict[str, Any]], group_names: Optional[
                                                  symbol=CATEGORY_MARKERS[i])), row=1, col=col)
         fig.update_xaxes(showticklabels=False, title_text="t-SNE 1", row=1, col=col)
         fig.update_yaxes(showticklabels=False, title_text="t-SNE 2" if col == 1 else "", row=1, col=col)
-    fig.update_layout(template=TEMPLATE, height=520, width=460 * len(maps) + 40, margin=dict(l=40, r=20, t=80, b=130),
+    responsive(fig, 460 * len(maps) + 40, template=TEMPLATE, height=520, margin=dict(l=40, r=20, t=80, b=130),
                       legend=dict(orientation="h", y=-0.08),
                       title=f"t-SNE of the test class means, coloured by script ({first['num_classes']} classes)")
     return fig

@@ -5,9 +5,11 @@ arrays in the JSON spec, and the tests and the dashboard read the spec.
 """
 from __future__ import annotations
 
-from typing import Iterable
+import io
+from typing import Any, Iterable
 
 import plotly.graph_objects as go
+from matplotlib.figure import Figure
 
 POSITIVE = "#2ca02c"  # green, as in ROADMAP Fig. 1 / 7-8
 NEGATIVE = "#d62728"  # red
@@ -40,9 +42,29 @@ def floats(values: Iterable) -> list[float]:
     return [float(v) for v in values]
 
 
-def base_figure(title: str, height: int = 420, width: int = 760) -> go.Figure:
-    """An empty figure with the lab's template, size and title."""
-    fig = go.Figure()
-    fig.update_layout(template=TEMPLATE, title=title, height=height, width=width,
-                      margin=dict(l=60, r=20, t=70, b=50))
+def responsive(fig: go.Figure, static_width: int, **layout: Any) -> go.Figure:
+    """``fig.update_layout(**layout)`` with no fixed width: the figure fills its notebook cell or
+    dashboard column (a fixed 900-1,000 px was cut off in a 1,400-px JupyterLab window with the
+    file browser open). ``static_width``, the width it was designed at, goes to
+    ``layout.meta["static_width"]`` for PNGs drawn without a browser (:mod:`lab.viz.render`)."""
+    fig.update_layout(**layout)
+    meta = fig.layout.meta if isinstance(fig.layout.meta, dict) else {}
+    fig.update_layout(width=None, autosize=True, meta={**meta, "static_width": int(static_width)})
     return fig
+
+
+def base_figure(title: str, height: int = 420, width: int = 760) -> go.Figure:
+    """An empty figure with the lab's template, height and title (``width``: its static width)."""
+    return responsive(go.Figure(), width, template=TEMPLATE, title=title, height=height,
+                      margin=dict(l=60, r=20, t=70, b=50))
+
+
+class ShownFigure(Figure):
+    """A matplotlib Figure (no pyplot state) that Jupyter shows as a PNG wherever it is a cell's
+    value. A bare ``Figure`` is shown so only once pyplot's inline backend is loaded; otherwise
+    JupyterLab and nbclient print "<Figure size 850x760 with 42 Axes>" (notebook 04's retrievals)."""
+
+    def _repr_png_(self) -> bytes:
+        buffer = io.BytesIO()
+        self.savefig(buffer, format="png", bbox_inches="tight")  # as the inline backend: no clipped title
+        return buffer.getvalue()

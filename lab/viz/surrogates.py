@@ -15,7 +15,7 @@ from torch import Tensor
 
 from ..ranking import check_h_minus, default_delta, h_minus, heaviside, sigmoid
 from .controls import Slider
-from .style import SERIES, TEMPLATE, floats
+from .style import SERIES, TEMPLATE, floats, responsive
 
 T_RANGE = (-0.08, 0.08)  # a few temperatures either side of 0 at the paper's tau = 0.01
 
@@ -79,7 +79,7 @@ def plot_surrogates(tau: float = 0.01, rho: float = 100.0, delta: float = 0.05) 
     fig.update_xaxes(title_text="t = s_j − s_k", range=list(T_RANGE))
     for col in (1, 2):
         fig.add_vline(x=delta, line=dict(color="gray", dash="dot", width=1), row=1, col=col)
-    fig.update_layout(template=TEMPLATE, height=440, width=900, margin=dict(l=60, r=20, t=80, b=100),
+    responsive(fig, 900, template=TEMPLATE, height=440, margin=dict(l=60, r=20, t=80, b=100),
                       title=f"Step surrogates: τ = {tau:.3g}, ρ = {rho:.3g}, δ = {delta:.3g} (dotted line)",
                       legend=dict(orientation="h", y=-0.25))
     return fig
@@ -118,7 +118,7 @@ def plot_delta_choice(tau: float = 0.01, eps: float = 0.01) -> go.Figure:
                   annotation_text=f"ε(1−ε)/τ = {level:.3g}", annotation_position="top left")
     for x in (-delta, delta):
         fig.add_vline(x=x, line=dict(color=SERIES[1], dash="dot"))
-    fig.update_layout(template=TEMPLATE, height=380, width=760, margin=dict(l=60, r=20, t=70, b=50),
+    responsive(fig, 760, template=TEMPLATE, height=380, margin=dict(l=60, r=20, t=70, b=50),
                       title=f"δ = τ·ln((1−ε)/ε) = {delta:.4f} (τ = {tau:.3g}, ε = {eps:.3g}): the sigmoid saturates",
                       xaxis_title="t = s_j − s_k", yaxis_title="slope", showlegend=False)
     return fig

@@ -1,0 +1,158 @@
+"""The dashboard in a real browser under load: how long Pause takes in each view, and how often
+the charts dim (Streamlit's stale-element fade) while a run trains.
+
+    .venv/bin/python bench/dashboard.py --load 4          # ~5 min on 2 cores
+
+Starts `streamlit run app.py` (full mode unless --fast) on a free local port and headless Debian
+chromium (/usr/bin/chromium through Playwright), compare mode (ROADMAP vs SmoothAP, defaults,
+a run long enough never to finish). ``--load N`` runs N busy loops beside it (each bounded by
+``timeout``, all killed at the end): load N on top of the dashboard's own.
+
+* Pause: in each view, Start, train a random 3-8 s (evaluations and held-out snapshots fall
+  anywhere), then click Pause from the page's own script and time, in the page (a
+  MutationObserver), until the progress text says "paused"; the step shown then must not move
+  afterwards (checked 2 s later).
+* Dimming: in each view, while training for ``--watch`` seconds, every animation frame records
+  whether a chart's element container is faded (computed opacity < 0.99); episodes are counted.
+
+Prints one line per measurement and a summary (median / max); numbers go to docs/benchmarks.md
+by hand, with the load average printed here.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import random
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Iterator
+from urllib.parse import urlencode
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tests._browser import CHROMIUM, INSTALL_HINT, chromium_page, streamlit_server, wait_idle  # noqa: E402
+
+VIEWS = ("Training", "Retrievals", "Embeddings", "Scores")
+PROGRESS = '[data-testid="stProgress"]'
+# Installed before the click: the page's time of the click and of the first "paused" text.
+ARM_PAUSE = """() => {
+  window.__pausedAt = null;
+  const seen = () => { const p = document.querySelector('%s');
+    if (p && / · paused/.test(p.innerText) && window.__pausedAt === null) window.__pausedAt = performance.now(); };
+  const obs = new MutationObserver(seen);
+  obs.observe(document.body, {subtree: true, childList: true, characterData: true});
+  const button = [...document.querySelectorAll('[data-testid="stSidebar"] button')]
+    .find(b => /(^|\s)Pause$/.test(b.innerText.trim()));  // the icon's ligature comes first
+  window.__clickedAt = performance.now();
+  button.click();
+}""" % PROGRESS
+WATCH_DIMMING = """(seconds) => new Promise(done => {
+  const episodes = []; let start = null; const t0 = performance.now();
+  const frame = () => {
+    const now = performance.now();
+    const dim = [...document.querySelectorAll('.js-plotly-plot')].some(p => {
+      for (let e = p; e && e !== document.body; e = e.parentElement)
+        if (parseFloat(getComputedStyle(e).opacity) < 0.99) return true;
+      return false; });
+    if (dim && start === null) start = now;
+    if (!dim && start !== null) { episodes.push(now - start); start = null; }
+    if (now - t0 < seconds * 1000) requestAnimationFrame(frame);
+    else { if (start !== null) episodes.push(now - start); done(episodes); }
+  };
+  requestAnimationFrame(frame);
+})"""
+
+
+@contextlib.contextmanager
+def load(n: int, seconds: int) -> Iterator[None]:
+    """``n`` busy loops, each ended by ``timeout`` after ``seconds`` at the latest, killed on exit."""
+    procs = [subprocess.Popen(["timeout", str(seconds), "sh", "-c", "while :; do :; done"]) for _ in range(n)]
+    try:
+        yield
+    finally:
+        for p in procs:
+            p.terminate()
+        for p in procs:
+            p.wait()
+
+
+def sidebar_button(page, name: str):
+    return page.get_by_test_id("stSidebar").get_by_role("button", name=name, exact=True)
+
+
+def step_shown(page) -> int:
+    text = page.locator(PROGRESS).first.inner_text()
+    return int(text.split("Step ", 1)[1].split(" ", 1)[0])
+
+
+def open_view(page, url: str, view: str) -> None:
+    page.goto(url)
+    wait_idle(page)
+    if view != "Training":
+        page.get_by_role("radio", name=view, exact=True).click()
+        wait_idle(page)
+
+
+def start(page) -> None:
+    sidebar_button(page, "Start").click()
+    page.get_by_text("· training").wait_for(timeout=300_000)
+
+
+def pause_trial(page, rng: random.Random) -> tuple[float, int, int]:
+    """(seconds from the click to 'paused' on the page, step shown then, step shown 2 s later)."""
+    start(page)
+    page.wait_for_timeout(rng.uniform(3000, 8000))  # a measurement's dwell time, not a wait for the page
+    page.evaluate(ARM_PAUSE)
+    page.wait_for_function("() => window.__pausedAt !== null", timeout=300_000)
+    seconds = page.evaluate("() => (window.__pausedAt - window.__clickedAt) / 1000")
+    shown = step_shown(page)
+    page.wait_for_timeout(2000)
+    return seconds, shown, step_shown(page)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--load", type=int, default=0, help="busy loops beside the dashboard")
+    parser.add_argument("--trials", type=int, default=4, help="Pause clicks per view")
+    parser.add_argument("--watch", type=float, default=20.0, help="seconds of dimming watch per view (0: skip)")
+    parser.add_argument("--views", nargs="+", choices=VIEWS, default=list(VIEWS))
+    parser.add_argument("--fast", action="store_true", help="fast mode (tiny runs)")
+    args = parser.parse_args()
+    if not CHROMIUM.exists():
+        sys.exit(f"{CHROMIUM} is missing: {INSTALL_HINT}")
+    rng = random.Random(0)
+    query = urlencode({"compare": "1", "loss_b": "smooth_ap", "steps": 100_000})
+    env = {"LAB_FAST": "1" if args.fast else "0"}
+    pauses: dict[str, list[float]] = {}
+    dims: dict[str, list[float]] = {}
+    with load(args.load, 3600), streamlit_server(env=env) as url, chromium_page(width=1440, height=1000) as page:
+        for view in args.views:
+            open_view(page, f"{url}/?{query}", view)
+            for trial in range(args.trials):
+                seconds, shown, later = pause_trial(page, rng)
+                pauses.setdefault(view, []).append(seconds)
+                print(f"{view:10s} pause {trial + 1}: {seconds:5.2f} s  (step {shown}, 2 s later {later})"
+                      f"{'  MOVED AFTER PAUSE' if later != shown else ''}  load {os.getloadavg()[0]:.1f}", flush=True)
+            if args.watch > 0:
+                start(page)
+                episodes = [ms / 1000 for ms in page.evaluate(WATCH_DIMMING, args.watch)]
+                sidebar_button(page, "Pause").click()
+                page.get_by_text("· paused").wait_for(timeout=300_000)
+                dims[view] = episodes
+                print(f"{view:10s} dimming: {len(episodes)} episodes in {args.watch:.0f} s, longest "
+                      f"{max(episodes, default=0):.2f} s  load {os.getloadavg()[0]:.1f}", flush=True)
+    print(f"\nsummary (load generator {args.load}, {'fast' if args.fast else 'full'} mode, {time.strftime('%Y-%m-%d %H:%M')}):")
+    for view, values in pauses.items():
+        print(f"  {view:10s} pause median {statistics.median(values):.2f} s, max {max(values):.2f} s over {len(values)}")
+    for view, episodes in dims.items():
+        print(f"  {view:10s} dimmed {len(episodes)} times in {args.watch:.0f} s, longest {max(episodes, default=0):.2f} s")
+
+
+if __name__ == "__main__":
+    os.chdir(ROOT)
+    main()
