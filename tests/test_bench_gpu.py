@@ -3,6 +3,7 @@ objective as ours; its engine modes really switch the sizes and the kernels, and
 run on the CPU covers every loss, composition and target. (Timings themselves are never asserted.)"""
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -64,6 +65,16 @@ def test_smoke_run_covers_every_loss_and_target(monkeypatch):
         assert f"| {name} | 16 |" in out and f"| {name} | 32 |" in out
     for composition in ("4/class", "2 classes", "2 levels"):
         assert f"#### {composition}" in out
-    assert out.count("not measured.") == len(gpu.TARGETS)  # no B = 16384 in a smoke run
+    assert out.count("not measured.") == len(gpu.TARGETS) + 1  # no B = 16384 nor 100k in a smoke run
+    evaluation = [line.split("|") for line in out.splitlines() if line.startswith(("| 500 x 128", "| 1000 x 128"))]
+    assert [(row[1].strip(), row[2].strip()) for row in evaluation] == [
+        (f"{n} x 128", data) for n in (500, 1000) for data in ("easy", "hard")]
+    for row in evaluation:  # the same numbers as AccuracyCalculator's, where it is installed
+        assert row[-2].strip() == "not installed" or float(row[-2]) < 1e-6
+    assert re.search(r"on glyphs \(small_cnn, 5\d\d images\)", out)  # 500 asked, whole classes
+    training = [line.split("|") for line in out.splitlines() if line.startswith("| smoke: small_cnn, B = 16")]
+    assert len(training) == len(gpu.TRAIN_CASES)
+    for row in training:  # steps/s with data never above model only by much, a fraction in (0, 2)
+        assert float(row[3]) > 0 and float(row[5]) > 0 and 0 < float(row[7].strip(" %")) / 100 < 2
     cubic = [line for line in out.splitlines() if line.startswith("| cubic SmoothAP")]
     assert len(cubic) == 2 and all(float(line.split("|")[-2]) < 1e-5 for line in cubic)

@@ -11,6 +11,7 @@ import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+import lab.core.budget as lab_budget
 import lab.metrics.chunking as chunking
 from lab.metrics import retrieval_metrics
 from lab.metrics.retrieval import _backend
@@ -50,33 +51,29 @@ def grid_embeddings(n: int, dim: int, seed: int) -> torch.Tensor:
 
 
 # ------------------------------------------------------------------------- pure functions
-def test_default_budget_is_a_share_of_the_free_memory_within_bounds():
-    assert chunking.default_budget("cpu") == chunking.default_budget("cpu", 80 * GIB) == chunking.CPU_BUDGET
-    assert chunking.default_budget("cuda", 0) == chunking.CUDA_MIN_BUDGET
-    assert chunking.default_budget("cuda", 4 * GIB) == int(chunking.CUDA_FREE_SHARE * 4 * GIB)
-    assert chunking.default_budget("cuda", 80 * GIB) == chunking.CUDA_MAX_BUDGET
-    shares = [chunking.default_budget("cuda", f * GIB) for f in (0, 1, 2, 4, 8, 16, 80)]
-    assert shares == sorted(shares)  # more free memory never gives a smaller budget
-
-
 def test_budget_on_cuda_reads_the_free_memory(monkeypatch):
-    """No GPU needed: torch.cuda.mem_get_info answers with fake values."""
+    """No GPU needed: torch.cuda.mem_get_info answers with fake values. The metrics share the losses'
+    budget (lab.core.budget), and the caller's memory_budget wins over it."""
     monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (6 * GIB, 80 * GIB))
+    monkeypatch.delenv(lab_budget.BUDGET_ENV, raising=False)
     cuda = torch.device("cuda")
-    assert chunking.budget_bytes(cuda) == chunking.default_budget("cuda", 6 * GIB)
-    assert chunking.budget_bytes(cuda, memory_budget=2**20) == 2**20  # the caller's wins
-    assert chunking.budget_bytes(torch.device("cpu")) == chunking.CPU_BUDGET
+    assert chunking.budget_bytes(cuda) == lab_budget.device_budget("cuda", 6 * GIB) == int(1.5 * GIB)
+    assert chunking.budget_bytes(cuda, memory_budget=2**20) == 2**20
+    assert chunking.budget_bytes(cuda, memory_budget="1MB") == 2**20
+    assert chunking.budget_bytes(torch.device("cpu")) == lab_budget.CPU_BUDGET
+    with lab_budget.memory_budget("4MB"):
+        assert chunking.budget_bytes(cuda) == chunking.budget_bytes(torch.device("cpu")) == 4 * 2**20
 
 
 @pytest.mark.parametrize("free, n, width", [(80 * GIB, 100_000, 7), (8 * GIB, 100_000, 7), (GIB, 15_000, 79),
                                             (10**6, 300_000, 7), (40 * GIB, 1_000, 0)])
 def test_device_chunk_rows_fill_the_budget_and_no_more(free, n, width):
     rows = chunking.device_chunk_rows(free, n, width)
-    budget = chunking.default_budget("cuda", free)
+    budget_ = lab_budget.device_budget("cuda", free)
     per_query = n * chunking.SCORE_BYTES["device"] + width * chunking.item_bytes(1)
     assert rows >= 1
-    assert rows == 1 or rows * per_query <= budget  # within the budget...
-    assert (rows + 1) * per_query > budget  # ...and one more query would not be
+    assert rows == 1 or rows * per_query <= budget_  # within the budget...
+    assert (rows + 1) * per_query > budget_  # ...and one more query would not be
     assert chunking.device_chunk_rows(free, 2 * n, width) <= rows  # a larger gallery: fewer queries
     assert chunking.device_chunk_rows(2 * free, n, width) >= rows
 
@@ -87,7 +84,7 @@ def test_an_h100_chunk_at_100k_is_far_from_cache_sized():
     rows = chunking.device_chunk_rows(78 * GIB, 100_000, 7)
     assert rows > 1000
     assert -(-100_000 // rows) < 100
-    assert chunking.chunk_rows(chunking.CPU_BUDGET, 100_000, 7, "cpu") < 50
+    assert chunking.chunk_rows(lab_budget.CPU_BUDGET, 100_000, 7, "cpu") < 50
 
 
 def test_chunk_bounds_cover_every_query_once_within_the_budget():
@@ -106,9 +103,11 @@ def test_chunk_bounds_cover_every_query_once_within_the_budget():
 
 def test_memory_budget_must_be_a_number_of_bytes():
     emb, labels = torch.randn(6, 3), torch.tensor([0, 0, 1, 1, 2, 2])
-    for bad in (-1, 100, 1.5e9, "2GB", True):
+    for bad in (-1, 100, "2 apples", "-5MB", True, float("nan")):
         with pytest.raises(ValueError, match="memory_budget"):
             retrieval_metrics(emb, labels, memory_budget=bad)
+    # the losses' units are accepted too
+    assert retrieval_metrics(emb, labels, memory_budget="1MB") == retrieval_metrics(emb, labels, memory_budget=2**20)
 
 
 def test_faiss_is_only_used_on_the_cpu():
@@ -144,12 +143,12 @@ def test_tiny_budgets_give_identical_results(monkeypatch, kind, on_device):
     emb = grid_embeddings(300, 4, seed=1)
     labels = LABELS[kind](torch.randint(0, 30, (300,), generator=g), g)
     whole = retrieval_metrics(emb, labels)
-    for budget in (chunking.MIN_BUDGET, 10**5):
+    for budget in (lab_budget.MIN_BUDGET, 10**5):
         assert_same(retrieval_metrics(emb, labels, memory_budget=budget), whole)
     assert_same(retrieval_metrics(emb, labels, chunk_size=7), whole)
     # A gallery (no self-retrieval), a few queries at a time.
     q, r = labels[:100], labels[100:]
-    assert_same(retrieval_metrics(emb[:100], q, emb[100:], r, memory_budget=chunking.MIN_BUDGET),
+    assert_same(retrieval_metrics(emb[:100], q, emb[100:], r, memory_budget=lab_budget.MIN_BUDGET),
                 retrieval_metrics(emb[:100], q, emb[100:], r))
 
 

@@ -1,32 +1,25 @@
 """How many queries one chunk of :func:`lab.metrics.retrieval_metrics` holds, from a memory budget.
 
-The evaluation scans a (chunk of queries x gallery) block of similarities at a time. The right
-size depends on the device:
+The evaluation scans a (chunk of queries x gallery) block of similarities at a time. Its budget is
+the losses' (:mod:`lab.core.budget`): on a CPU a cache-sized block (2**22 float32 scores and their
+temporaries, bench/metrics.py); on a GPU a share of the memory free when the call starts, since
+there each chunk costs microseconds of launches whatever its size (the issue measured 3.2 s at
+100k x 128, where the 100k x 100k similarity product alone takes 0.05 s). ``memory_budget`` of
+``retrieval_metrics``, ``set_memory_budget`` or ``RANKLAB_MEMORY_BUDGET`` override it.
 
-- On a CPU a block is fastest while it stays in cache: 2**22 float32 scores (16 MB) and their
-  temporaries, ``CPU_BUDGET`` (bench/metrics.py).
-- On a GPU each kernel launch and each chunk cost microseconds of host time whatever their size,
-  and a cache-sized block leaves the device waiting on them (the issue measured 3.2 s at
-  100k x 128, where the 100k x 100k similarity product alone takes 0.05 s). There the budget is a
-  share of the memory free when the call starts (``CUDA_FREE_SHARE``, at most ``CUDA_MAX_BUDGET``).
-
-``retrieval_metrics(..., memory_budget=bytes)`` overrides the default for one call. The chunk's
-working set is counted per score of its (c, N) block (``SCORE_BYTES``) plus per entry of its
-(c, P) lists of relevant items (``item_bytes``), so the largest tensor of a chunk stays within the
-budget (tests/test_metrics_chunks.py).
+The chunk's working set is counted per score of its (c, N) block (``SCORE_BYTES``) plus per entry of
+its (c, P) lists of relevant items (``item_bytes``), so the largest tensor of a chunk stays within
+the budget (tests/test_metrics_chunks.py).
 """
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from typing import Optional, Union
 
 import numpy as np
 import torch
 
-CPU_BUDGET = 32 * 2**20  # bytes: 2**22 scores at SCORE_BYTES["cpu"], as before issue 20
-CUDA_FREE_SHARE = 0.25  # of the device's free memory, read when the call starts
-CUDA_MIN_BUDGET = 64 * 2**20
-CUDA_MAX_BUDGET = 2 * 2**30  # past a few hundred MB per chunk the launches are a small fraction
-MIN_BUDGET = 2**16  # a smaller budget gives one-row chunks anyway
+from ..core import budget as _budget
+
 # Bytes held per score of the (c, N) block: on the CPU the float32 score and its bool mask (the
 # numpy counting's other temporaries are cache-sized slabs, or the few kept items); on a device the
 # score, then either a bool per threshold (at most 8 of them) or an int64 bucket key and a bool
@@ -40,26 +33,12 @@ def item_bytes(num_levels: int) -> int:
     return 8 * (16 + 4 * (num_levels + 1))
 
 
-def check_memory_budget(memory_budget: Optional[int]) -> None:
-    """None (the device's default) or a number of bytes, at least ``MIN_BUDGET``."""
-    if memory_budget is not None and (isinstance(memory_budget, bool) or not isinstance(memory_budget, int)
-                                      or memory_budget < MIN_BUDGET):
-        raise ValueError(f"memory_budget must be None or a number of bytes >= {MIN_BUDGET}, got {memory_budget!r}")
-
-
-def default_budget(device_type: str, free_bytes: Optional[int] = None) -> int:
-    """Bytes one call may hold at once on a device type, given its free memory (CUDA)."""
-    if device_type != "cuda" or free_bytes is None:
-        return CPU_BUDGET
-    return int(min(CUDA_MAX_BUDGET, max(CUDA_MIN_BUDGET, CUDA_FREE_SHARE * free_bytes)))
-
-
-def budget_bytes(device: torch.device, memory_budget: Optional[int] = None) -> int:
-    """The caller's ``memory_budget``, else the default of ``device`` (its free memory on CUDA)."""
+def budget_bytes(device: torch.device, memory_budget: Union[int, str, None] = None) -> int:
+    """The caller's ``memory_budget`` (bytes or a size such as "512MB"), else the lab's budget on
+    ``device`` (lab.core.budget: the knob if set, otherwise the device's default)."""
     if memory_budget is not None:
-        return memory_budget
-    free = torch.cuda.mem_get_info(device)[0] if device.type == "cuda" else None
-    return default_budget(device.type, free)
+        return _budget.parse_budget(memory_budget, name="memory_budget")
+    return _budget.budget_bytes(device)
 
 
 def chunk_rows(budget: int, n: int, width: int, device_type: str, num_levels: int = 1) -> int:
@@ -72,7 +51,7 @@ def chunk_rows(budget: int, n: int, width: int, device_type: str, num_levels: in
 
 def device_chunk_rows(free_bytes: int, n: int, width: int = 0, num_levels: int = 1) -> int:
     """Queries per chunk on a CUDA device with ``free_bytes`` free (the default budget)."""
-    return chunk_rows(default_budget("cuda", free_bytes), n, width, "cuda", num_levels)
+    return chunk_rows(_budget.device_budget("cuda", free_bytes), n, width, "cuda", num_levels)
 
 
 def chunk_bounds(widths: np.ndarray, n: int, budget: int, device_type: str, num_levels: int = 1,

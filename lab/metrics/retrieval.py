@@ -9,7 +9,7 @@ same numbers on the same similarities, ties included.
 from __future__ import annotations
 
 import contextlib
-from typing import Iterator, Optional, Sequence
+from typing import Iterator, Optional, Sequence, Union
 
 import numpy as np
 import torch
@@ -22,7 +22,8 @@ from ..core.graded_ranks import GradedRanks, exact_graded_ranks
 from ..core.relevance import check_alpha, hap_relevance, ndcg_relevance, num_levels, shared_levels
 from .exact import Sorted, ap_from_ranks, hits_from_ranks, map_at_r_from_ranks, ranks_for, sort_scores
 from .hierarchical import asi, h_ap_from_ranks, ndcg_from_ranks
-from .chunking import budget_bytes, check_memory_budget, chunk_bounds
+from ..core.budget import parse_budget
+from .chunking import budget_bytes, chunk_bounds
 from .list_metrics import list_metrics
 from .relevant import LabelIndex
 
@@ -135,7 +136,7 @@ def retrieval_metrics(
     alpha: float = 1.0,
     level_names: Optional[Sequence[str]] = None,
     method: str = "count",
-    memory_budget: Optional[int] = None,
+    memory_budget: Union[int, str, None] = None,
 ) -> dict[str, float]:
     """R@k (hit rate), mAP@R and mAP, averaged over queries, as fractions in [0, 1].
 
@@ -153,9 +154,9 @@ def retrieval_metrics(
     Runs on the embeddings' device (a GPU: everything stays there until the final means; MPS,
     which lacks float64, on the CPU). ``backend``: who computes the similarity blocks on the CPU,
     ``"torch"`` (the default) or ``"faiss"`` (its CPU kernel); the same numbers. On a GPU they are
-    always torch's. ``memory_budget``: bytes one chunk of queries may hold (its similarity block
-    and temporaries, :mod:`lab.metrics.chunking`); default 32 MB on the CPU (cache-sized), a
-    quarter of the free memory (at most 2 GB) on CUDA. ``chunk_size`` fixes the queries per chunk
+    always torch's. ``memory_budget``: bytes (or "512MB") one chunk of queries may hold (its similarity
+    block and temporaries, :mod:`lab.metrics.chunking`); default the lab's budget
+    (:mod:`lab.core.budget`: 32 MB on the CPU, a quarter of the free memory, at most 2 GB, on CUDA). ``chunk_size`` fixes the queries per chunk
     instead. ``method="sort"``: the slow reference (same chunks, about 5x the memory per score).
     """
     if method not in METHODS:
@@ -163,7 +164,7 @@ def retrieval_metrics(
     ks = check_ks(ks)
     check_alpha(alpha)
     check_chunk_size(chunk_size)
-    check_memory_budget(memory_budget)
+    memory_budget = parse_budget(memory_budget, name="memory_budget")  # bad input fails before any work
     query_labels, ref_emb, ref_labels, self_retrieval = check_references(
         query_emb, query_labels, ref_emb, ref_labels, names=("query_emb", "query_labels", "ref_emb", "ref_labels"))
 
