@@ -63,6 +63,15 @@ def fake(monkeypatch):
     return calls
 
 
+def test_runs_are_trained_seed_by_seed(tmp_path, fake):
+    """A study stopped part-way (a session's end) holds whole seeds: every method of seed 0, then 1 ..."""
+    runner.run_studies(["methods"], tmp_path, quick=True, seeds=3, log=lambda _: None)
+    by_key = {s.key: s for s in study_spec.study_runs("methods", quick=True, seeds=3)}
+    seeds = [by_key[k].seed for k in fake]
+    assert len(seeds) == len(by_key) and seeds == sorted(seeds)
+    assert len({by_key[k].method for k in fake[: len(seeds) // 3]}) == len(study_spec.QUICK_METHODS)
+
+
 def test_a_second_call_skips_finished_runs_and_a_shared_run_is_trained_once(tmp_path, fake):
     runner.run_studies(["batch_size", "gap"], tmp_path, quick=True, log=lambda _: None)
     specs = study_spec.study_runs("batch_size", quick=True)

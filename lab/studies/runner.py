@@ -150,7 +150,8 @@ def run_studies(names: list[str], out: Path, quick: bool = False, seeds: Optiona
             f"  {what}: R@1 {rec['R@1']:.3f} mAP@R {rec['mAP@R']:.3f} ({rec['seconds']:.0f} s)")
 
     start = time.perf_counter()
-    todo = [specs[0] for specs in wanted.values()]
+    # Seed by seed: a study cut short after k seeds holds k complete, paired rows of every method.
+    todo = sorted((specs[0] for specs in wanted.values()), key=lambda spec: spec.seed)
     failures = (ArithmeticError, RuntimeError, ValueError)  # NonFiniteLossError is a RuntimeError
     if jobs <= 1 or len(todo) <= 1:
         for spec in todo:
