@@ -74,7 +74,7 @@ def test_smoke_run_covers_every_loss_and_target(monkeypatch):
     assert re.search(r"on glyphs \(small_cnn, 5\d\d images\)", out)  # 500 asked, whole classes
     training = [line.split("|") for line in out.splitlines() if line.startswith("| smoke: small_cnn, B = 16")]
     assert len(training) == len(gpu.TRAIN_CASES)
-    for row in training:  # steps/s with data never above model only by much, a fraction in (0, 2)
-        assert float(row[3]) > 0 and float(row[5]) > 0 and 0 < float(row[7].strip(" %")) / 100 < 2
+    for row in training:  # rates measured (their values are timings: never asserted)
+        assert float(row[3]) > 0 and float(row[5]) > 0 and float(row[7].strip(" %")) > 0
     cubic = [line for line in out.splitlines() if line.startswith("| cubic SmoothAP")]
     assert len(cubic) == 2 and all(float(line.split("|")[-2]) < 1e-5 for line in cubic)
