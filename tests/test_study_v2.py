@@ -87,6 +87,23 @@ def test_pilot_records_a_curve_and_resumes_on_the_same_trajectory(tmp_path, monk
     assert [[p[m] for m in metrics] for p in resumed["curve"]] == [[p[m] for m in metrics] for p in whole["curve"]]
 
 
+def test_a_longer_pilot_continues_the_curve_and_a_pilot_stops_when_the_rule_answers(tmp_path, monkeypatch):
+    whole = runner.run_pilot(tmp_path / "a", TINY, every=2, log=lambda _: None)
+    runner.run_pilot(tmp_path / "b", dict(TINY, steps=2), every=2, log=lambda _: None)
+    longer = runner.run_pilot(tmp_path / "b", TINY, every=2, log=lambda _: None)  # 2 steps more, then 2 more
+    metrics = ("R@1", "mAP@R", "mAP")
+    assert [[p["step"], *(p[m] for m in metrics)] for p in longer["curve"]] == \
+        [[p["step"], *(p[m] for m in metrics)] for p in whole["curve"]]
+    assert longer["config"]["steps"] == 6
+    # Another trajectory (a different seed) starts over.
+    other = runner.run_pilot(tmp_path / "b", dict(TINY, seed=1, steps=2), every=2, log=lambda _: None)
+    assert [p["step"] for p in other["curve"]] == [0, 2]
+    # The rule answers at step 2 (its window seen by step 4): the pilot stops there, not at 6.
+    monkeypatch.setattr(runner, "plateau_step", lambda curve: 2 if curve[-1][0] >= 4 else None)
+    stopped = runner.run_pilot(tmp_path / "c", TINY, every=2, log=lambda _: None)
+    assert [p["step"] for p in stopped["curve"]] == [0, 2, 4] and stopped["plateau_step"] == 2
+
+
 def test_study_cli_runs_the_pilot_and_v2_studies_into_v2(tmp_path, monkeypatch):
     seen = []
     monkeypatch.setattr(runner, "run_pilot", lambda out, **k: seen.append(("pilot", out)))

@@ -101,7 +101,9 @@ def test_channels_last_steps_like_the_default_layout(monkeypatch):
     nhwc = make(steps=1, xbm_size=0, lr=0.0)
     conv = next(m for m in nhwc.model.modules() if isinstance(m, torch.nn.Conv2d) and m.in_channels > 1)
     assert conv.weight.is_contiguous(memory_format=torch.channels_last)
-    assert nhwc.step()["loss"] == pytest.approx(plain_loss, rel=1e-5)
+    # float32 convolutions in another order, through a sigmoid of scores / 0.01: 1e-5 apart was seen in a
+    # loaded run; a wrong permutation of the images moves the loss by ~1e-1
+    assert nhwc.step()["loss"] == pytest.approx(plain_loss, rel=1e-4)
     for (name, x), y in zip(plain.model.named_parameters(), nhwc.model.parameters()):
         # float32 sums over the batch's pixels taken in another order: close as whole tensors
         assert torch.linalg.vector_norm(y.grad - x.grad) <= 1e-3 * torch.linalg.vector_norm(x.grad), name

@@ -191,8 +191,9 @@ def run_pilot(out: Path, config: Optional[dict[str, Any]] = None, every: int = P
               log: Callable[[str], None] = print, device: Optional[str] = None) -> dict[str, Any]:
     """Protocol v2's pilot: one run of ``config`` (default ``PILOT``), evaluated on its test split every
     ``every`` steps, into ``out/pilot.json``: the learning curve and the plateau step of
-    ``plateau_step``. Resumable: the file is rewritten after each evaluation, and the run continues
-    from its checkpoint (``out/pilot-checkpoint.pt``, not kept in git) on the same trajectory."""
+    ``plateau_step``; it stops once the rule answers, at the latest after the config's steps.
+    Resumable: the file is rewritten after each evaluation, and the run continues from its checkpoint
+    (``out/pilot-checkpoint.pt``, not kept in git) on the same trajectory, also with more steps."""
     import torch
 
     from ..train import Trainer, TrainConfig
@@ -202,8 +203,9 @@ def run_pilot(out: Path, config: Optional[dict[str, Any]] = None, every: int = P
     out = Path(out)
     path, checkpoint = out / "pilot.json", out / "pilot-checkpoint.pt"
     data = load_results(path)
-    if data.get("key") != config_key(config):  # another pilot config: start over
-        data = {"study": "pilot", "key": config_key(config), "config": config, "every": every, "curve": []}
+    if _trajectory(data.get("config")) != _trajectory(config):  # another pilot: start over
+        data = {"study": "pilot", "curve": []}
+    data.update(key=config_key(config), config=config, every=every)  # a longer pilot continues its curve
     cfg = TrainConfig.from_dict({**config, **({"device": device} if device else {})})
     trainer = Trainer(cfg)
     if data["curve"] and checkpoint.exists():
@@ -213,7 +215,7 @@ def run_pilot(out: Path, config: Optional[dict[str, Any]] = None, every: int = P
         data["curve"] = []  # evaluations without their checkpoint: the run cannot continue, start over
     if not data["curve"]:
         data["curve"].append(_pilot_point(trainer, 0.0))
-    while trainer.step_count < cfg.steps:
+    while trainer.step_count < cfg.steps and data.get("plateau_step") is None:  # until the rule answers
         start = time.perf_counter()
         trainer.step(min(every, cfg.steps - trainer.step_count))
         seconds = time.perf_counter() - start
@@ -227,6 +229,15 @@ def run_pilot(out: Path, config: Optional[dict[str, Any]] = None, every: int = P
             + (f" (plateau from step {data['plateau_step']})" if data["plateau_step"] is not None else ""))
     save_results(path, data)
     return data
+
+
+def _trajectory(config: Optional[dict[str, Any]]) -> Optional[str]:
+    """The pilot's key without its length: at a constant learning rate the first s steps of a longer
+    pilot are the shorter one's, so a longer pilot resumes the curve instead of starting over."""
+    if config is None:
+        return None
+    constant = config.get("scheduler", "none") == "none" and not config.get("warmup_steps")
+    return config_key({**config, "steps": 1} if constant else config)
 
 
 def _pilot_point(trainer, seconds: float) -> dict[str, Any]:
