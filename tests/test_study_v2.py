@@ -3,6 +3,7 @@ which v2 supersedes v1's studies 1, 2 and 5 with adjacent pairs in the paper's o
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from matplotlib.figure import Figure
@@ -160,3 +161,15 @@ def test_rank_and_pilot_figures(monkeypatch):
     assert any(c for c in left.containers)  # error bars
     pilot = plots.plot_pilot([{"step": s, "R@1": 0.5, "mAP@R": 0.3} for s in (0, 250, 500)], plateau=250)
     assert [line.get_xdata()[0] for line in pilot.axes[0].lines if line.get_linestyle() == "--"] == [250]
+
+
+def test_the_v2_budget_is_the_plateau_of_the_committed_pilot():
+    """V2_STEPS is not a free choice: it is what the rule reads off results/v2/pilot.json's curve."""
+    path = Path(study_spec.__file__).resolve().parents[2] / "results" / "v2" / "pilot.json"
+    if not path.exists():
+        assert study_spec.V2_STEPS is None
+        return
+    pilot = json.loads(path.read_text())
+    curve = [(p["step"], p["mAP@R"]) for p in pilot["curve"]]
+    assert study_spec.V2_STEPS == study_spec.plateau_step(curve) == pilot["plateau_step"]
+    assert runner._trajectory(pilot["config"]) == runner._trajectory(study_spec.PILOT)
