@@ -147,9 +147,23 @@ def test_page_with_v2_results_supersedes_v1s_studies(tmp_path, fake, monkeypatch
     assert "45 / 45" in v2 and "p (Holm)" in v2 and "**Plateau from step 0.**" in v2
     assert "## 1. Rank losses compared" not in v1 and "## 2. Batch size" not in v1 and "## 5." not in v1
     assert "## 3. Hyper-parameters" in v1 and "## 4. Number of bins" in v1 and "## 6. Memory bank" in v1
-    assert "superseded by protocol v2" in v1
+    assert "superseded by protocol v2" in v1 and "**Trust these.**" in v2 and "provisional" not in page
     for name in ("study_methods_v2", "study_ranks_v2", "study_batch_size_v2", "study_gap_v2", "study_pilot_v2"):
         assert (tmp_path / "d" / "figures" / f"{name}.png").stat().st_size > 1000
+
+
+def test_a_v2_study_cut_short_is_provisional_and_keeps_v1s_section(tmp_path, fake, monkeypatch):  # noqa: F811
+    """A session's end leaves seeds 0-1 of study 1: its v2 verdict says provisional, v1's study 1 stays the
+    one to read, and the studies without v2 runs keep theirs."""
+    monkeypatch.setattr(study_spec, "V2_STEPS", 1000)
+    runner.run_studies(list(study_spec.ORDER), tmp_path / "r", quick=False, log=lambda _: None)
+    runner.run_studies(["methods"], tmp_path / "r" / "v2", quick=False, seeds=2, log=lambda _: None, protocol="v2")
+    page = render(tmp_path / "r", tmp_path / "d").read_text()
+    v2, v1 = page.split("## Results", 1)[0], page
+    assert "**In progress: 18 of 75 runs done.**" in page and "**Trust these.**" not in page
+    assert "**Verdict so far (18 of 45 runs: provisional):" in page and "provisional: " in page
+    assert "## 1. Rank losses compared" in v1 and "## 2. Batch size" in v1 and "## 5." in v1
+    assert "superseded by protocol v2" not in page
 
 
 def test_rank_and_pilot_figures(monkeypatch):

@@ -14,7 +14,7 @@ import math
 from typing import Any, Sequence
 
 from .claims import PAPER_METHODS, Section, points, table
-from .spec import PAPER_ORDER, PLATEAU_GAIN, PLATEAU_WINDOW
+from .spec import PAPER_ORDER, PILOT_FIRST_STEPS, PLATEAU_GAIN, PLATEAU_WINDOW
 from .stats import (RESOLVED, REVERSED, Records, adjacent_pairs, fmt, fmt_p, holm, mean_std, paired,
                     paired_interval, paired_ttest, adjacent_verdict, seed_ranks, summarise)
 
@@ -125,5 +125,8 @@ def pilot_section(data: dict[str, Any]) -> str:
         f"{cfg['seed']}, the v2 budget otherwise, evaluated on the whole test split every {data['every']} steps. Rule, "
         f"fixed before the pilot ran: the budget is the first evaluated step after which mAP@R never gains more "
         f"than {100 * PLATEAU_GAIN:.1f} point at any evaluation within the next {PLATEAU_WINDOW:,} steps. "
-        + (f"**Plateau from step {plateau:,}.**" if plateau is not None else "**No plateau within the pilot.**"),
+        + (f"**Plateau from step {plateau:,}.**" if plateau is not None else "**No plateau within the pilot.**")
+        + (f" The pilot was first set to {PILOT_FIRST_STEPS:,} steps, where the rule had no answer yet; it was "
+           f"continued on the same trajectory (at most {cfg['steps']:,} steps) and stopped once the rule answered."
+           if curve[-1]["step"] > PILOT_FIRST_STEPS else ""),
         table(["step", "R@1", "mAP@R"], rows)])

@@ -129,9 +129,10 @@ def _section(name: str, data: dict[str, Any], quick: bool, seeds: Optional[int],
         return "\n".join(lines), [TITLES[name], "—", "not run", "not run"]
     s = (ANALYSE_V2 if protocol == "v2" else ANALYSE)[name](records)
     seeds_seen = sorted({r["seed"] for r in records})
+    so_far = f" so far ({len(records)} of {len(records) + len(missing)} runs: provisional)" if missing else ""
     lines = [f"{level} {s.title}", "", f"**Paper.** {s.claim}", "",
              f"**Measured** (mean ± std over n = {len(seeds_seen)} seeds; metrics in %). {s.measured}.", "",
-             f"**Verdict: {s.verdict}.**" + ("" if s.verdict == "reproduces" else f" Most likely reasons: {s.if_not}"),
+             f"**Verdict{so_far}: {s.verdict}.**" + ("" if s.verdict == "reproduces" else f" Most likely reasons: {s.if_not}"),
              "", s.body, ""]
     if figures is not None:
         from ..viz.render import save_png
@@ -147,7 +148,8 @@ def _section(name: str, data: dict[str, Any], quick: bool, seeds: Optional[int],
                                                              for f in failed.values()) if failed else "")
                      + f"). Complete with `{command}` (finished runs are skipped), then `python -m lab study --render`.")
     lines.append("")
-    return "\n".join(lines), [s.title.split(" (")[0], s.measured, s.verdict, f"{len(records)} / {len(records) + len(missing)}"]
+    verdict = f"provisional: {s.verdict}" if missing else s.verdict
+    return "\n".join(lines), [s.title.split(" (")[0], s.measured, verdict, f"{len(records)} / {len(records) + len(missing)}"]
 
 
 def _compute(datas: dict[str, dict[str, Any]]) -> str:
@@ -173,8 +175,18 @@ def _v2_part(out: Path, docs: Path, seeds: Optional[int]) -> tuple[list[str], se
         text, row = _section(name, datas[name], False, seeds, docs / "figures", docs, "v2")
         sections.append(text)
         summary.append(row)
-    lines = ["## Protocol v2: which AP loss is better", "",
-             "**Trust these.** They supersede v1's studies 1, 2 and 5. Protocol v2 was fixed before any of its results "
+    complete = {n for n in V2_STUDIES if spec.V2_STEPS is not None and not missing_runs(n, datas[n], False, seeds, "v2")}
+    # distinct trainings: study 5 reads study 2's runs, and B = 128 of study 2 is study 1's
+    wanted = {s.key for n in V2_STUDIES for s in study_runs(n, False, seeds, "v2")} if spec.V2_STEPS else set()
+    done = len(wanted & {key for data in datas.values() for key in data.get("runs", {})})
+    total = len(wanted) or "?"
+    if complete == set(V2_STUDIES):
+        trust = "**Trust these.** They supersede v1's studies 1, 2 and 5."
+    else:
+        trust = (f"**In progress: {done} of {total} runs done.** A study's v2 verdict is final once all its runs "
+                 "are done; until then its numbers here are provisional, and its v1 section below stays the one to "
+                 "read, with v1's caveats. A complete v2 study replaces its v1 section.")
+    lines = ["## Protocol v2: which AP loss is better", "", trust + " Protocol v2 was fixed before any of its results "
              "were seen:", "",
              "- every image of the whole test split queries all the others (14,672 images of 1,834 classes never "
              "trained on), not a 2,000-image subset;",
@@ -191,7 +203,7 @@ def _v2_part(out: Path, docs: Path, seeds: Optional[int]) -> tuple[list[str], se
         lines += [f"![Pilot learning curve]({path.relative_to(docs).as_posix()})", ""]
     lines += ["### Summary (v2)", "", table(["study", "measured", "verdict", "runs done"], summary), "",
               _compute(datas), "", *sections]
-    return lines, {name for name, row in zip(V2_STUDIES, summary) if row[2] != "not run"}
+    return lines, complete
 
 
 def render(out: Path, docs: Path, seeds: Optional[int] = None) -> Path:

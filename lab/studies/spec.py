@@ -38,6 +38,7 @@ V2_BASE: dict[str, Any] = dict(FULL_BASE, eval_max_items=None)
 # gained 0.007 between steps 3,000 and 4,000), and was continued on the same trajectory; the rule
 # itself is unchanged. The pilot stops as soon as the rule answers.
 PILOT: dict[str, Any] = dict(V2_BASE, loss="roadmap", loss_kwargs={}, seed=0, steps=8000)
+PILOT_FIRST_STEPS = 4000  # the pilot's length as first fixed (the page says it was lengthened)
 PILOT_EVERY = 250
 # The plateau rule: the budget is the first evaluated step s after which mAP@R never gains more than
 # PLATEAU_GAIN (absolute) at any evaluation within the next PLATEAU_WINDOW steps.
