@@ -188,7 +188,8 @@ plot_batch_size_study(rows)
 # %% [markdown]
 # **Does the paper's claim hold here?** The reproduction study answers with a rule written in
 # `lab/studies` (the same as [docs/results.md](../docs/results.md)), from the numbers in
-# `results/`, in any mode: for the relative gain across batch sizes (Fig. 5), then for the gap
+# `results/` (protocol v2's `results/v2/` for a study it has completed: the whole test split, 5 seeds;
+# v1's until then, as the text says), in any mode: for the relative gain across batch sizes (Fig. 5), then for the gap
 # itself (supp. Table 9, measured there on held-out classes too). Where a claim does not hold at
 # this scale, the reasons the study found are printed with it.
 

@@ -97,7 +97,9 @@ plot_loss_comparison(rows)
 # %% [markdown]
 # Are the two steps of the ablation significant? Paired t-tests over the study's seeds (a seed is
 # the same initial weights, batches and evaluation classes for every loss), with the verdict rule
-# of [docs/results.md](../docs/results.md); read from `results/methods.json` in any mode.
+# of [docs/results.md](../docs/results.md), read in any mode: from protocol v2 (`results/v2/`: the
+# whole test split, 5 seeds) once its study 1 is complete, from protocol v1 (`results/methods.json`,
+# 3 seeds) until then. The line above the table says which.
 
 # %%
 Markdown(claims_table("methods", [("Table 2, H⁻", "SupAP", "SmoothAP", "mAP@R"), ("Table 2, H⁻", "SupAP", "SmoothAP", "R@1"),
@@ -216,7 +218,8 @@ explore(retrieval_browser(embeddings, labels, images, names), RETRIEVAL_SLIDERS)
 #   is then evaluated by retrieval over the whole test gallery with unseen classes.
 # * Comparing losses fairly means changing only the loss: same seed, batches and schedule. Even
 #   then, one run per loss cannot separate losses that the papers find a point apart: the study's
-#   3 seeds give the spread, and paired tests say which differences are more than noise.
+#   seeds (3 in protocol v1, 5 in v2) give the spread, and paired tests say which differences
+#   are more than noise.
 # * R@$K$ asks for one relevant item in the top $K$, mAP@$R$ for all relevant items at the top.
 # * Retrieved images and 2-D maps (PCA: global directions; t-SNE: neighbourhoods) show *which*
 #   mistakes a model makes — fonts, similar shapes, scripts — which the metrics alone do not.

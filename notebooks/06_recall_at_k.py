@@ -134,7 +134,8 @@ plot_recall_study(rows)
 # SupRank Tab. II (SOP) has Sup-R@k at 80.7 R@1 against 80.5 for Smooth-R@k: a 0.2-point gain.
 # The paired t-tests over the study's seeds, with the verdict rule of
 # [docs/results.md](../docs/results.md), say whether the direction holds here and whether the
-# difference is larger than the seed-to-seed noise:
+# difference is larger than the seed-to-seed noise (protocol v2's study 1 once complete, v1's until
+# then: the line above the table says which):
 
 # %%
 Markdown(claims_table("methods", [("SupRank T. II", "Sup-R@k", "Smooth-R@k", k) for k in ("R@1", "R@2", "R@4", "R@8")]

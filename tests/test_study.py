@@ -256,6 +256,8 @@ def test_verdicts_for_the_notebooks_are_the_pages(fake, tmp_path):
     assert f"**Verdict: {section.verdict}.**" in text and section.measured in text and "results/methods.json" in text
     table = claims_table("methods", [("Table 2", "ROADMAP", "SupAP", "mAP@R")], tmp_path).splitlines()
     c = compare(records, "mAP@R", {"method": "ROADMAP"}, {"method": "SupAP"})
+    assert table[0].startswith("Protocol v1 (`results/methods.json`, 3 seeds).")
+    table = table[2:]
     assert table[2].startswith("| ROADMAP > SupAP (Table 2) | mAP@R | ") and table[2].endswith(f"| {c['verdict']} |")
     assert "no full-mode results" in study_verdict("gap", tmp_path)
 

@@ -14,7 +14,7 @@ from lab.studies import runner
 from lab.studies import spec as study_spec
 from lab.studies.ordering import analyse_methods_v2, measured_order
 from lab.studies.results_page import render
-from lab.studies.stats import adjacent_pairs
+from lab.studies.stats import adjacent_pairs, compare
 
 from .test_study import fake, fake_execute  # noqa: F401 (fixture)
 
@@ -164,6 +164,31 @@ def test_a_v2_study_cut_short_is_provisional_and_keeps_v1s_section(tmp_path, fak
     assert "**Verdict so far (18 of 45 runs: provisional):" in page and "provisional: " in page
     assert "## 1. Rank losses compared" in v1 and "## 2. Batch size" in v1 and "## 5." in v1
     assert "superseded by protocol v2" not in page
+
+
+def test_the_notebooks_read_v2_once_its_study_is_complete(tmp_path, fake, monkeypatch):  # noqa: F811
+    """study_verdict and claims_table (notebooks 02, 04, 06) read v1 with a note while v2 is cut short,
+    v2's records and analysis once all its runs are done; studies v2 does not re-run stay on v1."""
+    from lab.studies.verdicts import claims_table, study_verdict
+
+    monkeypatch.setattr(study_spec, "V2_STEPS", 1000)
+    runner.run_studies(list(study_spec.ORDER), tmp_path, quick=False, log=lambda _: None)
+    runner.run_studies(["methods"], tmp_path / "v2", quick=False, seeds=2, log=lambda _: None, protocol="v2")
+    claim = [("Table 2", "ROADMAP", "SupAP", "mAP@R")]
+    text = study_verdict("methods", tmp_path)
+    assert "protocol v1** (`results/methods.json`, 3 seeds" in text and "has 18 of 45 runs" in text
+    assert claims_table("methods", claim, tmp_path).startswith("Protocol v1 (`results/methods.json`, 3 seeds).")
+    runner.run_studies(["methods"], tmp_path / "v2", quick=False, log=lambda _: None, protocol="v2")
+    text = study_verdict("methods", tmp_path)
+    records = [fake_execute(s) for s in study_spec.study_runs("methods", protocol="v2")]
+    section = analyse_methods_v2(records)
+    assert "protocol v2** (`results/v2/methods.json`, 5 seeds" in text and "runs of this study" not in text
+    assert f"**Verdict: {section.verdict}.**" in text and section.measured in text
+    table = claims_table("methods", claim, tmp_path).splitlines()
+    assert table[0] == "Protocol v2 (`results/v2/methods.json`, 5 seeds)."
+    c = compare(records, "mAP@R", {"method": "ROADMAP"}, {"method": "SupAP"})
+    assert table[4].endswith(f"| {c['verdict']} |")
+    assert "protocol v1** (`results/bins.json`" in study_verdict("bins", tmp_path)
 
 
 def test_rank_and_pilot_figures(monkeypatch):

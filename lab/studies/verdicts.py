@@ -1,6 +1,10 @@
 """The reproduction study's verdicts as short Markdown for the notebooks (the same rules and numbers
 as docs/results.md, computed from ``results/*.json`` at call time, never typed in).
 
+A study that protocol v2 re-runs (whole test split, 5 seeds, the pilot's budget) is read from
+``results/v2/`` once all its v2 runs are done, as on the page; until then from v1's file, with a
+line saying how far v2 has got.
+
 * :func:`study_verdict`: a study's claim, what was measured, the verdict and, when the claim does
   not hold at this scale, the most likely reasons.
 * :func:`claims_table`: paired comparisons (Δ in points, t, p, verdict) of chosen methods of a study.
@@ -10,37 +14,55 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Optional, Sequence
 
+from . import spec
 from .claims import comparison_rows, table
 from .cli import ROOT
-from .runner import load_results
+from .runner import load_results, missing_runs
 
 RESULTS = ROOT / "results"
 
 
-def _records(name: str, results: Optional[Path]) -> list[dict]:
-    from .results_page import study_records  # the page's own reading: same records, same order
+def _records(name: str, results: Optional[Path]) -> tuple[list[dict], str, str]:
+    """(records, protocol, note): v2's records of a complete v2 study, else v1's (the page's own
+    reading: same records, same order); the note says where v2 stands when v1 is read instead."""
+    from .results_page import study_records
 
-    data = load_results(Path(results or RESULTS) / f"{name}.json")
-    return study_records(name, data, quick=False, seeds=None) if data.get("mode") == "full" else []
+    root, note = Path(results or RESULTS), ""
+    if name in spec.V2_STUDIES and spec.V2_STEPS is not None:
+        data = load_results(root / "v2" / f"{name}.json")
+        missing = missing_runs(name, data, False, None, "v2")
+        if data.get("mode") == "full" and not missing:
+            return study_records(name, data, False, None, "v2"), "v2", ""
+        done = len(data.get("runs", {})) if data.get("mode") == "full" else 0
+        note = (f" Protocol v2 (whole test split, {spec.V2_SEEDS} seeds) has {done} of {done + len(missing)} runs of "
+                "this study: until it is complete, protocol v1's results are the ones shown.")
+    data = load_results(root / f"{name}.json")
+    return (study_records(name, data, quick=False, seeds=None) if data.get("mode") == "full" else []), "v1", note
 
 
 def study_verdict(name: str, results: Optional[Path] = None) -> str:
     """Markdown: study ``name``'s paper claim, measured numbers, verdict (and reasons if it does not
     reproduce), with the file and the command; a line saying so when the study was not run."""
-    from .results_page import ANALYSE
+    from .results_page import ANALYSE, ANALYSE_V2
 
-    records = _records(name, results)
+    records, protocol, note = _records(name, results)
     if not records:
-        return f"The reproduction study has no full-mode results for `{name}` (`python -m lab study {name}`)."
-    s = ANALYSE[name](records)
+        return f"The reproduction study has no full-mode results for `{name}` (`python -m lab study {name}`).{note}"
+    s = (ANALYSE_V2 if protocol == "v2" else ANALYSE)[name](records)
     seeds = len({r["seed"] for r in records})
     why = "" if s.verdict == "reproduces" else f" Most likely reasons: {s.if_not}"
-    return (f"**Reproduction study** (`results/{name}.json`, {seeds} seeds, `python -m lab study {name}`). "
-            f"*Paper:* {s.claim}\n\n*Measured:* {s.measured}. **Verdict: {s.verdict}.**{why}")
+    where, flag = ("v2/", " --protocol v2") if protocol == "v2" else ("", "")
+    return (f"**Reproduction study, protocol {protocol}** (`results/{where}{name}.json`, {seeds} seeds, "
+            f"`python -m lab study {name}{flag}`).{note} *Paper:* {s.claim}\n\n*Measured:* {s.measured}. "
+            f"**Verdict: {s.verdict}.**{why}")
 
 
 def claims_table(name: str, claims: Sequence[tuple[str, str, str, str]], results: Optional[Path] = None) -> str:
     """Markdown table of paired t-tests over seeds, one line per (source, better method, base
     method, metric), from study ``name``'s records (see :func:`lab.studies.claims.comparison_rows`)."""
-    rows, _ = comparison_rows(_records(name, results), claims)
-    return table(["claim", "metric", "Δ (pt)", "t", "p", "verdict"], rows)
+    records, protocol, note = _records(name, results)
+    rows, _ = comparison_rows(records, claims)
+    seeds = len({r["seed"] for r in records})
+    where = "v2/" if protocol == "v2" else ""
+    return (f"Protocol {protocol} (`results/{where}{name}.json`, {seeds} seeds).{note}\n\n"
+            + table(["claim", "metric", "Δ (pt)", "t", "p", "verdict"], rows))
