@@ -42,12 +42,13 @@ class Probe(TorchDispatchMode):
 
 
 def grid_embeddings(n: int, dim: int, seed: int) -> torch.Tensor:
-    """Small integer coordinates: every dot product is exact in float32, whatever the chunk shape,
-    and ties are everywhere."""
+    """Small integer coordinates whose norm is a power of two (1, 2 or 4): normalised, they stay
+    exact in float32, so every cosine is exact whatever the chunk shape and the BLAS kernel (a
+    2-thread product sums in another order than a 1-thread one), and ties are everywhere."""
     g = torch.Generator().manual_seed(seed)
-    emb = torch.randint(-2, 3, (n, dim), generator=g).float()
-    emb[emb.abs().sum(1) == 0, 0] = 1.0
-    return emb
+    grid = torch.cartesian_prod(*[torch.arange(-2, 3)] * dim).float()
+    grid = grid[torch.isin(grid.square().sum(1), torch.tensor([1.0, 4.0, 16.0]))]
+    return grid[torch.randint(0, len(grid), (n,), generator=g)]
 
 
 # ------------------------------------------------------------------------- pure functions
