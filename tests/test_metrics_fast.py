@@ -65,6 +65,43 @@ def test_counts_equal_brute_force(strategy, decimals):
                     assert got.at_least[i, j] == 0 and got.among[i, j] == 0
 
 
+@pytest.mark.parametrize("threads", [2, 3])
+def test_counts_split_over_threads_equal_one_thread(strategy, threads, monkeypatch):
+    """Each thread counts its share of the rows: the same integers, and every row counted once."""
+    monkeypatch.setattr(counting, "MIN_ROWS_PER_THREAD", 4)
+    scores = tied_scores(40, 300, 2, seed=threads)
+    t = scores[:, :9].clone().contiguous()
+    t[::5, 4:] = float("inf")
+    one = counting.count_at_least(scores, t)
+    seen = []
+    count = counting._count_numpy
+    monkeypatch.setattr(counting, "_count_numpy", lambda s, t: seen.append(len(t)) or count(s, t))
+    with counting.counting_threads(threads):
+        split = counting.count_at_least(scores, t)
+    assert sorted(seen) == sorted(np.diff(np.linspace(0, 40, threads + 1).astype(int)).tolist())
+    assert torch.equal(one.at_least, split.at_least) and torch.equal(one.among, split.among)
+
+
+def test_retrieval_metrics_count_with_the_callers_threads(monkeypatch):
+    seen = []
+    count = counting.count_at_least
+    monkeypatch.setattr("lab.metrics.list_metrics.count_at_least",
+                        lambda s, t: seen.append(counting._threads.get()) or count(s, t))
+    emb = torch.nn.functional.normalize(torch.randn(200, 8, generator=torch.Generator().manual_seed(0)), dim=1)
+    labels = torch.arange(200) // 4
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        two = retrieval_metrics(emb, labels)
+        assert seen and set(seen) == {2}
+        torch.set_num_threads(1)
+        one = retrieval_metrics(emb, labels)
+        assert set(seen[len(seen) // 2:]) <= {1, 2} and seen[-1] == 1
+    finally:
+        torch.set_num_threads(before)
+    assert one == two
+
+
 # ------------------------------------------------------------------------ per-query metrics
 def lists_from_levels(levels: torch.Tensor) -> Lists:
     """Dense (Q, N) levels -> lists of the items of level > 0 (test helper, no label index)."""

@@ -21,6 +21,10 @@ The share of items kept is estimated on every 8th row first, so that the passes 
 not pay for a full keeping pass they do not use. All four give the same integers as a sort
 (tests/test_metrics_fast.py).
 
+On the CPU a chunk's rows can be counted by several Python threads at once (numpy releases the
+GIL in its loops): :func:`counting_threads`, which ``retrieval_metrics`` sets to the caller's torch
+threads. Each thread counts a contiguous share of the rows, with the way cheapest for its share.
+
 On a GPU (any device but the CPU) the counts are made there, in torch, without waiting on the
 host: with few thresholds one broadcast comparison (c, P, N) summed along the rows; otherwise
 one bucket key per item, B(j) (a batched binary search among the row's sorted thresholds), and
@@ -29,7 +33,10 @@ Neither is timed on a GPU yet.
 """
 from __future__ import annotations
 
-from typing import NamedTuple, Optional
+import contextlib
+import contextvars
+from concurrent.futures import ThreadPoolExecutor
+from typing import Iterator, NamedTuple, Optional
 
 import numpy as np
 import torch
@@ -51,6 +58,19 @@ SLAB_SCORES = 2**18  # scores per slab of the comparison passes: 1 MB of float32
 # counts 8), else bucket keys. The crossover is an estimate (bytes moved), not yet measured on a GPU.
 DEVICE_MAX_PASSES = 8
 SPREAD = 32  # spare bins per row for the bucket keys that no count reads (a warp's width)
+MIN_ROWS_PER_THREAD = 32  # below this a thread's start costs more than its share of the rows
+_threads: contextvars.ContextVar[int] = contextvars.ContextVar("ranklab_counting_threads", default=1)
+
+
+@contextlib.contextmanager
+def counting_threads(n: int) -> Iterator[None]:
+    """``with counting_threads(2): ...``: the CPU counts in this block (this thread only) use ``n``
+    Python threads, each on its share of the rows."""
+    token = _threads.set(max(1, int(n)))
+    try:
+        yield
+    finally:
+        _threads.reset(token)
 
 
 class Counts(NamedTuple):
@@ -230,7 +250,15 @@ def count_at_least(scores: Tensor, thresholds: Tensor) -> Counts:
         return Counts(zeros, zeros)
     if scores.device.type != "cpu":
         return Counts(*_on_device(scores, thresholds))
-    at_least, among = _count_numpy(scores.numpy(), thresholds.numpy())
+    s, t = scores.numpy(), thresholds.numpy()
+    threads = min(_threads.get(), len(t) // MIN_ROWS_PER_THREAD)
+    if threads <= 1:
+        at_least, among = _count_numpy(s, t)
+    else:
+        edges = np.linspace(0, len(t), threads + 1).astype(int)
+        with ThreadPoolExecutor(threads) as pool:
+            parts = list(pool.map(lambda lo, hi: _count_numpy(s[lo:hi], t[lo:hi]), edges[:-1], edges[1:]))
+        at_least, among = (np.concatenate(part) for part in zip(*parts))
     return Counts(torch.from_numpy(at_least), torch.from_numpy(among))
 
 

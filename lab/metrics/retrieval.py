@@ -24,6 +24,7 @@ from .exact import Sorted, ap_from_ranks, hits_from_ranks, map_at_r_from_ranks, 
 from .hierarchical import asi, h_ap_from_ranks, ndcg_from_ranks
 from ..core.budget import parse_budget
 from .chunking import budget_bytes, chunk_bounds
+from .counting import counting_threads
 from .list_metrics import list_metrics
 from .relevant import LabelIndex
 
@@ -48,7 +49,7 @@ def _backend(backend: Optional[str], device: torch.device) -> str:
 @contextlib.contextmanager
 def _one_thread(device: torch.device) -> Iterator[None]:
     """On the CPU, a chunk's bookkeeping (tensors of a few thousand entries; the big counting is
-    numpy's, on one core) runs on one torch thread: starting threads for it costs more than it
+    numpy's, in as many Python threads as the caller had torch threads) runs on one torch thread: starting threads for it costs more than it
     saves, and on a busy machine far more, as a parallel op waits for a free core (15k easy data
     on 2 loaded cores: 2.3 s with 2 threads, against 1.7 s before issue 20). torch's thread count
     is process-wide: meanwhile other Python threads' ops run on one thread too."""
@@ -202,6 +203,7 @@ def retrieval_metrics(
     bounds = chunk_bounds(widths, n, budget, device.type, index.num, chunk_size)
     similarities = _similarities(refs_t, backend, rows=max(end - start for start, end in bounds))
     values = torch.zeros(len(keys), len(kept), dtype=torch.float64, device=device)
+    threads = torch.get_num_threads()  # the counts' share of the caller's threads (numpy, in Python threads)
     for start, end in tqdm(bounds, desc="retrieval metrics", disable=not progress, leave=False):
         rows = order[start:end]
         with _one_thread(device):
@@ -211,7 +213,7 @@ def retrieval_metrics(
         if method == "sort":
             chunk = _sorted_chunk(scores, self_index, q_all[rows], r_all, ks, alpha, names)
         else:
-            with _one_thread(device):
+            with _one_thread(device), counting_threads(threads):
                 if self_index is not None:
                     scores[torch.arange(len(rows), device=device), self_index] = float("-inf")
                 lists = index.lists(q_all[rows], widths[start:end].max(0).tolist(), self_index)
