@@ -41,7 +41,7 @@ from tests._browser import CHROMIUM, INSTALL_HINT, chromium_page, streamlit_serv
 VIEWS = ("Training", "Retrievals", "Embeddings", "Scores")
 PROGRESS = '[data-testid="stProgress"]'
 # Installed before the click: the page's time of the click and of the first "paused" text.
-ARM_PAUSE = """() => {
+ARM_PAUSE = r"""() => {
   window.__pausedAt = null;
   const seen = () => { const p = document.querySelector('%s');
     if (p && / · paused/.test(p.innerText) && window.__pausedAt === null) window.__pausedAt = performance.now(); };
