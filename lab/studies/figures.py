@@ -37,7 +37,7 @@ def _figure(width: float, height: float, cols: int, title: str, detail: str = ""
 def _n(records: Records) -> str:
     seeds = sorted({r["seed"] for r in records})
     steps = sorted({r["steps"] for r in records})
-    return f"{len(seeds)} seeds, mean ± std" + (f", {steps[0]} steps per run" if len(steps) == 1 else "")
+    return f"{len(seeds)} seed{'' if len(seeds) == 1 else 's'}, mean ± std" + (f", {steps[0]} steps per run" if len(steps) == 1 else "")
 
 
 def _log_ticks(ax, values: Sequence[float], base: float = 10) -> None:
