@@ -165,6 +165,11 @@ def _compute(datas: dict[str, dict[str, Any]]) -> str:
             "its time there is not measured: no GPU was lent to the sessions that ran it.")
 
 
+def v2_complete(name: str, data: dict[str, Any], seeds: Optional[int] = None) -> bool:
+    """True once every protocol v2 run of study ``name`` is in ``data`` (its v2 results file)."""
+    return spec.V2_STEPS is not None and not missing_runs(name, data, False, seeds, "v2")
+
+
 def _v2_part(out: Path, docs: Path, seeds: Optional[int]) -> tuple[list[str], set[str]]:
     """Protocol v2's part of the page, and the studies whose v2 runs supersede v1's."""
     folder = out / "v2"
@@ -175,7 +180,7 @@ def _v2_part(out: Path, docs: Path, seeds: Optional[int]) -> tuple[list[str], se
         text, row = _section(name, datas[name], False, seeds, docs / "figures", docs, "v2")
         sections.append(text)
         summary.append(row)
-    complete = {n for n in V2_STUDIES if spec.V2_STEPS is not None and not missing_runs(n, datas[n], False, seeds, "v2")}
+    complete = {n for n in V2_STUDIES if v2_complete(n, datas[n], seeds)}
     # distinct trainings: study 5 reads study 2's runs, and B = 128 of study 2 is study 1's
     wanted = {s.key for n in V2_STUDIES for s in study_runs(n, False, seeds, "v2")} if spec.V2_STEPS else set()
     done = len(wanted & {key for data in datas.values() for key in data.get("runs", {})})

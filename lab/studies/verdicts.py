@@ -25,14 +25,14 @@ RESULTS = ROOT / "results"
 def _records(name: str, results: Optional[Path]) -> tuple[list[dict], str, str]:
     """(records, protocol, note): v2's records of a complete v2 study, else v1's (the page's own
     reading: same records, same order); the note says where v2 stands when v1 is read instead."""
-    from .results_page import study_records
+    from .results_page import study_records, v2_complete
 
     root, note = Path(results or RESULTS), ""
     if name in spec.V2_STUDIES and spec.V2_STEPS is not None:
         data = load_results(root / "v2" / f"{name}.json")
-        missing = missing_runs(name, data, False, None, "v2")
-        if data.get("mode") == "full" and not missing:
+        if data.get("mode") == "full" and v2_complete(name, data):
             return study_records(name, data, False, None, "v2"), "v2", ""
+        missing = missing_runs(name, data, False, None, "v2")
         done = len(data.get("runs", {})) if data.get("mode") == "full" else 0
         note = (f" Protocol v2 (whole test split, {spec.V2_SEEDS} seeds) has {done} of {done + len(missing)} runs of "
                 "this study: until it is complete, protocol v1's results are the ones shown.")
