@@ -400,9 +400,12 @@ def test_the_toy_explorer_redraws_from_its_sliders():
 # trained a few steps. "exit": the script ends there (the interpreter exits while the thread is
 # inside torch); "wait": it sleeps until a signal comes. Batches of 64: the thread spends most of
 # its time inside torch, where an unjoined thread aborts the process (5 of 6 children did before
-# the fix; with batches of 8, 1 of 2).
+# the fix; with batches of 8, 1 of 2). The child restores Ctrl-C's handler first: a runner started
+# in the background by a shell without job control (`make test &`, nohup) passes SIGINT on as
+# ignored, and the child never saw it (the test hung in a fresh-clone run started so: 2 of 2).
 CHILD = """
-import sys, time
+import signal, sys, time
+signal.signal(signal.SIGINT, signal.default_int_handler)
 from streamlit.testing.v1 import AppTest
 at = AppTest.from_file(sys.argv[1], default_timeout=120)
 at.query_params.update(classes="16", batch="64", m="4", steps="100000")
