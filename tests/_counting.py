@@ -7,7 +7,8 @@ import lab.metrics.chunking as chunking
 import lab.metrics.counting as counting
 
 
-def _device_counts(s: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _device_counts(s: np.ndarray, t: np.ndarray, cap=None) -> tuple[np.ndarray, np.ndarray]:
+    # no cap here: count_at_least applies a cap to any way's counts, the device's included
     at_least, among = counting._on_device(torch.from_numpy(s), torch.from_numpy(t))
     return at_least.numpy(), among.numpy()
 

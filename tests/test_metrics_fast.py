@@ -4,6 +4,9 @@ on random data full of ties."""
 from __future__ import annotations
 
 import itertools
+import multiprocessing
+import os
+import threading
 
 import numpy as np
 import pytest
@@ -75,18 +78,47 @@ def test_counts_split_over_threads_equal_one_thread(strategy, threads, monkeypat
     one = counting.count_at_least(scores, t)
     seen = []
     count = counting._count_numpy
-    monkeypatch.setattr(counting, "_count_numpy", lambda s, t: seen.append(len(t)) or count(s, t))
+    monkeypatch.setattr(counting, "_count_numpy", lambda s, t, cap: seen.append(len(t)) or count(s, t, cap))
     with counting.counting_threads(threads):
         split = counting.count_at_least(scores, t)
     assert sorted(seen) == sorted(np.diff(np.linspace(0, 40, threads + 1).astype(int)).tolist())
     assert torch.equal(one.at_least, split.at_least) and torch.equal(one.among, split.among)
 
 
+def test_counting_threads_are_kept_between_calls_and_a_forked_child_starts_its_own(monkeypatch):
+    monkeypatch.setattr(counting, "MIN_ROWS_PER_THREAD", 4)
+    scores = tied_scores(40, 300, 2, seed=5)
+    t = scores[:, :9].clone().contiguous()
+    one = counting.count_at_least(scores, t)
+
+    def pool_threads():
+        return {th.ident for th in threading.enumerate() if th.name.startswith("ranklab-counting")}
+
+    seen = set()
+    with counting.counting_threads(2):
+        for _ in range(8):
+            assert torch.equal(counting.count_at_least(scores, t).at_least, one.at_least)
+            seen |= pool_threads()
+    assert 1 <= len(seen) <= counting._pool[0]  # the pool's threads, not new ones for every call
+    child = multiprocessing.get_context("fork").Process(target=_count_in_a_child, args=(scores, t, one.at_least))
+    child.start()
+    child.join(120)
+    if child.exitcode is None:
+        child.kill()
+    assert child.exitcode == 0, child.exitcode  # None: it hung (the parent's pool has no thread there)
+
+
+def _count_in_a_child(scores, t, want):
+    counting.MIN_ROWS_PER_THREAD = 4
+    with counting.counting_threads(2):
+        os._exit(0 if torch.equal(counting.count_at_least(scores, t).at_least, want) else 1)
+
+
 def test_retrieval_metrics_count_with_the_callers_threads(monkeypatch):
     seen = []
     count = counting.count_at_least
     monkeypatch.setattr("lab.metrics.list_metrics.count_at_least",
-                        lambda s, t: seen.append(counting._threads.get()) or count(s, t))
+                        lambda s, t, cap: seen.append(counting._threads.get()) or count(s, t, cap))
     emb = torch.nn.functional.normalize(torch.randn(200, 8, generator=torch.Generator().manual_seed(0)), dim=1)
     labels = torch.arange(200) // 4
     before = torch.get_num_threads()
@@ -100,6 +132,51 @@ def test_retrieval_metrics_count_with_the_callers_threads(monkeypatch):
     finally:
         torch.set_num_threads(before)
     assert one == two
+
+
+@pytest.mark.parametrize("decimals", [1, 2, 5])
+def test_capped_counts_are_exact_up_to_the_cap_and_beyond_after(strategy, decimals):
+    g = torch.Generator().manual_seed(40 + decimals)
+    scores = tied_scores(24, 200, decimals, seed=40 + decimals)
+    t = scores.gather(1, torch.randint(0, 200, (24, 9), generator=g)).contiguous()
+    t[::4, 5:] = float("inf")
+    cap = torch.randint(0, 120, (24,), generator=g)
+    got = counting.count_at_least(scores, t, cap)
+    full = counting.count_at_least(scores, t)
+    s = scores.numpy()
+    for i in range(24):
+        for j in range(9):
+            exact = int((s[i] >= t[i, j].item()).sum()) if torch.isfinite(t[i, j]) else 0
+            assert got.at_least[i, j] == (exact if exact <= cap[i] else counting.BEYOND)
+    assert torch.equal(got.among, full.among)
+
+
+class _Comparisons:
+    """numpy, recording how many score rows the comparison passes read."""
+
+    def __init__(self) -> None:
+        self.rows = 0
+
+    def __getattr__(self, name):
+        return getattr(np, name)
+
+    def greater_equal(self, a, b, out=None):
+        self.rows += len(a)
+        return np.greater_equal(a, b, out=out)
+
+
+@pytest.mark.parametrize("cap, passes", [(0, "one per row"), (10**6, "one per threshold")])
+def test_capped_passes_leave_a_row_at_its_first_count_above_the_cap(monkeypatch, cap, passes):
+    monkeypatch.setattr(counting, "SLAB_SCORES", 500)
+    recorded = _Comparisons()
+    monkeypatch.setattr(counting, "np", recorded)
+    scores = tied_scores(30, 100, 3, seed=7)
+    t = scores[:, 10:17].clone().numpy()
+    t[::3, 4:] = np.inf
+    at_least, _ = counting._by_capped_passes(scores.numpy(), t, np.full(30, cap))
+    finite = int(np.isfinite(t).sum())
+    assert recorded.rows == (30 if passes == "one per row" else finite)
+    assert (at_least[np.isfinite(t)] == counting.BEYOND).all() if cap == 0 else (at_least < counting.BEYOND).all()
 
 
 # ------------------------------------------------------------------------ per-query metrics
@@ -130,6 +207,34 @@ def test_binary_metrics_equal_the_sort_oracle_and_sklearn(strategy, decimals):
     for i in range(16):  # pessimistic ties are scikit-learn's
         sk = average_precision_score(targets[i].numpy(), scores[i].double().numpy())
         assert abs(got["mAP"][i] - sk) < 1e-9
+
+
+@pytest.mark.parametrize("decimals", [1, 2, 6])
+def test_top_of_the_list_metrics_without_full_map_equal_the_full_ones(strategy, decimals):
+    scores = tied_scores(20, 150, decimals, seed=30 + decimals)
+    targets = torch.rand(20, 150, generator=torch.Generator().manual_seed(decimals)) < 0.1
+    targets[:, 0] = True
+    # Row 0: 8 positives tied at the top with one negative. rank = 9 > max(R, k) = 8, yet R@2 = 1:
+    # the cap must leave room for k - 1 negatives above R positives.
+    scores[0], targets[0] = -0.5, False
+    scores[0, :9], targets[0, 1:9] = 0.9, True
+    ks = (1, 2, 4, 8)
+    lists = lists_from_levels(targets.long())
+    full, top = list_metrics(scores, lists, 1, ks), list_metrics(scores, lists, 1, ks, full_map=False)
+    assert set(top) == set(full) - {"mAP"}
+    for key in top:
+        torch.testing.assert_close(top[key], full[key], rtol=0, atol=0)
+    assert top["R@2"][0] == 1 and top["R@1"][0] == 0
+
+
+def test_full_map_false_is_for_flat_labels():
+    emb = torch.nn.functional.normalize(torch.randn(40, 4, generator=torch.Generator().manual_seed(0)), dim=1)
+    labels = torch.stack([torch.arange(40) // 4, torch.arange(40) // 8], 1)
+    with pytest.raises(ValueError, match="full_map"):
+        retrieval_metrics(emb, labels, full_map=False)
+    with pytest.raises(ValueError, match="full_map"):
+        list_metrics(emb @ emb.T, lists_from_levels((labels[:, None, 0] == labels[None, :, 0]).long()), 1, (1,),
+                     graded=True, full_map=False)
 
 
 @pytest.mark.parametrize("num, decimals, alpha", [(2, 1, 1.0), (2, 6, 1.0), (3, 2, 0.5), (3, 1, 2.0)])
@@ -194,6 +299,9 @@ def test_retrieval_metrics_equal_the_sort_path(strategy, backend):
             assert fast.keys() == slow.keys()
             for key in fast:
                 assert fast[key] == pytest.approx(slow[key], abs=1e-6), (key, labels.shape)
+            if labels.dim() == 1:  # R@k and mAP@R alone: the same numbers, from the same chunks
+                top = retrieval_metrics(emb, labels, backend=backend, chunk_size=chunk_size, full_map=False)
+                assert top == {key: value for key, value in fast.items() if key != "mAP"}
 
 
 def test_retrieval_metrics_with_a_gallery_equal_the_sort_path(strategy):
@@ -207,6 +315,9 @@ def test_retrieval_metrics_with_a_gallery_equal_the_sort_path(strategy):
         fast = retrieval_metrics(q_emb, q, r_emb, r, backend="torch", ks=(1, 5, 100))
         slow = retrieval_metrics(q_emb, q, r_emb, r, backend="torch", ks=(1, 5, 100), method="sort")
         assert fast == pytest.approx(slow, abs=1e-6)
+    top = retrieval_metrics(q_emb, q_lab[:, 0], r_emb, r_lab[:, 0], ks=(1, 5, 100), full_map=False)
+    fast = retrieval_metrics(q_emb, q_lab[:, 0], r_emb, r_lab[:, 0], ks=(1, 5, 100))
+    assert top == {key: value for key, value in fast.items() if key != "mAP"}
 
 
 def test_flat_retrieval_sorts_no_gallery_row(monkeypatch):

@@ -52,10 +52,11 @@ def _ratio_mean(numerator: Tensor, weight: Tensor) -> Tensor:
 
 
 def list_metrics(scores: Tensor, lists: Lists, num_levels: int, ks: Sequence[int], alpha: float = 1.0,
-                 graded: bool = False, level_keys: Sequence[str] = ()) -> dict[str, Tensor]:
+                 graded: bool = False, level_keys: Sequence[str] = (), full_map: bool = True) -> dict[str, Tensor]:
     """Per-query R@k, mAP@R, mAP (finest level = ``num_levels``) and, if ``graded``, H-AP, NDCG,
     ASI and the AP of each label column (``level_keys``, finest first). -> {key: (c,) float64},
-    on the scores' device.
+    on the scores' device. ``full_map=False`` (not with ``graded``): no "mAP", and a positive's
+    rank is counted exactly only up to R + max(ks) - 1, beyond which neither R@k nor mAP@R reads it.
 
     scores (c, N): the chunk's score rows (-inf where an item is left out, e.g. the query),
     compared in float32; ``lists``: its relevant items and their levels, (c, P) each, on the
@@ -68,7 +69,13 @@ def list_metrics(scores: Tensor, lists: Lists, num_levels: int, ks: Sequence[int
     depth = num_levels + 1
     scores = scores.detach().float()  # the thresholds are float32 copies of these scores
     thresholds = scores.gather(1, items.clamp_min(0)).masked_fill_(~ok, float("inf"))
-    counts = count_at_least(scores, thresholds)
+    cap = None
+    if not full_map:
+        if graded:
+            raise ValueError("full_map=False leaves out ranks that the graded metrics need: use it with graded=False")
+        # rank > R: not in mAP@R; rank > R + k - 1: at least k negatives above every positive, no hit at k
+        cap = (lev == num_levels).sum(1) + max(ks) - 1
+    counts = count_at_least(scores, thresholds, cap)
     rank, among = counts.at_least.to(F64), counts.among  # rank(k) and r(k), 0 on empty slots
     safe_rank = torch.where(ok, rank, 1.0)
     # tied[i, r, l]: relevant items of level l with r(j) = r; suffix sums over r: r(j) >= r.
@@ -80,6 +87,8 @@ def list_metrics(scores: Tensor, lists: Lists, num_levels: int, ks: Sequence[int
     from_level = _suffix_sums(per_level, 2)
 
     out = _binary(lev == num_levels, rank, safe_rank, per_level[:, :, num_levels], ks)
+    if not full_map:
+        del out["mAP"]
     if graded:
         for column, name in enumerate(level_keys):  # AP^(l): positives share the label at this column
             positive = lev >= num_levels - column

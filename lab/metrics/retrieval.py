@@ -138,6 +138,7 @@ def retrieval_metrics(
     level_names: Optional[Sequence[str]] = None,
     method: str = "count",
     memory_budget: Union[int, str, None] = None,
+    full_map: bool = True,
 ) -> dict[str, float]:
     """R@k (hit rate), mAP@R and mAP, averaged over queries, as fractions in [0, 1].
 
@@ -159,6 +160,9 @@ def retrieval_metrics(
     block and temporaries, :mod:`lab.metrics.chunking`); default the lab's budget
     (:mod:`lab.core.budget`: 32 MB on the CPU, a quarter of the free memory, at most 2 GB, on CUDA). ``chunk_size`` fixes the queries per chunk
     instead. ``method="sort"``: the slow reference (same chunks, about 5x the memory per score).
+    ``full_map=False`` (flat labels): R@k and mAP@R only, AccuracyCalculator's metrics, without
+    "mAP": a positive's rank is counted only while R@k or mAP@R can read it, which on hard data
+    (most positives far down the list) saves most of the counting.
     """
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
@@ -187,8 +191,11 @@ def retrieval_metrics(
         raise ValueError("no query has another item of its class among the references: nothing to evaluate")
 
     num = num_levels(query_labels)
+    if not full_map and num > 1:
+        raise ValueError(f"full_map=False is for flat labels: query_labels has {num} levels, and H-AP, NDCG "
+                         "and ASI need every relevant item's rank (use full_map=True)")
     names = _level_names(level_names, num) if num > 1 else None
-    keys = [f"R@{k}" for k in ks] + ["mAP@R", "mAP"]
+    keys = [f"R@{k}" for k in ks] + ["mAP@R"] + (["mAP"] if full_map else [])
     if names is not None:
         keys += ["H-AP", "NDCG", "ASI", *[f"AP@{name}" for name in names]]
     index = LabelIndex(q_all, r_all, all_levels=names is not None)
@@ -218,7 +225,7 @@ def retrieval_metrics(
                     scores[torch.arange(len(rows), device=device), self_index] = float("-inf")
                 lists = index.lists(q_all[rows], widths[start:end].max(0).tolist(), self_index)
                 chunk = list_metrics(scores, lists, index.num, ks, alpha, graded=names is not None,
-                                     level_keys=[f"AP@{name}" for name in names or ()])
+                                     level_keys=[f"AP@{name}" for name in names or ()], full_map=full_map)
         values[:, start:end] = torch.stack([chunk[key] for key in keys])
     sums = values.sum(1).tolist()  # the one move to the host
     out = {key: total / len(kept) for key, total in zip(keys, sums)}
