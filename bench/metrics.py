@@ -42,6 +42,9 @@ DIM, PER_CLASS, FINE_PER_COARSE = 64, 8, 10
 # Spread of an image around its class centre (class centres 0.7 around their coarse centre). In more
 # dimensions neighbours separate better: the hard spread grows as D^(1/4) to keep R@1 near 0.05.
 NOISE = {"easy": 1.0, "hard": 2.5}
+# Between two timed runs on the CPU: faiss's OpenMP threads spin on after it returns, and the next run
+# paid for them (5k hard, one thread: 0.127 s instead of 0.097 s for the run after the faiss backend).
+SETTLE_SECONDS = 0.3
 
 
 NOT_MEASURED_ON_CUDA = (
@@ -104,6 +107,8 @@ def _interleaved(fns: dict[str, Callable[[], dict]], repeat: int, device: torch.
     outputs = {}
     for _ in range(repeat):
         for name, fn in fns.items():
+            if device.type == "cpu":
+                time.sleep(SETTLE_SECONDS)
             seconds, outputs[name] = _timed(fn, device, clock)
             times[name].append(seconds)
     return {name: sorted(ts)[len(ts) // 2] for name, ts in times.items()}, outputs
@@ -211,26 +216,40 @@ def tables(results: dict[tuple[int, str], dict]) -> str:
     return "\n".join(versus) + "\n\n" + "\n".join(variants)
 
 
+WHY = {
+    "its metrics": "on one thread ours is the faster at every N; with the machine's threads the product runs on "
+                   "torch's threads and then the counts on as many Python threads, whose many small numpy steps "
+                   "take turns holding the GIL, where AccuracyCalculator's faiss keeps both of its threads busy "
+                   "selecting the top k.",
+    "all metrics": "the full mAP needs every positive's exact rank over the whole row, where AccuracyCalculator "
+                   "stops at the top R; on hard data most positives lie far down the row, so ours compares the row "
+                   "with each of them (`full_map=False` drops the full mAP and this work).",
+    "two levels": f"each query's relevant items are its whole coarse class ({FINE_PER_COARSE} x {PER_CLASS} = "
+                  f"{FINE_PER_COARSE * PER_CLASS} images, not {PER_CLASS}), and H-AP, NDCG, ASI and the per-level "
+                  "APs need the exact rank of every one of them: ten times the counting work of the flat run, which "
+                  "at small N is also a fraction of a second, where per-call costs weigh more.",
+}
+
+
 def goals(results: dict[tuple[int, str], dict]) -> str:
     """The targets, met or missed by how much, and why where missed."""
     lines = []
-    for label, timings, ok, value in (
-        ("its metrics (R@k and mAP@R, `full_map=False`) at least as fast as AccuracyCalculator, easy and hard "
-         "data (time ratio ours / theirs)", ("wall", "one_thread"), lambda x: x <= 1.0, lambda m: m["flat_top"] / m["pml"]),
-        ("all flat metrics (with the full mAP) at least as fast as AccuracyCalculator (time ratio ours / theirs)",
-         ("wall", "one_thread"), lambda x: x <= 1.0, lambda m: m["flat_torch"] / m["pml"]),
-        ("two levels at most 2x the flat time (1 thread)", ("one_thread",), lambda x: x <= 2.0,
+    for name, label, timings, ok, value in (
+        ("its metrics", "its metrics (R@k and mAP@R, `full_map=False`) at least as fast as AccuracyCalculator, easy "
+         "and hard data (time ratio ours / theirs)", ("wall", "one_thread"), lambda x: x <= 1.0,
+         lambda m: m["flat_top"] / m["pml"]),
+        ("all metrics", "all flat metrics (with the full mAP) at least as fast as AccuracyCalculator (time ratio ours "
+         "/ theirs)", ("wall", "one_thread"), lambda x: x <= 1.0, lambda m: m["flat_torch"] / m["pml"]),
+        ("two levels", "two levels at most 2x the flat time (1 thread)", ("one_thread",), lambda x: x <= 2.0,
          lambda m: m["hier_torch"] / m["flat_torch"])):
-        missed = [f"N = {n:,} {data}" + (f" ({timing.replace('_', ' ')})" if len(timings) > 1 else "")
-                  + f": {value(r[timing]):.2f}" for (n, data), r in results.items() for timing in timings
+        missed = [(timing, f"N = {n:,} {data}" + (f" ({timing.replace('_', ' ')})" if len(timings) > 1 else "")
+                   + f": {value(r[timing]):.2f}") for (n, data), r in results.items() for timing in timings
                   if not ok(value(r[timing]))]
-        lines.append(f"- Goal, {label}: " + ("met at every N." if not missed else "**missed** at " + "; ".join(missed) + "."))
-    if any(r["one_thread"]["hier_torch"] > 2 * r["one_thread"]["flat_torch"] for r in results.values()):
-        lines.append("  Why: with two levels each query's relevant items are its whole coarse class "
-                     f"({FINE_PER_COARSE} x {PER_CLASS} = {FINE_PER_COARSE * PER_CLASS} images, not {PER_CLASS}), "
-                     "and H-AP, NDCG, ASI and the per-level APs need the exact rank of every one of them: ten "
-                     "times the counting work of the flat run, which at small N is also a fraction of a "
-                     "second, where per-call costs weigh more.")
+        lines.append(f"- Goal, {label}: " + ("met at every N." if not missed else
+                                             "**missed** at " + "; ".join(text for _, text in missed) + "."))
+        one_thread_met = all(timing == "wall" for timing, _ in missed)
+        if missed and (name != "its metrics" or one_thread_met):  # that why holds only when one thread meets it
+            lines.append(f"  Why: {WHY[name]}")
     return "\n".join(lines)
 
 

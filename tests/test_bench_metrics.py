@@ -45,3 +45,16 @@ def test_without_pytorch_metric_learning_only_ours_is_timed(monkeypatch):
     rows = bench_metrics.versus_accuracy_calculator(200, 8, torch.device("cpu"), repeat=1)
     assert all(row["accuracy_calculator_s"] is None and row["max_abs_diff"] is None and row["ours_s"] > 0
                for row in rows.values())
+
+
+def test_a_missed_goal_gives_its_why_only_when_the_why_holds():
+    def row(wall_top, thread_top):
+        return {"wall": {"pml": 1.0, "flat_torch": 0.9, "flat_top": wall_top, "hier_torch": 1.0},
+                "one_thread": {"pml": 1.0, "flat_torch": 0.9, "flat_top": thread_top, "hier_torch": 1.0}}
+
+    wall_only = bench_metrics.goals({(30000, "hard"): row(1.1, 0.8)}).splitlines()
+    assert wall_only[0].startswith("- Goal, its metrics") and "**missed** at N = 30,000 hard (wall): 1.10" in wall_only[0]
+    assert wall_only[1] == "  Why: " + bench_metrics.WHY["its metrics"]
+    assert all(line.startswith("- Goal") and "met at every N" in line for line in wall_only[2:])
+    both = bench_metrics.goals({(30000, "hard"): row(1.1, 1.2)}).splitlines()
+    assert "(one thread): 1.20" in both[0] and not both[1].startswith("  Why")  # "faster on one thread" would be false
