@@ -151,6 +151,26 @@ def test_capped_counts_are_exact_up_to_the_cap_and_beyond_after(strategy, decima
     assert torch.equal(got.among, full.among)
 
 
+def test_the_sort_is_timed_once_per_row_length_and_chosen_by_its_time(monkeypatch):
+    monkeypatch.setattr(counting, "SORT_COST", None)
+    monkeypatch.setattr(counting, "_sort_costs", {})
+    cost = counting._sort_cost(1000)
+    assert 0 < cost < np.inf and counting._sort_costs == {1024: cost}
+    assert counting._sort_cost(600) == cost and counting._sort_cost(1025) != cost  # 1,024 and 2,048 long rows
+    # Many thresholds over most of the row (a coarse level on hard data): the sort unless it is dear.
+    scores = tied_scores(16, 1000, 6, seed=3)
+    t = scores[:, :100].clone()
+    sorted_ = []
+    by_sorting = counting._by_sorting
+    monkeypatch.setattr(counting, "_by_sorting", lambda s, t: sorted_.append(1) or by_sorting(s, t))
+    want = counting.count_at_least(scores, t)
+    for timed, sorts in ((0.5, True), (1e6, False)):
+        counting._sort_costs[1024] = timed
+        sorted_.clear()
+        got = counting.count_at_least(scores, t)
+        assert bool(sorted_) == sorts and torch.equal(got.at_least, want.at_least)
+
+
 class _Comparisons:
     """numpy, recording how many score rows the comparison passes read."""
 

@@ -15,7 +15,9 @@ four exact ways, by the costs below (ns per score, measured on this 2-core machi
   range (a table lookup, a few comparisons in the cells that hold several thresholds); then
   #{j : s_j >= t_p} = #{j : B(j) >= B(t_p)}, a histogram (~15 ns a kept item);
 * otherwise (many thresholds over most of the row: a coarse hierarchy level, hard data) sort the
-  rows and search them (~3 ns a score with numpy's vectorised sort).
+  rows and search them. Its cost depends on the machine's numpy build and on N far more than the
+  others' (1.3 ns a score at N = 500, 8-21 ns at 2k-60k here, 3 ns on an earlier host with a
+  vectorised sort), so it is timed once per row length (rounded up to a power of 2) on first use.
 
 The share of items kept is estimated on every 8th row first, so that the passes and the sort do
 not pay for a full keeping pass they do not use. All four give the same integers as a sort
@@ -43,6 +45,7 @@ import contextlib
 import contextvars
 import os
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Iterator, NamedTuple, Optional
 
@@ -56,7 +59,10 @@ COMPARISONS_PER_SCORE = 1.0
 # Costs in ns on 2 shared cores, each way's own (measured with numpy 2.4, N = 5k-30k, P = 7-79): a
 # comparison pass on cache-sized slabs, per score and threshold; keeping the items at or above the
 # lowest threshold, per score; bucketing a kept item on the grid; sorting the rows, per score.
-PASS_COST, KEEP_COST, GRID_COST, SORT_COST = 0.14, 1.0, 15.0, 3.0
+PASS_COST, KEEP_COST, GRID_COST = 0.14, 1.0, 15.0
+SORT_COST: Optional[float] = None  # ns a score to sort rows; None: timed on this machine (_sort_cost)
+SORT_SAMPLE_SCORES = 2**16  # scores sorted to time it: about a millisecond
+_sort_costs: dict[int, float] = {}  # row length (a power of 2) -> ns a score
 MAX_PASSES = 64  # passes only for at most this many thresholds (a bound on the Python loop)
 SAMPLE_EVERY = 8  # rows: the kept share is estimated on every 8th row of the chunk
 CELLS_PER_THRESHOLD = 8  # grid resolution: few cells hold two thresholds
@@ -333,6 +339,23 @@ def count_at_least(scores: Tensor, thresholds: Tensor, cap: Optional[Tensor] = N
     return Counts(torch.from_numpy(at_least), torch.from_numpy(among))
 
 
+def _sort_cost(n: int) -> float:
+    """ns a score for numpy to sort rows of about ``n`` scores: SORT_COST if set, else the best of three
+    timings (this thread's CPU time) of random rows of the next power of 2, kept for the process."""
+    if SORT_COST is not None:
+        return SORT_COST
+    length = 1 << max(4, (n - 1).bit_length())
+    if length not in _sort_costs:
+        rows = np.random.default_rng(0).standard_normal((max(2, SORT_SAMPLE_SCORES // length), length), dtype=np.float32)
+        timings = []
+        for _ in range(3):
+            start = time.thread_time()
+            np.sort(rows, axis=1)
+            timings.append(time.thread_time() - start)
+        _sort_costs[length] = max(min(timings), 1e-9) / rows.size * 1e9
+    return _sort_costs[length]
+
+
 def _count_numpy(s: np.ndarray, t: np.ndarray, cap: Optional[np.ndarray] = None) -> tuple[np.ndarray, np.ndarray]:
     """The cheapest of the four ways of the module's docstring, for one chunk (with a ``cap`` the
     passes stop early, so cost at most their estimate: where they win without it, they win with it)."""
@@ -341,7 +364,7 @@ def _count_numpy(s: np.ndarray, t: np.ndarray, cap: Optional[np.ndarray] = None)
     sample = slice(None, None, SAMPLE_EVERY)
     share = np.count_nonzero(s[sample] >= lowest[sample]) / s[sample].size  # of the items kept
     grid_ok = CELLS_PER_THRESHOLD * p <= s.shape[1] * MAX_CELLS_PER_SCORE
-    costs = {"passes": PASS_COST * p if p <= MAX_PASSES else np.inf, "sort": SORT_COST,
+    costs = {"passes": PASS_COST * p if p <= MAX_PASSES else np.inf, "sort": _sort_cost(s.shape[1]),
              "grid": KEEP_COST + GRID_COST * share if grid_ok else np.inf}
     way = "compare" if share * p <= COMPARISONS_PER_SCORE else min(costs, key=costs.get)
     if way == "passes":
