@@ -58,7 +58,7 @@ from torch import Tensor
 COMPARISONS_PER_SCORE = 1.0
 # Costs in ns on 2 shared cores, each way's own (measured with numpy 2.4, N = 5k-30k, P = 7-79): a
 # comparison pass on cache-sized slabs, per score and threshold; keeping the items at or above the
-# lowest threshold, per score; bucketing a kept item on the grid; sorting the rows, per score.
+# lowest threshold, per score; bucketing a kept item on the grid.
 PASS_COST, KEEP_COST, GRID_COST = 0.14, 1.0, 15.0
 SORT_COST: Optional[float] = None  # ns a score to sort rows; None: timed on this machine (_sort_cost)
 SORT_SAMPLE_SCORES = 2**16  # scores sorted to time it: about a millisecond
@@ -98,7 +98,8 @@ def _forget_pool() -> None:
     _pool, _pool_lock = (0, None), threading.Lock()
 
 
-os.register_at_fork(after_in_child=_forget_pool)
+if hasattr(os, "register_at_fork"):  # POSIX; Windows has no fork
+    os.register_at_fork(after_in_child=_forget_pool)
 
 
 @contextlib.contextmanager
