@@ -322,6 +322,9 @@ def test_retrieval_metrics_equal_the_sort_path(strategy, backend):
             if labels.dim() == 1:  # R@k and mAP@R alone: the same numbers, from the same chunks
                 top = retrieval_metrics(emb, labels, backend=backend, chunk_size=chunk_size, full_map=False)
                 assert top == {key: value for key, value in fast.items() if key != "mAP"}
+                sorted_top = retrieval_metrics(emb, labels, backend=backend, chunk_size=chunk_size, method="sort",
+                                               full_map=False)
+                assert sorted_top == pytest.approx(top, abs=1e-6) and sorted_top.keys() == top.keys()
 
 
 def test_retrieval_metrics_with_a_gallery_equal_the_sort_path(strategy):
