@@ -367,9 +367,12 @@ def _count_numpy(s: np.ndarray, t: np.ndarray, cap: Optional[np.ndarray] = None)
     sample = slice(None, None, SAMPLE_EVERY)
     share = np.count_nonzero(s[sample] >= lowest[sample]) / s[sample].size  # of the items kept
     grid_ok = CELLS_PER_THRESHOLD * p <= s.shape[1] * MAX_CELLS_PER_SCORE
-    costs = {"passes": PASS_COST * p if p <= MAX_PASSES else np.inf, "sort": _sort_cost(s.shape[1]),
-             "grid": KEEP_COST + GRID_COST * share if grid_ok else np.inf}
-    way = "compare" if share * p <= COMPARISONS_PER_SCORE else min(costs, key=costs.get)
+    if share * p <= COMPARISONS_PER_SCORE:
+        way = "compare"
+    else:  # only now the sort's cost: timing it sorts rows (once per length), which compare never needs
+        costs = {"passes": PASS_COST * p if p <= MAX_PASSES else np.inf, "sort": _sort_cost(s.shape[1]),
+                 "grid": KEEP_COST + GRID_COST * share if grid_ok else np.inf}
+        way = min(costs, key=costs.get)
     if way == "passes":
         return _by_passes(s, t) if cap is None else _by_capped_passes(s, t, cap)
     if way == "sort":
