@@ -13,7 +13,7 @@ from lab.cli import main
 from lab.studies import figures as plots
 from lab.studies import runner
 from lab.studies import spec as study_spec
-from lab.studies.claims import analyse_methods, trend_verdict
+from lab.studies.claims import analyse_batch_size, analyse_methods, trend_verdict
 from lab.studies.results_page import render
 from lab.studies.stats import compare, fmt, mean_std, paired, paired_ttest, relative_decrease, relative_gain, verdict
 
@@ -219,6 +219,16 @@ def test_batch_size_figure_draws_the_relative_gain():
     assert gains[32][0] > gains[256][0] > 0  # by design of fake_execute
     bars = plots.plot_batch_size(recs).axes[1].patches
     assert [round(p.get_height(), 6) for p in bars] == [round(mean_std(g).mean, 6) for g in gains.values()]
+
+
+def test_a_batch_size_with_one_loss_done_has_no_gain_yet_and_no_nan():
+    recs = [r for r in (fake_execute(s) for s in study_spec.study_runs("batch_size")) if r["seed"] == 0]
+    recs = [r for r in recs if not (r["batch_size"] == 32 and r["method"] == "ROADMAP")]  # a study cut short
+    section = analyse_batch_size(recs)
+    assert "B=32: —" in section.measured and "nan" not in section.measured.lower()
+    gain = relative_gain(*[next(r["mAP@R"] for r in recs if r["method"] == m and r["batch_size"] == 64)
+                           for m in ("ROADMAP", "SupAP")])
+    assert f"B=64: {gain:+.1f}" in section.measured
 
 
 def test_bins_figure_has_readable_ticks_a_title_that_fits_and_a_zoom():

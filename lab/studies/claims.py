@@ -161,7 +161,9 @@ def analyse_batch_size(records: Records) -> Section:
                      fmt(mean_std(g), scale=1.0), fmt_p(c["p"]), paper])
     means = [mean_std(g).mean for g in gains.values()]
     verdict = trend_verdict(means)
-    measured = "relative gain (%) by batch size: " + ", ".join(f"B={b}: {m:+.1f}" for b, m in zip(gains, means))
+    # A batch size where only one of the two losses has run yet has no gain: "—", never "+nan".
+    measured = "relative gain (%) by batch size: " + ", ".join(
+        f"B={b}: " + ("—" if math.isnan(m) else f"{m:+.1f}") for b, m in zip(gains, means))
     paper = "; ".join(f"{d} " + ", ".join(f"{b}: {g:+.1f} %" for b, g in paper_gains(d).items()) for d in PAPER_BATCH)
     body = "\n\n".join([
         table(["B", "steps", "SupAP mAP@R", "ROADMAP mAP@R", "relative gain (%)", "p (paired)",
