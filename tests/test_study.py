@@ -90,6 +90,38 @@ def test_a_second_call_skips_finished_runs_and_a_shared_run_is_trained_once(tmp_
     assert not list(tmp_path.glob(".*.tmp"))  # atomic writes leave no temporary file behind
 
 
+def test_a_broken_worker_pool_lists_no_run_as_failed(tmp_path, monkeypatch):
+    """Killing the study (or one worker) breaks the pool: every pending future raises BrokenProcessPool.
+    Those runs did not fail: they stay unrecorded, and the runs that had finished are kept."""
+    from concurrent import futures
+
+    class Pool:
+        def __init__(self, *args, **kwargs):
+            self.submitted = 0
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def submit(self, fn, spec, threads, device):
+            future = futures.Future()
+            self.submitted += 1
+            if self.submitted <= 2:
+                future.set_result(fake_execute(spec))
+            else:
+                future.set_exception(futures.process.BrokenProcessPool("a worker was killed"))
+            return future
+
+    monkeypatch.setattr(runner.futures, "ProcessPoolExecutor", Pool)
+    lines = []
+    out = runner.run_studies(["bins"], tmp_path, quick=True, jobs=2, log=lines.append)["bins"]
+    assert len(out["runs"]) == 2 and not out.get("failed")
+    assert out["sessions"][-1]["trained"] == 2  # what it trained, not what it set out to
+    assert any("worker pool broke" in line and "left for the next call" in line for line in lines)
+
+
 def test_a_failed_run_is_listed_and_retried(tmp_path, monkeypatch):
     def diverge(spec, threads=1, device=None):
         raise RuntimeError("the loss is nan")

@@ -134,9 +134,12 @@ def run_studies(names: list[str], out: Path, quick: bool = False, seeds: Optiona
         save_results(paths[n], datas[n])
         log(f"{n}: {len(study_runs(n, quick, seeds, protocol))} runs, {counts[n]} to train")
 
+    trained = dict.fromkeys(names, 0)  # runs this call finished, per study (not those it set out to train)
+
     def record(key: str, rec: Optional[dict[str, Any]], error: str = "") -> None:
         for spec in wanted[key]:
             data = datas[spec.study]
+            trained[spec.study] += rec is not None
             if rec is None:
                 data.setdefault("failed", {})[key] = {"method": spec.method, "params": spec.params,
                                                       "seed": spec.seed, "error": error}
@@ -164,17 +167,25 @@ def run_studies(names: list[str], out: Path, quick: bool = False, seeds: Optiona
         ctx = multiprocessing.get_context("spawn")
         with futures.ProcessPoolExecutor(jobs, mp_context=ctx, initializer=_worker_init, initargs=(threads,)) as pool:
             running = {pool.submit(execute, spec, threads, device): spec.key for spec in todo}
+            broken = 0
             for done in futures.as_completed(running):
                 try:
                     record(running[done], done.result())
+                except futures.process.BrokenProcessPool:
+                    # A worker died (killed, out of memory, the study stopped): not the run's failure.
+                    # It stays unrecorded and the next call trains it.
+                    broken += 1
                 except failures as e:
                     record(running[done], None, f"{type(e).__name__}: {e}")
+            if broken:
+                log(f"  stopped: the worker pool broke (a worker was killed); {broken} runs not finished are "
+                    "left for the next call")
     command = " ".join(["python -m lab study", *names] + (["--quick"] if quick else []) +
                        ([f"--protocol {protocol}"] if protocol != "v1" else []) + [f"--jobs {jobs}"])
     for n in names:
         if counts[n]:
             datas[n]["sessions"].append({
-                "finished": time.strftime("%Y-%m-%d %H:%M:%S"), "trained": counts[n], "jobs": jobs,
+                "finished": time.strftime("%Y-%m-%d %H:%M:%S"), "trained": trained[n], "jobs": jobs,
                 "threads": threads, "elapsed_seconds": round(time.perf_counter() - start, 1), "command": command,
                 "machine": f"{platform.machine()}, {os.cpu_count()} cores, python {sys.version.split()[0]}"})
             save_results(paths[n], datas[n])
