@@ -213,6 +213,13 @@ def _by_sorting(s: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.where(np.isfinite(t), s.shape[1] - below, 0), _among(t)
 
 
+def _count_row_by_row(slab: np.ndarray, thresholds: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """#{j : slab[i, j] >= thresholds[i]} per row, through the bool buffer ``out`` (the slab's shape)."""
+    np.greater_equal(slab, thresholds[:, None], out=out)
+    total = np.uint16 if slab.shape[1] < 2**16 else np.int32  # the narrowest sum that cannot overflow: the fastest
+    return out.view(np.uint8).sum(1, dtype=total)  # faster than count_nonzero(axis=1)
+
+
 def _by_passes(s: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """One comparison pass per threshold column (padding, +inf, counts 0), slab by slab of rows:
     a slab is read from memory once and compared with every threshold while it stays in cache."""
@@ -221,13 +228,10 @@ def _by_passes(s: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     columns = np.flatnonzero(np.isfinite(t).any(0))
     rows = max(1, SLAB_SCORES // n)
     buffer = np.empty((min(rows, c), n), dtype=bool)
-    total = np.uint16 if n < 2**16 else np.int32  # the narrowest sum that cannot overflow: the fastest
     for lo in range(0, c, rows):
         slab, thresholds = s[lo : lo + rows], t[lo : lo + rows]
-        out = buffer[: len(slab)]
         for p in columns:
-            np.greater_equal(slab, thresholds[:, p, None], out=out)
-            at_least[lo : lo + rows, p] = out.view(np.uint8).sum(1, dtype=total)  # faster than count_nonzero(axis=1)
+            at_least[lo : lo + rows, p] = _count_row_by_row(slab, thresholds[:, p], buffer[: len(slab)])
     return at_least, _among(t)
 
 
@@ -240,7 +244,6 @@ def _by_capped_passes(s: np.ndarray, t: np.ndarray, cap: np.ndarray) -> tuple[np
     counted = np.where(np.isfinite(descending), BEYOND, 0)
     rows = max(1, SLAB_SCORES // n)
     buffer = np.empty((min(rows, c), n), dtype=bool)
-    total = np.uint16 if n < 2**16 else np.int32
     going = np.arange(c)
     for p in range(t.shape[1]):
         going = going[np.isfinite(descending[going, p])]
@@ -251,9 +254,7 @@ def _by_capped_passes(s: np.ndarray, t: np.ndarray, cap: np.ndarray) -> tuple[np
             slab_rows = going[lo : lo + rows]
             first, last = slab_rows[0], slab_rows[-1]
             slab = s[first : last + 1] if last - first + 1 == len(slab_rows) else s[slab_rows]  # a view when it can
-            out = buffer[: len(slab_rows)]
-            np.greater_equal(slab, descending[slab_rows, p, None], out=out)
-            counts[lo : lo + rows] = out.view(np.uint8).sum(1, dtype=total)
+            counts[lo : lo + rows] = _count_row_by_row(slab, descending[slab_rows, p], buffer[: len(slab_rows)])
         within = counts <= cap[going]
         counted[going[within], p] = counts[within]
         going = going[within]
