@@ -251,3 +251,87 @@ def test_the_peak_memory_of_a_call_stays_within_the_budget(monkeypatch, exact_pe
     retrieval_metrics(queries[:2], query_labels[:2], gallery, labels)  # first-call allocations
     rise = _peak_rise(lambda: retrieval_metrics(queries, query_labels, gallery, labels, memory_budget=budget))
     assert rise <= budget + 64 * n
+
+
+# ------------------------------------------------------------------------- per query, and the gap
+
+
+def test_per_query_metrics_are_the_plain_loops_query_by_query_with_nan_where_left_out():
+    """Each query's AP against ROADMAP Eq. 1 by plain loops and its mAP@R against the sort, on exact
+    cosines with ties; a query alone in its class is NaN; the means are retrieval_metrics'."""
+    from lab.metrics import per_query_metrics
+    from tests import reference as ref
+
+    emb = grid_embeddings(120, 3, seed=4)
+    labels = torch.randint(0, 12, (120,), generator=torch.Generator().manual_seed(4))
+    labels[7] = 99  # alone in its class: no positive, left out
+    values = per_query_metrics(emb, labels)
+    sims = (torch.nn.functional.normalize(emb.double(), dim=1) @ torch.nn.functional.normalize(emb.double(), dim=1).T)
+    for i in range(120):
+        others = [j for j in range(120) if j != i]
+        s, t = [float(sims[i, j]) for j in others], [bool(labels[j] == labels[i]) for j in others]
+        if i == 7:
+            assert torch.isnan(values["mAP"][i]) and torch.isnan(values["mAP@R"][i])
+            continue
+        assert abs(float(values["mAP"][i]) - ref.ap_loop(s, t)) < 1e-12
+    # mAP@R with ties: the sort reference (the loops' ranked list assumes no ties)
+    from lab.metrics import map_at_r
+    kept = torch.ones(120, dtype=torch.bool)
+    kept[7] = False
+    self_mask = ~torch.eye(120, dtype=torch.bool)
+    want = map_at_r(sims[kept], (labels[:, None] == labels[None, :])[kept], self_mask[kept])
+    assert torch.allclose(values["mAP@R"][kept], want, rtol=0, atol=1e-12)
+    means = retrieval_metrics(emb, labels)
+    for key in ("R@1", "mAP@R", "mAP"):
+        assert abs(float(values[key].nanmean()) - means[key]) < 1e-12
+    assert means["excluded_queries"] == int(values["mAP"].isnan().sum()) == 1
+
+
+def gap_loop(emb: torch.Tensor, labels: list, batch_ids: list) -> float:
+    """ROADMAP Eq. 6 by plain loops: each query's AP among the other items of its batch minus its AP
+    among all other items, averaged over the queries with a positive in their batch."""
+    from tests import reference as ref
+
+    e = torch.nn.functional.normalize(emb.double(), dim=1)
+    sims, n, gaps = (e @ e.T).tolist(), len(labels), []
+    for i in range(n):
+        others = [j for j in range(n) if j != i]
+        batch = [j for j in others if batch_ids[j] == batch_ids[i]]
+        in_batch = ref.ap_loop([sims[i][j] for j in batch], [labels[j] == labels[i] for j in batch])
+        if in_batch is not None:
+            gaps.append(in_batch - ref.ap_loop([sims[i][j] for j in others], [labels[j] == labels[i] for j in others]))
+    return sum(gaps) / len(gaps)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_the_decomposability_gap_is_its_plain_loop_definition_with_ties(seed):
+    """Uneven batches, one of which holds no positive pair (its queries are left out), and ties
+    everywhere (exact cosines of grid points); (N, 2) labels use the finest column."""
+    from lab.metrics import decomposability_gap
+
+    g = torch.Generator().manual_seed(seed)
+    emb = grid_embeddings(150, 3, seed=seed)
+    fine = torch.randint(0, 15, (150,), generator=g)
+    batch_ids = torch.randint(0, 5, (150,), generator=g)
+    batch_ids[-6:] = 9
+    fine[-6:] = torch.arange(100, 106)  # batch 9: six classes of one image each
+    want = gap_loop(emb, fine.tolist(), batch_ids.tolist())
+    assert abs(decomposability_gap(emb, fine, batch_ids) - want) < 1e-12
+    assert abs(decomposability_gap(emb, torch.stack([fine, fine // 5], 1), batch_ids) - want) < 1e-12
+    assert decomposability_gap(emb, fine, torch.zeros(150, dtype=torch.long)) == 0.0  # one batch: the global AP
+
+
+def test_the_decomposability_gap_never_holds_an_n_by_n_block(monkeypatch):
+    """3,000 items (an N x N float block: 36 MB) within a 1 MB budget: both APs are counted in
+    chunks; with the GPU's way of counting every tensor is a torch one the probe sees."""
+    from lab.metrics import decomposability_gap
+
+    count_as_on_a_device(monkeypatch, 8)
+    g = torch.Generator().manual_seed(3)
+    n = 3000
+    emb, labels = torch.randn(n, 8, generator=g), torch.randint(0, 300, (n,), generator=g)
+    batch_ids = torch.randint(0, 25, (n,), generator=g)
+    with lab_budget.memory_budget("1MB"), Probe() as probe:
+        gap = decomposability_gap(emb, labels, batch_ids)
+    assert probe.largest <= 2**20 < n * n * 4
+    assert 0 < gap < 1

@@ -164,6 +164,46 @@ def retrieval_metrics(
     "mAP": a positive's rank is counted only while R@k or mAP@R can read it, which on hard data
     (most positives far down the list) saves most of the counting.
     """
+    keys, order, values, total = _per_query(
+        query_emb, query_labels, ref_emb, ref_labels, ks=ks, backend=backend, chunk_size=chunk_size, progress=progress,
+        alpha=alpha, level_names=level_names, method=method, memory_budget=memory_budget, full_map=full_map)
+    # Summed in query order, whatever order the chunks took: the same per-query values give the same
+    # means, e.g. with one label column or with coarser ones added (their lists order the chunks otherwise).
+    sums = values[:, torch.argsort(order)].sum(1).tolist()  # the one move to the host
+    out = {key: value / len(order) for key, value in zip(keys, sums)}
+    out["num_queries"] = len(order)
+    out["excluded_queries"] = total - len(order)
+    return out
+
+
+def per_query_metrics(query_emb: Tensor, query_labels: Tensor, ref_emb: Optional[Tensor] = None,
+                      ref_labels: Optional[Tensor] = None, **options) -> dict[str, Tensor]:
+    """:func:`retrieval_metrics` query by query: {key: (Q,) float64} on the embeddings' work device,
+    NaN for the queries it leaves out (no other item of their class). ``options``: those of
+    :func:`retrieval_metrics`. What paired statistics and the decomposability gap need."""
+    keys, order, values, total = _per_query(query_emb, query_labels, ref_emb, ref_labels, **options)
+    full = torch.full((len(keys), total), float("nan"), dtype=values.dtype, device=values.device)
+    full[:, order] = values
+    return dict(zip(keys, full))
+
+
+def _per_query(
+    query_emb: Tensor,
+    query_labels: Tensor,
+    ref_emb: Optional[Tensor] = None,
+    ref_labels: Optional[Tensor] = None,
+    ks: Sequence[int] = EVAL_KS,
+    backend: Optional[str] = None,
+    chunk_size: Optional[int] = None,
+    progress: bool = False,
+    alpha: float = 1.0,
+    level_names: Optional[Sequence[str]] = None,
+    method: str = "count",
+    memory_budget: Union[int, str, None] = None,
+    full_map: bool = True,
+) -> tuple[list[str], Tensor, Tensor, int]:
+    """(keys, order (Q_kept,) query indices, values (len(keys), Q_kept) float64, Q): the kept
+    queries by increasing list length, the order of the chunks."""
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
     ks = check_ks(ks)
@@ -200,8 +240,7 @@ def retrieval_metrics(
         keys += ["H-AP", "NDCG", "ASI", *[f"AP@{name}" for name in names]]
     index = LabelIndex(q_all, r_all, all_levels=names is not None)
     # Queries by increasing list length: chunks of similar lists pad little. Both methods take the same
-    # chunks (a query's similarities can differ in the last bit from one chunk shape to another), and
-    # the per-query values are summed in this order whatever the chunks.
+    # chunks (a query's similarities can differ in the last bit from one chunk shape to another).
     widths = index.widths(q_all.cpu().long().numpy()[kept.cpu().numpy()])
     by_length = np.argsort(widths.sum(1), kind="stable")
     widths = widths[by_length]
@@ -227,8 +266,4 @@ def retrieval_metrics(
                 chunk = list_metrics(scores, lists, index.num, ks, alpha, graded=names is not None,
                                      level_keys=[f"AP@{name}" for name in names or ()], full_map=full_map)
         values[:, start:end] = torch.stack([chunk[key] for key in keys])
-    sums = values.sum(1).tolist()  # the one move to the host
-    out = {key: total / len(kept) for key, total in zip(keys, sums)}
-    out["num_queries"] = len(kept)
-    out["excluded_queries"] = len(q_lab) - len(kept)
-    return out
+    return keys, order, values, len(q_lab)
