@@ -44,6 +44,7 @@ assignments: setup
 bench: setup
 	$(BIN)/python bench/losses.py
 	$(BIN)/python bench/metrics.py
+	$(BIN)/python bench/gap.py
 	$(BIN)/python bench/train.py
 
 # docs/figures/*.png and docs/figures.md (add ARGS=--training for the trained-model figures).
