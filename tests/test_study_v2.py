@@ -13,7 +13,7 @@ from lab.studies import figures as plots
 from lab.studies import runner
 from lab.studies import spec as study_spec
 from lab.studies.ordering import analyse_methods_v2, measured_order
-from lab.studies.results_page import render
+from lab.studies.results_page import _compute, expected_cost, render
 from lab.studies.stats import adjacent_pairs, compare
 
 from .test_study import fake, fake_execute  # noqa: F401 (fixture)
@@ -148,6 +148,7 @@ def test_page_with_v2_results_supersedes_v1s_studies(tmp_path, fake, monkeypatch
     assert "## 1. Rank losses compared" not in v1 and "## 2. Batch size" not in v1 and "## 5." not in v1
     assert "## 3. Hyper-parameters" in v1 and "## 4. Number of bins" in v1 and "## 6. Memory bank" in v1
     assert "superseded by protocol v2" in v1 and "**Trust these.**" in v2 and "provisional" not in page
+    assert "runs left" not in page
     for name in ("study_methods_v2", "study_ranks_v2", "study_batch_size_v2", "study_gap_v2", "study_pilot_v2"):
         assert (tmp_path / "d" / "figures" / f"{name}.png").stat().st_size > 1000
 
@@ -162,6 +163,7 @@ def test_a_v2_study_cut_short_is_provisional_and_keeps_v1s_section(tmp_path, fak
     v2, v1 = page.split("## Results", 1)[0], page
     assert "**In progress: 18 of 75 runs done.**" in page and "**Trust these.**" not in page
     assert "**Verdict so far (18 of 45 runs: provisional):" in page and "provisional: " in page
+    assert "The 57 runs left should take about" in page
     assert "## 1. Rank losses compared" in v1 and "## 2. Batch size" in v1 and "## 5." in v1
     assert "superseded by protocol v2" not in page
 
@@ -212,3 +214,35 @@ def test_the_v2_budget_is_the_plateau_of_the_committed_pilot():
     curve = [(p["step"], p["mAP@R"]) for p in pilot["curve"]]
     assert study_spec.V2_STEPS == study_spec.plateau_step(curve) == pilot["plateau_step"]
     assert runner._trajectory(pilot["config"]) == runner._trajectory(study_spec.PILOT)
+
+
+def test_a_run_left_costs_the_mean_of_its_config_else_its_batch_size_else_all(monkeypatch):
+    monkeypatch.setattr(study_spec, "V2_STEPS", 1000)
+    methods = study_spec.study_runs("methods", protocol="v2")
+    sizes = study_spec.study_runs("batch_size", protocol="v2")
+    sup_ap = [s for s in methods if s.method == "SupAP"]
+    small = [s for s in sizes if s.params["batch_size"] == 32]
+    assert len(sup_ap) == 5 and small
+    finished = [{"config": s.config, "seconds": 100.0 * (s.seed + 1), "train_cpu_seconds": 10.0 * (s.seed + 1)}
+                for s in sup_ap[:3]]  # SupAP, B = 128, seeds 0-2: 100, 200, 300 s
+    finished.append({"config": small[0].config, "seconds": 1000.0, "train_cpu_seconds": 500.0})
+    assert expected_cost(sup_ap[4], finished) == (200.0, 20.0)  # its own config, another seed
+    other_loss = next(s for s in methods if s.method == "FastAP")
+    assert expected_cost(other_loss, finished) == (200.0, 20.0)  # no FastAP yet: the runs of B = 128
+    large = next(s for s in sizes if s.params["batch_size"] == 256)
+    assert expected_cost(large, finished) == (400.0, 140.0)  # no B = 256 yet: all four
+    with pytest.raises(ValueError):
+        expected_cost(large, [])
+
+
+def test_the_compute_line_adds_the_runs_left_to_the_runs_done(monkeypatch):
+    monkeypatch.setattr(study_spec, "V2_STEPS", 1000)
+    wanted = {s.key: s for n in study_spec.V2_STUDIES for s in study_spec.study_runs(n, protocol="v2")}
+    done = list(wanted.values())[:7]
+    datas = {"methods": {"runs": {s.key: {"config": s.config, "seconds": 3600.0, "train_cpu_seconds": 1800.0}
+                                  for s in done}}}
+    text = _compute(datas, list(wanted.values()))
+    left = len(wanted) - 7
+    assert f"{7} distinct runs: 7.0 h of run time" in text and f"The {left} runs left should take about {left:.1f} h more" in text
+    assert f"about {len(wanted)} h of run time, {len(wanted) / 2:.0f} h of training CPU" in text
+    assert "runs left" not in _compute(datas, done)

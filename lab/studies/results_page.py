@@ -17,7 +17,7 @@ from .claims import Section, analyse_batch_size, analyse_gap, analyse_methods, t
 from .ordering import analyse_methods_v2, pilot_section
 from .runner import load_results, missing_runs
 from .spec import (ALPHA, BATCH_SIZES, BINS, FULL_BASE, FULL_SEEDS, HPARAMS, METHODS, QUICK_BASE, QUICK_SEEDS,
-                   V2_BASE, V2_SEEDS, V2_STUDIES, XBM_FRACTION, XBM_WARMUP, study_runs)
+                   V2_BASE, V2_SEEDS, V2_STUDIES, XBM_FRACTION, XBM_WARMUP, RunSpec, study_runs)
 from .sweeps import analyse_bins, analyse_hparams, analyse_memory, hparam_baseline
 
 PAGE = ("methods", "batch_size", "hparams", "bins", "gap", "memory")  # the paper order of docs/results.md
@@ -152,17 +152,42 @@ def _section(name: str, data: dict[str, Any], quick: bool, seeds: Optional[int],
     return "\n".join(lines), [s.title.split(" (")[0], s.measured, verdict, f"{len(records)} / {len(records) + len(missing)}"]
 
 
-def _compute(datas: dict[str, dict[str, Any]]) -> str:
-    """What a protocol's finished runs cost: wall time (1 torch thread per run) and CPU time, summed."""
+def _compute(datas: dict[str, dict[str, Any]], wanted: Optional[list[RunSpec]] = None) -> str:
+    """What a protocol's finished runs cost (wall time with 1 torch thread per run, and CPU time, summed)
+    and, with ``wanted`` (its distinct runs), what the runs left should cost at the same pace."""
     runs = {key: rec for data in datas.values() for key, rec in data.get("runs", {}).items()}
     if not runs:
         return ""
     wall = sum(r["seconds"] for r in runs.values()) / 3600
     cpu = sum(r.get("train_cpu_seconds", 0.0) for r in runs.values()) / 3600
-    return (f"**Compute.** {len(runs)} distinct runs: {wall:.1f} h of run time summed (1 torch thread each, 2 in "
-            f"parallel on 2 cores: about {wall / 2:.1f} h of wall time), of which {cpu:.1f} h of CPU time in training. "
-            "On a GPU the same protocol runs unchanged with `--device cuda` (the device is not part of a run's key); "
-            "its time there is not measured: no GPU was lent to the sessions that ran it.")
+    text = (f"**Compute.** {len(runs)} distinct runs: {wall:.1f} h of run time summed (1 torch thread each, 2 in "
+            f"parallel on 2 cores: about {wall / 2:.1f} h of wall time), of which {cpu:.1f} h of CPU time in training.")
+    left = [s for s in wanted or [] if s.key not in runs]
+    if left:
+        more = [expected_cost(s, list(runs.values())) for s in left]
+        more_wall, more_cpu = (sum(m[i] for m in more) / 3600 for i in (0, 1))
+        text += (f" The {len(left)} runs left should take about {more_wall:.1f} h more ({more_wall / 2:.1f} h of wall "
+                 f"time with 2 jobs; {more_cpu:.1f} h of training CPU), each estimated from the finished runs of its "
+                 f"loss and batch size: the whole protocol about {wall + more_wall:.0f} h of run time, "
+                 f"{cpu + more_cpu:.0f} h of training CPU.")
+    return text + (" On a GPU the same protocol runs unchanged with `--device cuda` (the device is not part of a run's "
+                   "key); its time there is not measured: no GPU was lent to the sessions that ran it.")
+
+
+def expected_cost(run: RunSpec, finished: list[dict[str, Any]]) -> tuple[float, float]:
+    """(run seconds, training CPU seconds) to expect of a run not trained yet: the mean over the
+    finished runs of the same config but the seed, else of the same batch size, else of all."""
+    def config(rec_or_spec: dict) -> dict:
+        return {k: v for k, v in rec_or_spec.items() if k != "seed"}
+
+    for alike in (lambda r: config(r["config"]) == config(run.config),
+                  lambda r: r["config"].get("batch_size") == run.config.get("batch_size"),
+                  lambda r: True):
+        chosen = [r for r in finished if alike(r)]
+        if chosen:
+            return (sum(r["seconds"] for r in chosen) / len(chosen),
+                    sum(r.get("train_cpu_seconds", 0.0) for r in chosen) / len(chosen))
+    raise ValueError("finished must hold at least one run")
 
 
 def v2_complete(name: str, data: dict[str, Any], seeds: Optional[int] = None) -> bool:
@@ -182,7 +207,8 @@ def _v2_part(out: Path, docs: Path, seeds: Optional[int]) -> tuple[list[str], se
         summary.append(row)
     complete = {n for n in V2_STUDIES if v2_complete(n, datas[n], seeds)}
     # distinct trainings: study 5 reads study 2's runs, and B = 128 of study 2 is study 1's
-    wanted = {s.key for n in V2_STUDIES for s in study_runs(n, False, seeds, "v2")} if spec.V2_STEPS else set()
+    distinct = {s.key: s for n in V2_STUDIES for s in study_runs(n, False, seeds, "v2")} if spec.V2_STEPS else {}
+    wanted = set(distinct)
     done = len(wanted & {key for data in datas.values() for key in data.get("runs", {})})
     total = len(wanted) or "?"
     if complete == set(V2_STUDIES):
@@ -207,7 +233,7 @@ def _v2_part(out: Path, docs: Path, seeds: Optional[int]) -> tuple[list[str], se
         path = save_png(plot_pilot(pilot["curve"], pilot.get("plateau_step")), docs / "figures" / "study_pilot_v2.png")
         lines += [f"![Pilot learning curve]({path.relative_to(docs).as_posix()})", ""]
     lines += ["### Summary (v2)", "", table(["study", "measured", "verdict", "runs done"], summary), "",
-              _compute(datas), "", *sections]
+              _compute(datas, list(distinct.values())), "", *sections]
     return lines, complete
 
 
