@@ -72,6 +72,16 @@ def test_runs_are_trained_seed_by_seed(tmp_path, fake):
     assert len({by_key[k].method for k in fake[: len(seeds) // 3]}) == len(study_spec.QUICK_METHODS)
 
 
+def test_studies_are_trained_one_after_the_other_in_the_order_named(tmp_path, fake):
+    """A call cut short leaves the first named study complete (a final verdict), not all of them partial."""
+    runner.run_studies(["batch_size", "methods"], tmp_path, quick=True, seeds=2, log=lambda _: None)
+    sizes = {s.key: s.seed for s in study_spec.study_runs("batch_size", quick=True, seeds=2)}
+    methods = {s.key: s.seed for s in study_spec.study_runs("methods", quick=True, seeds=2)}
+    first, then = fake[:len(sizes)], fake[len(sizes):]
+    assert set(first) == set(sizes) and [sizes[k] for k in first] == sorted(sizes[k] for k in first)
+    assert set(then) == set(methods) - set(sizes) and [methods[k] for k in then] == sorted(methods[k] for k in then)
+
+
 def test_a_second_call_skips_finished_runs_and_a_shared_run_is_trained_once(tmp_path, fake):
     runner.run_studies(["batch_size", "gap"], tmp_path, quick=True, log=lambda _: None)
     specs = study_spec.study_runs("batch_size", quick=True)

@@ -114,8 +114,8 @@ def _open(names: list[str], out: Path, mode: str) -> tuple[dict[str, Path], dict
 def run_studies(names: list[str], out: Path, quick: bool = False, seeds: Optional[int] = None, jobs: int = 1,
                 threads: int = 1, log: Callable[[str], None] = print, protocol: str = "v1",
                 device: Optional[str] = None) -> dict[str, dict[str, Any]]:
-    """Train every missing run of the studies ``names`` under ``protocol`` into ``out/NAME.json``, each
-    config once whichever studies need it; a run that fails (e.g. diverges) is listed under "failed" and
+    """Train every missing run of the studies ``names`` under ``protocol`` into ``out/NAME.json``, study by
+    study in that order and seed by seed, each config once whichever studies need it; a run that fails (e.g. diverges) is listed under "failed" and
     retried by the next call. Returns {name: the file's data}."""
     out, mode = Path(out), ("quick" if quick else "full")
     paths, datas = _open(names, out, mode)
@@ -153,8 +153,10 @@ def run_studies(names: list[str], out: Path, quick: bool = False, seeds: Optiona
             f"  {what}: R@1 {rec['R@1']:.3f} mAP@R {rec['mAP@R']:.3f} ({rec['seconds']:.0f} s)")
 
     start = time.perf_counter()
-    # Seed by seed: a study cut short after k seeds holds k complete, paired rows of every method.
-    todo = sorted((specs[0] for specs in wanted.values()), key=lambda spec: spec.seed)
+    # Study by study in the order named (a complete study is a final verdict; an interleaved call
+    # finished none before its end), each seed by seed: a study cut short after k seeds holds k
+    # complete, paired rows of every method. specs[0] is a run's first named study.
+    todo = sorted((specs[0] for specs in wanted.values()), key=lambda spec: (names.index(spec.study), spec.seed))
     failures = (ArithmeticError, RuntimeError, ValueError)  # NonFiniteLossError is a RuntimeError
     if jobs <= 1 or len(todo) <= 1:
         for spec in todo:
