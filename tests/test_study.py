@@ -128,8 +128,35 @@ def test_a_broken_worker_pool_lists_no_run_as_failed(tmp_path, monkeypatch):
     lines = []
     out = runner.run_studies(["bins"], tmp_path, quick=True, jobs=2, log=lines.append)["bins"]
     assert len(out["runs"]) == 2 and not out.get("failed")
-    assert out["sessions"][-1]["trained"] == 2  # what it trained, not what it set out to
+    assert out["sessions"][-1]["trained"] == 2 and out["sessions"][-1]["stopped"]  # what it trained, not what it set out to
     assert any("worker pool broke" in line and "left for the next call" in line for line in lines)
+
+
+def test_a_call_killed_part_way_keeps_its_session_line_with_what_it_finished(tmp_path, monkeypatch):
+    """A session's end kills the study without any cleanup: its line in the file is written at the
+    start and updated run by run, so the results page tells what that call did."""
+    from lab.studies.results_page import _timing
+
+    done = []
+
+    def execute(spec, threads=1, device=None):
+        if len(done) == 2:
+            raise KeyboardInterrupt  # the kill, after two runs
+        done.append(spec.key)
+        return fake_execute(spec, threads)
+
+    monkeypatch.setattr(runner, "execute", execute)
+    with pytest.raises(KeyboardInterrupt):
+        runner.run_studies(["bins"], tmp_path, quick=True, log=lambda _: None)
+    data = runner.load_results(tmp_path / "bins.json")
+    line = data["sessions"][-1]
+    assert len(data["runs"]) == 2 and line["trained"] == 2 and line["stopped"]
+    assert "stopped before its end: 2 runs finished" in _timing(data, list(data["runs"].values()))
+    monkeypatch.setattr(runner, "execute", lambda spec, threads=1, device=None: fake_execute(spec, threads))
+    data = runner.run_studies(["bins"], tmp_path, quick=True, log=lambda _: None)["bins"]
+    line = data["sessions"][-1]
+    assert len(data["sessions"]) == 2 and not line["stopped"] and line["trained"] == len(data["runs"]) - 2
+    assert "that whole invocation took" in _timing(data, list(data["runs"].values()))
 
 
 def test_a_failed_run_is_listed_and_retried(tmp_path, monkeypatch):

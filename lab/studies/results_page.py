@@ -58,8 +58,13 @@ def _timing(data: dict[str, Any], records: list[dict[str, Any]]) -> str:
     sessions = data.get("sessions", [])
     if sessions:
         last = sessions[-1]
-        text += (f"; trained by `{last['command']}` (jobs = {last['jobs']}, threads = {last['threads']}; that whole "
-                 f"invocation took {_minutes(last['elapsed_seconds'])} of wall time, finished {last['finished']})")
+        text += f"; trained by `{last['command']}` (jobs = {last['jobs']}, threads = {last['threads']}; "
+        if last.get("stopped"):  # killed part-way, e.g. at a session's end: its runs in flight were lost
+            text += (f"that invocation was stopped before its end: {last['trained']} runs finished in "
+                     f"{_minutes(last['elapsed_seconds'])} of wall time, the last at {last['finished']})")
+        else:
+            text += (f"that whole invocation took {_minutes(last['elapsed_seconds'])} of wall time, finished "
+                     f"{last['finished']})")
     return text
 
 

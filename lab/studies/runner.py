@@ -134,12 +134,28 @@ def run_studies(names: list[str], out: Path, quick: bool = False, seeds: Optiona
         save_results(paths[n], datas[n])
         log(f"{n}: {len(study_runs(n, quick, seeds, protocol))} runs, {counts[n]} to train")
 
-    trained = dict.fromkeys(names, 0)  # runs this call finished, per study (not those it set out to train)
+    command = " ".join(["python -m lab study", *names] + (["--quick"] if quick else []) +
+                       ([f"--protocol {protocol}"] if protocol != "v1" else []) + [f"--jobs {jobs}"])
+    start = time.perf_counter()
+    # This call's line in each file, written now and updated run by run: a call killed part-way (a
+    # session's end) keeps its line, "stopped", with what it finished until then.
+    sessions = {n: {"finished": time.strftime("%Y-%m-%d %H:%M:%S"), "trained": 0, "jobs": jobs, "threads": threads,
+                    "elapsed_seconds": 0.0, "command": command, "stopped": True,
+                    "machine": f"{platform.machine()}, {os.cpu_count()} cores, python {sys.version.split()[0]}"}
+                for n in names if counts[n]}
+    for n, line in sessions.items():
+        datas[n]["sessions"].append(line)
+        save_results(paths[n], datas[n])
+
+    def update(n: str, **changes: Any) -> None:
+        sessions[n].update(finished=time.strftime("%Y-%m-%d %H:%M:%S"),
+                           elapsed_seconds=round(time.perf_counter() - start, 1), **changes)
 
     def record(key: str, rec: Optional[dict[str, Any]], error: str = "") -> None:
         for spec in wanted[key]:
             data = datas[spec.study]
-            trained[spec.study] += rec is not None
+            # runs this call finished (not those it set out to train)
+            update(spec.study, trained=sessions[spec.study]["trained"] + (rec is not None))
             if rec is None:
                 data.setdefault("failed", {})[key] = {"method": spec.method, "params": spec.params,
                                                       "seed": spec.seed, "error": error}
@@ -152,12 +168,12 @@ def run_studies(names: list[str], out: Path, quick: bool = False, seeds: Optiona
         log(f"  {what}: FAILED: {error}" if rec is None else
             f"  {what}: R@1 {rec['R@1']:.3f} mAP@R {rec['mAP@R']:.3f} ({rec['seconds']:.0f} s)")
 
-    start = time.perf_counter()
     # Study by study in the order named (a complete study is a final verdict; an interleaved call
     # finished none before its end), each seed by seed: a study cut short after k seeds holds k
     # complete, paired rows of every method. specs[0] is a run's first named study.
     todo = sorted((specs[0] for specs in wanted.values()), key=lambda spec: (names.index(spec.study), spec.seed))
     failures = (ArithmeticError, RuntimeError, ValueError)  # NonFiniteLossError is a RuntimeError
+    broken = 0  # runs a broken worker pool left unfinished
     if jobs <= 1 or len(todo) <= 1:
         for spec in todo:
             try:
@@ -169,7 +185,6 @@ def run_studies(names: list[str], out: Path, quick: bool = False, seeds: Optiona
         ctx = multiprocessing.get_context("spawn")
         with futures.ProcessPoolExecutor(jobs, mp_context=ctx, initializer=_worker_init, initargs=(threads,)) as pool:
             running = {pool.submit(execute, spec, threads, device): spec.key for spec in todo}
-            broken = 0
             for done in futures.as_completed(running):
                 try:
                     record(running[done], done.result())
@@ -182,15 +197,9 @@ def run_studies(names: list[str], out: Path, quick: bool = False, seeds: Optiona
             if broken:
                 log(f"  stopped: the worker pool broke (a worker was killed); {broken} runs not finished are "
                     "left for the next call")
-    command = " ".join(["python -m lab study", *names] + (["--quick"] if quick else []) +
-                       ([f"--protocol {protocol}"] if protocol != "v1" else []) + [f"--jobs {jobs}"])
-    for n in names:
-        if counts[n]:
-            datas[n]["sessions"].append({
-                "finished": time.strftime("%Y-%m-%d %H:%M:%S"), "trained": trained[n], "jobs": jobs,
-                "threads": threads, "elapsed_seconds": round(time.perf_counter() - start, 1), "command": command,
-                "machine": f"{platform.machine()}, {os.cpu_count()} cores, python {sys.version.split()[0]}"})
-            save_results(paths[n], datas[n])
+    for n in sessions:
+        update(n, stopped=broken > 0)
+        save_results(paths[n], datas[n])
     return datas
 
 
