@@ -131,6 +131,10 @@ def test_methods_v2_pairs_follow_the_paper_order(monkeypatch):
     assert measured_order(records)[-2:] == ["SupAP", "ROADMAP"]
     assert section.verdict.startswith(f"{sum(r['verdict'].startswith('resolved, as') for r in rows)} of 5")
     assert "Holm" in section.body and "95 %" in section.body
+    extra = [r for r in records if r["method"] == "FastAP"][:1]  # one more seed of one loss: the pairs' n is unchanged
+    uneven = analyse_methods_v2(records + [{**extra[0], "seed": 99}])
+    n = len({r["seed"] for r in records})
+    assert f"over the n = {n} seeds both losses have" in uneven.body and f"Holm-corrected, n = {n})" in uneven.measured
 
 
 def test_page_with_v2_results_supersedes_v1s_studies(tmp_path, fake, monkeypatch):  # noqa: F811
@@ -163,6 +167,7 @@ def test_a_v2_study_cut_short_is_provisional_and_keeps_v1s_section(tmp_path, fak
     v2, v1 = page.split("## Results", 1)[0], page
     assert "**In progress: 18 of 75 runs done.**" in page and "**Trust these.**" not in page
     assert "**Verdict so far (18 of 45 runs: provisional):" in page and "provisional: " in page
+    assert "(mean ± std over n = 2 seeds a setting; metrics in %)" in page
     assert "The 57 runs left should take about" in page
     assert "## 1. Rank losses compared" in v1 and "## 2. Batch size" in v1 and "## 5." in v1
     assert "superseded by protocol v2" not in page

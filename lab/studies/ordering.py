@@ -80,13 +80,14 @@ def analyse_methods_v2(records: Records) -> Section:
     agrees = measured == list(order)
     verdict = ("reproduces" if resolved == len(pairs) else
                f"{resolved} of {len(pairs)} adjacent pairs resolved as in the paper, {reversed_} reversed")
-    n = len({r["seed"] for r in records})
+    counts = sorted({len(p["diffs"]) for p in pairs})  # seeds both losses of a pair have: the paired n
+    n = f"{counts[0]}" if len(counts) == 1 else f"{counts[0]}-{counts[-1]}"
     body = "\n\n".join([
         table(["method", "R@1", "mAP@R", "paper order (1 = worst)", "measured rank per seed (1 = best)",
                "paper R@1 / mAP@R"], rows),
         f"Measured order by mean mAP@R, worst first: {' < '.join(measured)}. Paper: {' < '.join(order)}. "
         + ("They agree." if agrees else "They differ."),
-        f"Adjacent pairs in the paper's order: paired differences over n = {n} seeds (same seed = same initial "
+        f"Adjacent pairs in the paper's order: paired differences over the n = {n} seeds both losses have (same seed = same initial "
         "weights, batches and augmentations), in points, with 95 % t intervals; two-sided paired t-test; Holm's "
         f"correction over the {len(pairs)} pairs. Rule, fixed before the results: a pair is resolved when its "
         "Holm-adjusted p is below 0.05, in the paper's direction when the mean difference is positive. (An "

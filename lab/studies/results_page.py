@@ -133,10 +133,14 @@ def _section(name: str, data: dict[str, Any], quick: bool, seeds: Optional[int],
         lines += [f"**Not run yet.** Complete with `{command}` ({len(missing)} runs).", ""]
         return "\n".join(lines), [TITLES[name], "—", "not run", "not run"]
     s = (ANALYSE_V2 if protocol == "v2" else ANALYSE)[name](records)
-    seeds_seen = sorted({r["seed"] for r in records})
+    per_setting: dict[str, set] = {}  # a study cut short has more seeds of some settings than of others
+    for r in records:
+        per_setting.setdefault(repr((r["method"], sorted(r.get("params", {}).items()))), set()).add(r["seed"])
+    counts = sorted({len(seeds) for seeds in per_setting.values()})
+    n = f"{counts[0]}" if len(counts) == 1 else f"{counts[0]}-{counts[-1]}"
     so_far = f" so far ({len(records)} of {len(records) + len(missing)} runs: provisional)" if missing else ""
     lines = [f"{level} {s.title}", "", f"**Paper.** {s.claim}", "",
-             f"**Measured** (mean ± std over n = {len(seeds_seen)} seeds; metrics in %). {s.measured}.", "",
+             f"**Measured** (mean ± std over n = {n} seeds a setting; metrics in %). {s.measured}.", "",
              f"**Verdict{so_far}: {s.verdict}.**" + ("" if s.verdict == "reproduces" else f" Most likely reasons: {s.if_not}"),
              "", s.body, ""]
     if figures is not None:
