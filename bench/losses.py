@@ -225,7 +225,7 @@ def main() -> None:
         f"Machine: {cpu_model()}, {os.cpu_count()} cores, torch {torch.__version__} "
         f"({torch.get_num_threads()} threads by default; the timings use 1). Load average (1 min) at the start / "
         f"end of the run: {load_start:.2f} / {load_average():.2f} (other agents share the cores). "
-        "**No GPU was lent to this session; CUDA not measured.** Times: CPU time of one thread "
+        "The CUDA path is timed in the GPU section below (`python bench/gpu.py`). Times: CPU time of one thread "
         "(`torch.set_num_threads(1)`, `time.process_time`), the median of 3 runs after a warm-up, one run for "
         "calls over 2 s; the compared versions' runs interleaved. On shared cores wall-clock times move "
         "several-fold with the load; one thread's CPU time moves less, but the other processes share the caches, "

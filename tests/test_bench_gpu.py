@@ -78,3 +78,67 @@ def test_smoke_run_covers_every_loss_and_target(monkeypatch):
         assert float(row[3]) > 0 and float(row[5]) > 0 and float(row[7].strip(" %")) > 0
     cubic = [line for line in out.splitlines() if line.startswith("| cubic SmoothAP")]
     assert len(cubic) == 2 and all(float(line.split("|")[-2]) < 1e-5 for line in cubic)
+
+
+def test_past_its_deadline_every_section_says_not_run(monkeypatch):
+    published = []
+    monkeypatch.setattr(gpu, "publish", lambda name, text, dry_run: published.append(text))
+    assert gpu.main(["--smoke", "--deadline", "0"]) == 0
+    out, = published
+    for title in ("Every loss, three engines", "Peers, 4 per class", "Mixed precision", "Evaluation",
+                  "Training throughput"):
+        assert f"### {title}\n\nNot run: the run reached its 0 s deadline" in out
+    assert out.count("not measured.") == len(gpu.TARGETS)  # the targets still stated, none measured
+
+
+def test_a_section_that_fails_is_stated_and_the_others_still_run(monkeypatch, capsys):
+    def broken(*args, **kwargs):
+        raise RuntimeError("no kernel image is available")
+    published = []
+    monkeypatch.setattr(gpu, "publish", lambda name, text, dry_run: published.append(text))
+    monkeypatch.setattr(gpu, "amp_table", broken)
+    monkeypatch.setattr(gpu, "loss_tables", lambda *a, **k: ("| tables |\n", {}))
+    monkeypatch.setattr(gpu, "peer_table", lambda *a, **k: "| peers |\n")
+    monkeypatch.setattr(gpu, "eval_table", lambda *a, **k: ("| eval |\n", {}))
+    monkeypatch.setattr(gpu, "eval_whole_split", lambda *a, **k: (1.0, 500))
+    monkeypatch.setattr(gpu, "train_table", lambda *a, **k: "| train |\n")
+    assert gpu.main(["--smoke"]) == 0
+    out, = published
+    assert "### Mixed precision\n\n**Failed** on this machine: `RuntimeError: no kernel image is available`" in out
+    assert "| peers |" in out and "| eval |" in out and "| train |" in out
+    assert "no kernel image is available" in capsys.readouterr().err  # the traceback, for the one who ran it
+
+
+def test_a_case_that_raises_is_a_cell_not_a_crash():
+    def raises():
+        raise ValueError("unsupported")
+    seconds, peak, note = gpu.timed(raises, torch.device("cpu"))
+    assert seconds is None and peak is None and note == "error: ValueError"
+
+
+def test_profile_prints_the_top_ops_of_one_call_and_writes_nothing(monkeypatch, capsys):
+    monkeypatch.setattr(gpu, "publish", lambda *a, **k: pytest.fail("a profile writes no section"))
+    monkeypatch.setattr(gpu, "write_part", lambda *a, **k: pytest.fail("a profile writes no section"))
+    assert gpu.main(["--smoke", "--profile", "smooth_ap:32"]) == 0
+    out = capsys.readouterr().out
+    assert "Self CPU" in out and "aten::" in out  # the profiler's table of ops
+    with pytest.raises(SystemExit):
+        gpu.main(["--smoke", "--profile", "smooth_ap:many"])
+
+
+def test_sections_must_be_named_from_the_list():
+    with pytest.raises(SystemExit):
+        gpu.main(["--smoke", "--sections", "losses,speed"])
+
+
+def test_parts_replace_only_their_own_block(tmp_path):
+    doc = tmp_path / "benchmarks.md"
+    doc.write_text("# Benchmarks\n\n<!-- BEGIN gpu -->\nNot measured yet.\n<!-- END gpu -->\n\n<!-- BEGIN after -->\nx\n<!-- END after -->\n")
+    gpu.write_part("head", "## GPU", doc)
+    gpu.write_part("losses", "losses, run 1", doc)
+    gpu.write_part("eval", "eval, run 1", doc)
+    gpu.write_part("losses", "losses, run 2", doc)
+    text = doc.read_text()
+    assert "Not measured yet" not in text and "losses, run 1" not in text
+    assert text.index("## GPU") < text.index("losses, run 2") < text.index("eval, run 1") < text.index("<!-- END gpu -->")
+    assert text.index("<!-- END gpu -->") < text.index("<!-- BEGIN after -->")  # the next section untouched
