@@ -481,8 +481,8 @@ def calibration(
     check_thresholds(alpha, beta)
     pos = (targets & mask).to(scores.dtype)
     neg = (~targets & mask).to(scores.dtype)
-    pos_term = ((alpha - scores).clamp_min(0) * pos).sum(1) / pos.sum(1).clamp_min(1)
-    neg_term = ((scores - beta).clamp_min(0) * neg).sum(1) / neg.sum(1).clamp_min(1)
+    pos_term = (torch.relu(alpha - scores) * pos).sum(1) / pos.sum(1).clamp_min(1)
+    neg_term = (torch.relu(scores - beta) * neg).sum(1) / neg.sum(1).clamp_min(1)
     return reduce(pos_term + neg_term, pos.sum(1) > 0, reduction)
 
 
@@ -558,7 +558,7 @@ def soft_histogram(values: Tensor, centres: Tensor, width: float, weights: Tenso
     centres every value in range splits a total weight of 1 between its two nearest bins
     (FastAP supp. Eq. 22-23, Revaud et al. supp. Eq. 7).
     """
-    kernel = (1 - (values[..., None] - centres).abs() / width).clamp_min(0)  # (Q, N, L)
+    kernel = torch.relu(1 - (values[..., None] - centres).abs() / width)  # (Q, N, L)
     return torch.einsum("qnl,qn->ql", kernel, weights.to(kernel.dtype))
 
 

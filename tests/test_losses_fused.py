@@ -291,14 +291,15 @@ def test_fused_path_makes_no_pair_tile(name, per_class, monkeypatch):
     """B = 96, 4 per class (3 positives per query) or 1 class (95). The PyTorch path computes its sums
     in (rows, anchors, items) float tiles; the fused path makes no 3-D float tensor at all, and nothing
     larger than ``nonzero``'s two int64 per (query, item) pair, whatever the number of positives."""
-    emb = torch.randn(96, 8, generator=torch.Generator().manual_seed(0))
-    labels = torch.arange(96) // per_class
+    emb = torch.randn(96, 8, generator=torch.Generator().manual_seed(0)).to(DEVICE)
+    labels = (torch.arange(96) // per_class).to(DEVICE)
     probes = {}
     for mode in ("0", "1"):
         monkeypatch.setenv(fused_sums.FUSED_ENV, mode)
         e = emb.clone().requires_grad_()
+        loss_fn = L.build_loss(name)  # outside the probe: construction checks its hparams in float64
         with Allocations() as probes[mode]:
-            L.build_loss(name)(e, labels).backward()
+            loss_fn(e, labels).backward()
     assert probes["0"].max_float_dims == 3
     assert probes["1"].max_float_dims <= 2
     assert probes["1"].largest_bytes <= 16 * 96 * 96
@@ -326,7 +327,7 @@ def test_dispatch_rule(monkeypatch):
 
 
 def test_without_triton_the_pytorch_path_runs(fused, monkeypatch):
-    scores, targets, mask, _ = batch_problem(4)
+    scores, targets, mask, _ = (t.to(DEVICE) for t in batch_problem(4))
     want = LF.sup_ap(scores.float(), targets, mask=mask, reduction="none")
     monkeypatch.setattr(fused_sums, "triton", None)
     assert not fused_sums.use_fused(scores.float())

@@ -58,8 +58,10 @@ def h_minus(t: Tensor, tau: float = TAU.default, rho: float = RHO.default, delta
     check_h_minus(tau, rho, delta)
     sig = torch.sigmoid(t / tau)
     sig_delta = 1.0 / (1.0 + math.exp(-delta / tau))
-    # clamp_min keeps the unused linear branch from contributing gradient where t <= delta.
-    linear = rho * (t - delta).clamp_min(0) + sig_delta + 0.5
+    # relu keeps the unused linear branch from contributing gradient where t <= delta. (relu, not
+    # clamp_min: clamp_min's slope at 0 was 1 in torch 2.11 and is 0 in 2.14, pytorch/pytorch#184572;
+    # relu's is 0 on every version, as the engine's hand-written slopes and the fused kernels have it.)
+    linear = rho * torch.relu(t - delta) + sig_delta + 0.5
     return torch.where(t < 0, sig, torch.where(t <= delta, sig + 0.5, linear))
 
 
@@ -70,7 +72,7 @@ def soft_histogram(values: Tensor, centres: Tensor, width: float, weights: Tenso
     centres every value in range splits a total weight of 1 between its two nearest bins
     (FastAP supp. Eq. 22-23, Revaud et al. supp. Eq. 7).
     """
-    kernel = (1 - (values[..., None] - centres).abs() / width).clamp_min(0)  # (Q, N, L)
+    kernel = torch.relu(1 - (values[..., None] - centres).abs() / width)  # (Q, N, L); slope 0 at the kinks
     return torch.einsum("qnl,qn->ql", kernel, weights.to(kernel.dtype))
 
 
@@ -96,7 +98,7 @@ def neighbour_bin(values: Tensor, nearest: Tensor, offset: int, centres: Tensor,
     padded = torch.cat([-far, centres, far])
     shifted = nearest + (offset + 1)  # in ``padded``
     centre = padded.index_select(0, shifted.flatten()).view(shifted.shape)
-    weight = (1 - (values - centre).abs() / width).clamp_min(0)
+    weight = torch.relu(1 - (values - centre).abs() / width)
     return (shifted - 1).clamp_(0, len(centres) - 1), weight, centre
 
 

@@ -169,8 +169,9 @@ class RankLoss(nn.Module):
         names = [n for n in inspect.signature(type(self).__init__).parameters if n not in skip]
         self.hparams = {n: local_vars[n] for n in names}
         self.include_self = bool(local_vars.get("include_self", False))
-        # Fail at construction, not at step 1: run the checks on a tiny dummy problem.
-        self.functional(torch.tensor([[0.5, 0.1]]), torch.tensor([[True, False]]), **self.hparams)
+        # Fail at construction, not at step 1: run the checks on a tiny dummy problem (float64: the
+        # PyTorch path whatever RANKLAB_FUSED says, so that "1" on a GPU machine builds losses too).
+        self.functional(torch.tensor([[0.5, 0.1]], dtype=torch.float64), torch.tensor([[True, False]]), **self.hparams)
 
     def targets(self, labels: Tensor, ref_labels: Tensor) -> Tensor:
         """Binary relevance: same finest-level class."""

@@ -55,7 +55,7 @@ def calibration(
             losses[rows] = (hinge * slope.abs()).sum(1)
             has_pos[rows] = count_pos.squeeze(1) > 0
             if need_grad:
-                # The hinges' slopes, 0 on the hinge itself as autograd's clamp_min has it.
+                # The hinges' slopes, 0 on the hinge itself as autograd's relu has it.
                 grad[rows] = slope.masked_fill_(hinge == 0, 0.0)
     if need_grad:
         losses = with_gradient(scores, losses, grad)

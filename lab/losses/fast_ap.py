@@ -50,7 +50,7 @@ def scatter_gradients(v: Tensor, p: Tensor, m: Tensor, width: float, neighbours:
     """d/d v (c, N) of sum_l g+_l h+_l + g_l h_l, through the kernel weights of ``neighbours``."""
     grad = torch.zeros_like(v)
     for index, weight, centre in neighbours:
-        # d weight / d v = -sign(v - c) / width where the weight is > 0 (0 on the hinge, as clamp_min).
+        # d weight / d v = -sign(v - c) / width where the weight is > 0 (0 on the hinge, as relu).
         slope = (v - centre).sign_().mul_(weight > 0).div_(-width)
         grad += slope.mul_(g_pos.gather(1, index).mul_(p).add_(g_all.gather(1, index).mul_(m)))
     return grad

@@ -26,13 +26,14 @@ if triton is not None:
 
     @triton.jit
     def _weights(v, centres, bin_in, width):
-        """(BLOCK_L, BLOCK_N) kernel weights and their derivative d w / d v (0 where w = 0, as clamp_min)."""
+        """(BLOCK_L, BLOCK_N) kernel weights and their derivative d w / d v (0 where w = 0, as relu)."""
         diff = v[None, :] - centres[:, None]
-        # IEEE division, as torch's: whether a weight rounds to 0 (a kink) is then the same on both paths.
+        # Under IEEE division 1 - |d| / width > 0 holds exactly when |d| < width: the kink (slope 0 from
+        # there on, as relu) is decided by that comparison, whatever the rounding of the quotient.
+        inside = (tl.abs(diff) < width) & bin_in[:, None]
         weight = tl.maximum(1.0 - tl.div_rn(tl.abs(diff), width), 0.0)
-        inside = (weight > 0) & bin_in[:, None]
         sign = tl.where(diff > 0, 1.0, tl.where(diff < 0, -1.0, 0.0))
-        return tl.where(inside, weight, 0.0), tl.where(inside, -sign / width, 0.0)
+        return tl.where(inside, weight, 0.0), tl.where(inside, tl.div_rn(-sign, width), 0.0)
 
     @triton.jit
     def _items(values, pos, valid, row, stride, num_items, start, BLOCK_N: tl.constexpr):
