@@ -180,7 +180,7 @@ def _compute(datas: dict[str, dict[str, Any]], wanted: Optional[list[RunSpec]] =
                  f"loss and batch size: the whole protocol about {wall + more_wall:.0f} h of run time, "
                  f"{cpu + more_cpu:.0f} h of training CPU.")
     return text + (" On a GPU the same protocol runs unchanged with `--device cuda` (the device is not part of a run's "
-                   "key); its time there is not measured: no GPU was lent to the sessions that ran it.")
+                   "key); its time there is not measured: no study run has been made on a GPU yet.")
 
 
 def expected_cost(run: RunSpec, finished: list[dict[str, Any]]) -> tuple[float, float]:
