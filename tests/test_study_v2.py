@@ -145,7 +145,11 @@ def test_page_with_v2_results_supersedes_v1s_studies(tmp_path, fake, monkeypatch
     curve = [{"step": s, "R@1": 0.5, "mAP@R": 0.3, "mAP": 0.3} for s in range(0, 2001, 250)]
     runner.save_results(tmp_path / "r" / "v2" / "pilot.json", {"study": "pilot", "config": study_spec.PILOT,
                                                                 "every": 250, "curve": curve, "plateau_step": 0})
+    stale = tmp_path / "d" / "figures" / "study_methods.png"  # v1's figure of a study v2 supersedes
+    stale.parent.mkdir(parents=True)
+    stale.write_bytes(b"png")
     page = render(tmp_path / "r", tmp_path / "d").read_text()
+    assert not stale.exists() and (tmp_path / "d" / "figures" / "study_bins.png").exists()
     v2, v1 = page.split("## Protocol v1")
     assert "### 1. Rank losses compared" in v2 and "### 2. Batch size" in v2 and "### 5. Decomposability gap" in v2
     assert "45 / 45" in v2 and "p (Holm)" in v2 and "**Plateau from step 0.**" in v2
@@ -192,7 +196,9 @@ def test_the_notebooks_read_v2_once_its_study_is_complete(tmp_path, fake, monkey
     assert "protocol v2** (`results/v2/methods.json`, 5 seeds" in text and "runs of this study" not in text
     assert f"**Verdict: {section.verdict}.**" in text and section.measured in text
     table = claims_table("methods", claim, tmp_path).splitlines()
-    assert table[0] == "Protocol v2 (`results/v2/methods.json`, 5 seeds)."
+    assert table[0] == "Protocol v2 (`results/v2/methods.json`, 5 seeds)."  # one row: nothing to correct for
+    two = claims_table("methods", claim + [("Table 2", "ROADMAP", "SupAP", "R@1")], tmp_path).splitlines()[0]
+    assert "not corrected for the 2 rows tested together" in two and "Holm" in two
     c = compare(records, "mAP@R", {"method": "ROADMAP"}, {"method": "SupAP"})
     assert table[4].endswith(f"| {c['verdict']} |")
     assert "protocol v1** (`results/bins.json`" in study_verdict("bins", tmp_path)
@@ -251,3 +257,27 @@ def test_the_compute_line_adds_the_runs_left_to_the_runs_done(monkeypatch):
     assert f"{7} distinct runs: 7.0 h of run time" in text and f"The {left} runs left should take about {left:.1f} h more" in text
     assert f"about {len(wanted)} h of run time, {len(wanted) / 2:.0f} h of training CPU" in text
     assert "runs left" not in _compute(datas, done)
+
+
+def test_the_reasons_name_the_reversed_pairs_and_what_they_share(monkeypatch):
+    """why_not_v2 reads the pairs' verdicts: reversals that all involve the histogram losses get the
+    kernel-width reading, with the order of the other losses checked, not asserted; others do not."""
+    records = v2_records(monkeypatch)
+    order = list(study_spec.PAPER_ORDER)
+
+    def shifted(means):  # per-seed noise of 0-0.8 pt, different per loss, so every pair is resolved
+        return [{**r, "mAP@R": means[r["method"]] + 0.002 * ((r["seed"] * (3 + order.index(r["method"]))) % 5)}
+                if r["method"] in means else r for r in records]
+
+    on_top = dict(zip(order, [0.70, 0.68, 0.60, 0.61, 0.62, 0.63]))  # the histogram losses first, the rest in order
+    text = analyse_methods_v2(shifted(on_top)).if_not
+    assert text.startswith("Reversed (FastAP > SoftBinAP by ") and "SoftBinAP > BlackBoxAP by " in text
+    assert "in 5 of 5 seeds" in text and "Not resolved" not in text
+    assert "which come out on top here; without them the measured order of the other 4 is the paper's" in text
+    assert "FastAP's reaches 0.200 and SoftBinAP's reaches 0.105 of cosine score" in text  # 2 / 10, 2 / 19
+
+    swapped = {**on_top, "SmoothAP": 0.62, "SupAP": 0.61}  # a reversal without a histogram loss
+    text = analyse_methods_v2(shifted(swapped)).if_not
+    assert "SmoothAP > SupAP by " in text and "histogram" not in text
+
+    assert analyse_methods_v2(shifted(dict(zip(order, [0.60, 0.61, 0.62, 0.63, 0.64, 0.65])))).if_not == ""

@@ -29,7 +29,7 @@ TITLES = {"methods": "1. Rank losses compared", "batch_size": "2. Batch size", "
           "bins": "4. Number of bins", "gap": "5. Decomposability gap", "memory": "6. Memory bank"}
 
 
-def _figures(name: str, records: list[dict[str, Any]], protocol: str) -> dict[str, Any]:
+def section_figures(name: str, records: list[dict[str, Any]], protocol: str) -> dict[str, Any]:
     """{file stem: figure} of a study's section."""
     from . import figures as plots  # matplotlib is imported only when a figure is drawn
 
@@ -146,7 +146,7 @@ def _section(name: str, data: dict[str, Any], quick: bool, seeds: Optional[int],
     if figures is not None:
         from ..viz.render import save_png
 
-        for stem, fig in _figures(name, records, protocol).items():
+        for stem, fig in section_figures(name, records, protocol).items():
             path = save_png(fig, figures / f"{stem}.png")
             lines += [f"![{s.title}]({path.relative_to(docs).as_posix()})", ""]
     lines.append(f"**Command and time.** `{command}`: {_timing(data, records)}.")
@@ -258,7 +258,8 @@ def render(out: Path, docs: Path, seeds: Optional[int] = None) -> Path:
     v2_lines, superseded = ([], set()) if quick else _v2_part(out, docs, None)
     sections, summary = [], []
     for name in PAGE:
-        if name in superseded:
+        if name in superseded:  # its v1 figure too: the page links it no more
+            (docs / "figures" / f"study_{name}.png").unlink(missing_ok=True)
             continue
         text, row = _section(name, datas[name], quick, seeds, docs / "figures", docs)
         sections.append(text)

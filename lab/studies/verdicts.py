@@ -8,11 +8,12 @@ line saying how far v2 has got.
 * :func:`study_verdict`: a study's claim, what was measured, the verdict and, when the claim does
   not hold at this scale, the most likely reasons.
 * :func:`claims_table`: paired comparisons (Δ in points, t, p, verdict) of chosen methods of a study.
+* :func:`study_details`: a study's tables and figures, as on the page (the dashboard's Reproduction view).
 """
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Any, Optional, Sequence
 
 from . import spec
 from .claims import comparison_rows, table
@@ -64,5 +65,21 @@ def claims_table(name: str, claims: Sequence[tuple[str, str, str, str]], results
     rows, _ = comparison_rows(records, claims)
     seeds = len({r["seed"] for r in records})
     where = "v2/" if protocol == "v2" else ""
-    return (f"Protocol {protocol} (`results/{where}{name}.json`, {seeds} seeds).{note}\n\n"
+    # v2's page corrects each family of tests (Holm); a row here is one test, as v1's page reads them.
+    rule = (f" Each row is its own paired t-test at p < 0.05, not corrected for the {len(rows)} rows tested together "
+            "(docs/results.md's protocol v2 verdicts are Holm-corrected over their family of comparisons)."
+            if protocol == "v2" and len(rows) > 1 else "")
+    return (f"Protocol {protocol} (`results/{where}{name}.json`, {seeds} seeds).{rule}{note}\n\n"
             + table(["claim", "metric", "Δ (pt)", "t", "p", "verdict"], rows))
+
+
+def study_details(name: str, results: Optional[Path] = None) -> tuple[str, list[Any]]:
+    """(Markdown tables, matplotlib figures) of study ``name``'s section of docs/results.md, from the
+    records :func:`study_verdict` reads; ("", []) when the study has no full-mode results."""
+    from .results_page import ANALYSE, ANALYSE_V2, section_figures
+
+    records, protocol, _ = _records(name, results)
+    if not records:
+        return "", []
+    body = (ANALYSE_V2 if protocol == "v2" else ANALYSE)[name](records).body
+    return body, list(section_figures(name, records, protocol).values())
