@@ -20,14 +20,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # app_pages and lab, w
 import streamlit as st  # noqa: E402
 import torch  # noqa: E402
 
-from app_pages import live, sidebar, toys  # noqa: E402
+from app_pages import live, results, sidebar, toys  # noqa: E402
 from lab.core.env import dashboard_threads  # noqa: E402
 from lab.dashboard import escape_markdown, validate  # noqa: E402
 
 # One thread per session's training leaves a core to the server and the browser; on a busy
 # 2-core machine two threads are several times slower (contention), not faster.
 torch.set_num_threads(dashboard_threads())
-VIEWS = ["Training", "Retrievals", "Embeddings", "Scores", "Toy explorer"]
+VIEWS = ["Training", "Retrievals", "Embeddings", "Scores", "Toy explorer", "Reproduction"]
 
 st.set_page_config(page_title="RankLab", page_icon="📈", layout="wide")
 with st.sidebar:
@@ -53,3 +53,5 @@ if session is not None and not errors:
     live.live_panel(view)
 if view == "Toy explorer":
     toys.toy_explorer()
+elif view == "Reproduction":
+    results.results_view()

@@ -396,6 +396,22 @@ def test_the_toy_explorer_redraws_from_its_sliders():
     assert caption("gradient_flow") in [c.value for c in at.caption]
 
 
+
+def test_the_reproduction_view_shows_the_studys_verdict_tables_and_figures():
+    """The view reads results/ through lab.studies.verdicts, the notebooks' and the page's source."""
+    from lab.studies.verdicts import study_details, study_verdict
+
+    at = app()
+    at.segmented_control(key="view").set_value("Reproduction").run()
+    for name in ("methods", "bins"):
+        at.selectbox(key="study").set_value(name).run()
+        body, figures = study_details(name)
+        assert body and figures  # the committed results hold both studies in full mode
+        shown = [m.value for m in at.markdown]
+        assert study_verdict(name) in shown and body in shown
+        assert len(at.get("image")) == len(figures) and not at.exception
+
+
 # A page that trains, in a process of its own: Start, one more run, then wait until the thread has
 # trained a few steps. "exit": the script ends there (the interpreter exits while the thread is
 # inside torch); "wait": it sleeps until a signal comes. Batches of 64: the thread spends most of
