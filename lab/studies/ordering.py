@@ -10,7 +10,6 @@ SupRank's two claims on the other losses form a second family, corrected the sam
 """
 from __future__ import annotations
 
-import inspect
 import math
 from typing import Any, Sequence
 
@@ -116,9 +115,10 @@ def _kernel_widths() -> dict[str, float]:
     """Half-support, in cosine score, of the bin kernel of each histogram loss at its default
     (FastAP bins squared distances 2 - 2s in [0, 4], SoftBinAP the scores in [-1, 1])."""
     from ..losses import FastAP, SoftBinAP
+    from ..losses.base import constructor_parameters
 
     def bins(cls: type) -> int:
-        return inspect.signature(cls.__init__).parameters["num_bins"].default
+        return constructor_parameters(cls)["num_bins"].default
 
     return {"FastAP": 2.0 / bins(FastAP), "SoftBinAP": 2.0 / (bins(SoftBinAP) - 1)}
 
@@ -144,10 +144,11 @@ def why_not_v2(records: Records, pairs: Sequence[dict], order: Sequence[str]) ->
     histogram = [m for m in widths if m in order]
     if all(p["worse"] in widths or p["better"] in widths for p in flipped):
         others = [m for m in order if m not in widths]
-        rest = [m for m in measured_order(records, order) if m not in widths]
+        measured = measured_order(records, order)
+        rest = [m for m in measured if m not in widths]
         tau = TAU.default  # SmoothAP's, SupAP's and ROADMAP's (the papers' value)
         fade = tau * math.log((1 + math.sqrt(0.95)) / (1 - math.sqrt(0.95)))  # sigma' = 5 % of its peak
-        on_top = set(measured_order(records, order)[-len(histogram):]) == set(histogram)
+        on_top = set(measured[-len(histogram):]) == set(histogram)
         text += (
             f"{'Both reversals involve' if len(flipped) == 2 else 'Every reversal involves'} the histogram losses "
             f"({', '.join(histogram)}), {'which come out on top here' if on_top else 'ranked higher here than in the paper'}; "
