@@ -13,7 +13,7 @@ from lab.cli import main
 from lab.studies import figures as plots
 from lab.studies import runner
 from lab.studies import spec as study_spec
-from lab.studies.claims import analyse_batch_size, analyse_methods, trend_verdict
+from lab.studies.claims import analyse_batch_size, analyse_gap, analyse_methods, trend_verdict
 from lab.studies.results_page import render
 from lab.studies.stats import compare, fmt, mean_std, paired, paired_ttest, relative_decrease, relative_gain, verdict
 
@@ -151,7 +151,8 @@ def test_a_call_killed_part_way_keeps_its_session_line_with_what_it_finished(tmp
     data = runner.load_results(tmp_path / "bins.json")
     line = data["sessions"][-1]
     assert len(data["runs"]) == 2 and line["trained"] == 2 and line["stopped"]
-    assert "stopped before its end: 2 runs finished" in _timing(data, list(data["runs"].values()))
+    said = _timing(data, list(data["runs"].values()))
+    assert "has not recorded its end (stopped, or still running at this render): 2 runs finished" in said
     monkeypatch.setattr(runner, "execute", lambda spec, threads=1, device=None: fake_execute(spec, threads))
     data = runner.run_studies(["bins"], tmp_path, quick=True, log=lambda _: None)["bins"]
     line = data["sessions"][-1]
@@ -212,11 +213,24 @@ def test_render_only_reads_the_raw_results(tmp_path, fake, monkeypatch, capsys):
         assert (tmp_path / "d" / "figures" / f"study_{name}.png").exists()
     # A run removed from the raw file is reported as missing, with the command that completes it.
     data = runner.load_results(tmp_path / "r" / "bins.json")
-    data["runs"].pop(next(iter(data["runs"])))
+    gone = data["runs"].pop(next(iter(data["runs"])))
     runner.save_results(tmp_path / "r" / "bins.json", data)
     render(tmp_path / "r", tmp_path / "d")
     page = (tmp_path / "d" / "results.md").read_text()
     assert "**Incomplete: 1 of 30 runs missing**" in page and "`python -m lab study bins --jobs 2`" in page
+    incomplete = page.split("**Incomplete: 1 of 30 runs missing** (")[1].split(")")[0]
+    assert incomplete.startswith(gone["method"]) and incomplete.endswith(f": seed {gone['seed']}")
+
+
+def test_missing_runs_are_named_by_setting_and_seeds():
+    from lab.studies.results_page import _missing_settings
+    from lab.studies.spec import RunSpec
+
+    runs = [RunSpec("batch_size", m, seed, {}, {"batch_size": b})
+            for m, b, seed in [("SupAP", 256, 4), ("ROADMAP", 32, 4), ("ROADMAP", 256, 2), ("ROADMAP", 32, 3)]]
+    assert _missing_settings(runs) == ("ROADMAP, batch_size = 32: seeds 3, 4; ROADMAP, batch_size = 256: seed 2; "
+                                       "SupAP, batch_size = 256: seed 4")  # numeric order of B, not text order
+    assert _missing_settings([RunSpec("methods", "FastAP", 1, {})]) == "FastAP: seed 1"
 
 
 # ----------------------------------------------------------------------------- statistics on hand data
@@ -266,6 +280,12 @@ def test_methods_analysis_names_the_better_method():
     section = analyse_methods(recs)
     assert section.verdict == "reproduces" and "ROADMAP ranks 1 of 9" in section.measured
     assert "64.05 / 25.27 (CUB, supp. T4)" in section.body
+
+
+def test_the_gap_reasons_count_the_seeds_compared():
+    for seeds, protocol in [(3, "v1"), (5, "v2")]:
+        section = analyse_gap([fake_execute(s) for s in study_spec.study_runs("gap", seeds=seeds, protocol=protocol)])
+        assert f"below what {seeds} seeds resolve" in section.if_not and f"n = {seeds})" in section.measured
 
 
 # ----------------------------------------------------------------------------- figures

@@ -212,5 +212,5 @@ def analyse_gap(records: Records, at: int = 128) -> Section:
              "and 5.4 % on SOP, measured on the test sets (ROADMAP supp. Table 9).")
     if_not = ("With 4 images per class in a batch and 8 per class in the data, half of each query's positives "
               "are in its batch: the gap is dominated by the sampling, not by score calibration, and the "
-              "paper's effect (a few % of the gap) is below what 3 seeds resolve.")
+              f"paper's effect (a few % of the gap) is below what {main['n']} seeds resolve.")
     return Section("5. Decomposability gap (ROADMAP supp. Table 9)", claim, measured, main["verdict"], body, if_not)

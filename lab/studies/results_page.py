@@ -46,6 +46,16 @@ def _minutes(seconds: float) -> str:
     return f"{seconds / 60:.0f} min" if seconds >= 600 else f"{seconds / 60:.1f} min"
 
 
+def _missing_settings(missing: list) -> str:
+    """'ROADMAP, batch_size = 32: seeds 3, 4; SupAP, batch_size = 256: seed 4': the runs a study still needs."""
+    seeds: dict[tuple, list[int]] = {}
+    for m in missing:
+        seeds.setdefault((m.method, tuple(sorted(m.params.items()))), []).append(m.seed)
+    return "; ".join(", ".join([method] + [f"{k} = {v}" for k, v in params])
+                     + f": seed{'s' if len(s) > 1 else ''} {', '.join(map(str, sorted(s)))}"
+                     for (method, params), s in sorted(seeds.items()))
+
+
 def _timing(data: dict[str, Any], records: list[dict[str, Any]]) -> str:
     records = list({r["key"]: r for r in records}.values())  # a run that is several sweep points counts once
     own = [r for r in records if "shared_from" not in r]
@@ -59,8 +69,10 @@ def _timing(data: dict[str, Any], records: list[dict[str, Any]]) -> str:
     if sessions:
         last = sessions[-1]
         text += f"; trained by `{last['command']}` (jobs = {last['jobs']}, threads = {last['threads']}; "
-        if last.get("stopped"):  # killed part-way, e.g. at a session's end: its runs in flight were lost
-            text += (f"that invocation was stopped before its end: {last['trained']} runs finished in "
+        if last.get("stopped"):  # killed part-way (its runs in flight were lost), or rendered while it runs
+            n = last["trained"]
+            text += (f"that invocation has not recorded its end (stopped, or still running at this render): "
+                     f"{n} run{'' if n == 1 else 's'} finished in "
                      f"{_minutes(last['elapsed_seconds'])} of wall time, the last at {last['finished']})")
         else:
             text += (f"that whole invocation took {_minutes(last['elapsed_seconds'])} of wall time, finished "
@@ -151,7 +163,7 @@ def _section(name: str, data: dict[str, Any], quick: bool, seeds: Optional[int],
             lines += [f"![{s.title}]({path.relative_to(docs).as_posix()})", ""]
     lines.append(f"**Command and time.** `{command}`: {_timing(data, records)}.")
     if missing or failed:
-        what = ", ".join(sorted({f"{m.method}{' ' + str(m.params) if m.params else ''}" for m in missing}))
+        what = _missing_settings(missing)
         lines.append(f"\n**Incomplete: {len(missing)} of {len(missing) + len(records)} runs missing** ({what}"
                      + (f"; {len(failed)} failed: " + "; ".join(f"{f['method']} seed {f['seed']}: {f['error']}"
                                                              for f in failed.values()) if failed else "")
