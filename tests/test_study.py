@@ -72,6 +72,15 @@ def test_runs_are_trained_seed_by_seed(tmp_path, fake):
     assert len({by_key[k].method for k in fake[: len(seeds) // 3]}) == len(study_spec.QUICK_METHODS)
 
 
+def test_each_finished_run_is_logged_with_its_setting_and_seed(tmp_path, fake):
+    lines = []
+    runner.run_studies(["batch_size"], tmp_path, quick=True, seeds=1, log=lines.append)
+    runs = study_spec.study_runs("batch_size", quick=True, seeds=1)
+    for spec in runs:
+        b = spec.config["batch_size"]
+        assert sum(line.startswith(f"  batch_size: {spec.method}, batch_size = {b}, seed 0: R@1 ") for line in lines) == 1
+
+
 def test_studies_are_trained_one_after_the_other_in_the_order_named(tmp_path, fake):
     """A call cut short leaves the first named study complete (a final verdict), not all of them partial."""
     runner.run_studies(["batch_size", "methods"], tmp_path, quick=True, seeds=2, log=lambda _: None)

@@ -49,11 +49,13 @@ def _minutes(seconds: float) -> str:
 def _missing_settings(missing: list) -> str:
     """'ROADMAP, batch_size = 32: seeds 3, 4; SupAP, batch_size = 256: seed 4': the runs a study still needs."""
     seeds: dict[tuple, list[int]] = {}
+    names: dict[tuple, str] = {}
     for m in missing:
-        seeds.setdefault((m.method, tuple(sorted(m.params.items()))), []).append(m.seed)
-    return "; ".join(", ".join([method] + [f"{k} = {v}" for k, v in params])
-                     + f": seed{'s' if len(s) > 1 else ''} {', '.join(map(str, sorted(s)))}"
-                     for (method, params), s in sorted(seeds.items()))
+        key = (m.method, tuple(sorted(m.params.items())))  # sorts B = 32 before B = 256
+        names[key] = m.setting
+        seeds.setdefault(key, []).append(m.seed)
+    return "; ".join(f"{names[k]}: seed{'s' if len(seeds[k]) > 1 else ''} {', '.join(map(str, sorted(seeds[k])))}"
+                     for k in sorted(seeds))
 
 
 def _timing(data: dict[str, Any], records: list[dict[str, Any]]) -> str:

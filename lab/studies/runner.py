@@ -164,7 +164,7 @@ def run_studies(names: list[str], out: Path, quick: bool = False, seeds: Optiona
                 data.get("failed", {}).pop(key, None)
             save_results(paths[spec.study], data)
         spec = wanted[key][0]
-        what = f"{spec.study}: {spec.method} {spec.params or ''} seed {spec.seed}"
+        what = f"{spec.study}: {spec.setting}, seed {spec.seed}"
         log(f"  {what}: FAILED: {error}" if rec is None else
             f"  {what}: R@1 {rec['R@1']:.3f} mAP@R {rec['mAP@R']:.3f} ({rec['seconds']:.0f} s)")
 

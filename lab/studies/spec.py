@@ -73,6 +73,11 @@ class RunSpec:
     params: dict = field(default_factory=dict, hash=False)  # e.g. {"batch_size": 32}, {"lam": 0.1}
 
     @property
+    def setting(self) -> str:
+        """'ROADMAP, batch_size = 64': the method and the varied params, as the page names a setting."""
+        return ", ".join([self.method] + [f"{k} = {v}" for k, v in sorted(self.params.items())])
+
+    @property
     def key(self) -> str:
         """Identical configs share a key, so a run needed by two studies is trained once."""
         return config_key(self.config)
