@@ -189,7 +189,8 @@ def _compute(datas: dict[str, dict[str, Any]], wanted: Optional[list[RunSpec]] =
     if left:
         more = [expected_cost(s, list(runs.values())) for s in left]
         more_wall, more_cpu = (sum(m[i] for m in more) / 3600 for i in (0, 1))
-        text += (f" The {len(left)} runs left should take about {more_wall:.1f} h more ({more_wall / 2:.1f} h of wall "
+        text += (f" The {len(left)} run{'' if len(left) == 1 else 's'} left should take about {more_wall:.1f} h more "
+                 f"({more_wall / 2:.1f} h of wall "
                  f"time with 2 jobs; {more_cpu:.1f} h of training CPU), each estimated from the finished runs of its "
                  f"loss and batch size: the whole protocol about {wall + more_wall:.0f} h of run time, "
                  f"{cpu + more_cpu:.0f} h of training CPU.")
