@@ -379,10 +379,13 @@ def write_doc(entries: list[Entry], measured: dict[str, str], out: Path = OUT, d
         lines += [f"<!-- figure: {e.name} -->", f"## {e.title} — {e.source}", "",
                   f"*Paper:* {e.statement}", ""]
         if e.study:
-            png = out / f"study_{e.study}.png"
+            # A study that protocol v2 completed has only its v2 figure (the page's render deletes v1's).
+            v2 = not (out / f"study_{e.study}.png").exists() and (out / f"study_{e.study}_v2.png").exists()
+            png = out / f"study_{e.study}{'_v2' if v2 else ''}.png"
             lines += ([f"![{e.title}]({out.name}/{png.name})", ""] if png.exists() else []) + [
-                f"*Measured* over 3 seeds in the reproduction study, with the paper's numbers, the verdict and the "
-                f"command: [results.md, {STUDY_TITLES[e.study]}](results.md) (`python -m lab study {e.study}`).", ""]
+                f"*Measured* over {5 if v2 else 3} seeds in the reproduction study{' (protocol v2)' if v2 else ''}, "
+                f"with the paper's numbers, the verdict and the command: [results.md, {STUDY_TITLES[e.study]}]"
+                f"(results.md) (`python -m lab study {e.study}{' --protocol v2' if v2 else ''}`).", ""]
         elif (out / f"{e.name}.png").exists() and e.name in measured:
             lines += [f"![{e.title}]({out.name}/{e.name}.png)", "", f"*Measured:* {measured[e.name]}", ""]
         else:
