@@ -100,12 +100,32 @@ def test_counting_threads_are_kept_between_calls_and_a_forked_child_starts_its_o
             assert torch.equal(counting.count_at_least(scores, t).at_least, one.at_least)
             seen |= pool_threads()
     assert 1 <= len(seen) <= counting._pool[0]  # the pool's threads, not new ones for every call
-    child = multiprocessing.get_context("fork").Process(target=_count_in_a_child, args=(scores, t, one.at_least))
-    child.start()
-    child.join(120)
-    if child.exitcode is None:
-        child.kill()
-    assert child.exitcode == 0, child.exitcode  # None: it hung (the parent's pool has no thread there)
+    # Several children: before the pool primed torch's threads, 6 % of children failed at random.
+    for _ in range(CHILDREN):
+        child = multiprocessing.get_context("fork").Process(target=_count_in_a_child, args=(scores, t, one.at_least))
+        child.start()
+        child.join(120)
+        if child.exitcode is None:
+            child.kill()
+        assert child.exitcode == 0, child.exitcode  # None: it hung (the parent's pool has no thread there)
+
+
+CHILDREN = 20
+
+
+def test_a_new_counting_pool_sets_torchs_threads_before_its_threads_start(monkeypatch):
+    # torch re-creates its own thread pool in a forked child on the first torch op of each thread, and
+    # not thread-safely: the thread that builds the counting pool must do it before the pool's threads.
+    calls = []
+    set_threads = torch.set_num_threads
+    monkeypatch.setattr(torch, "set_num_threads",
+                        lambda n: calls.append((threading.current_thread().name, n)) or set_threads(n))
+    monkeypatch.setattr(counting, "_pool", (0, None))
+    monkeypatch.setattr(counting, "MIN_ROWS_PER_THREAD", 4)
+    scores = tied_scores(40, 300, 2, seed=5)
+    with counting.counting_threads(2):
+        counting.count_at_least(scores, scores[:, :9].clone())
+    assert calls == [(threading.current_thread().name, torch.get_num_threads())]
 
 
 def _count_in_a_child(scores, t, want):

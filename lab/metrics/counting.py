@@ -90,6 +90,10 @@ def _executor(threads: int) -> ThreadPoolExecutor:
         if pool is None or size < threads:
             if pool is not None:
                 pool.shutdown(wait=False)  # its threads end once their work is done
+            # Each new thread's first torch op re-applies torch's thread count, which in a forked
+            # child re-creates torch's own pool; that re-creation is not thread-safe (two threads at
+            # once: "Invalid thread pool!", 6 % of children). Doing it here first leaves them none.
+            torch.set_num_threads(torch.get_num_threads())
             _pool = (threads, ThreadPoolExecutor(threads, thread_name_prefix="ranklab-counting"))
         return _pool[1]
 
