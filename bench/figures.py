@@ -23,6 +23,7 @@ sys.path.insert(0, str(ROOT))
 from lab.experiments import hierarchical as hierarchical_runs  # noqa: E402
 from lab.experiments import runs
 from lab.studies.results_page import TITLES as STUDY_TITLES  # noqa: E402
+from lab.studies.verdicts import reproduction_rows  # noqa: E402
 from lab.viz import binning, comparisons, decomposability_toys, gradient_flow, hierarchical, recall, retrieval, surrogates  # noqa: E402
 from lab.viz.render import save_png  # noqa: E402
 
@@ -155,12 +156,13 @@ def _mean_std(row, metric: str) -> str:
 
 def _source(rows) -> str:
     if rows and "std" in rows[0]:
-        return f"mean ± std over {len(rows[0]['seeds'])} seeds, from {rows[0]['source']}"
+        split = "the whole test split" if rows[0].get("eval_max_items", 0) is None else "a ~2,000-image test subset"
+        return f"mean ± std over {len(rows[0]['seeds'])} seeds, {split}, from {rows[0]['source']}"
     return f"one run each, seed {rows[0]['seed']}, trained here" if rows else ""
 
 
 def _loss_comparison():
-    rows = runs.loss_comparison(fast=False)
+    rows = reproduction_rows("methods", runs.ABLATION)  # the runs the page's verdicts read (v2 once complete)
     return comparisons.plot_loss_comparison(rows), "; ".join(
         f"{r['loss']}: R@1 {_mean_std(r, 'R@1')}, mAP@R {_mean_std(r, 'mAP@R')}" for r in rows) + (
         f" (%, {rows[0]['steps']} steps of {rows[0]['batch_size']}, {_source(rows)}; paired t-tests of each step of "
@@ -246,7 +248,7 @@ def _class_means_tsne(fast: bool):
 
 
 def _recall_study():
-    rows = runs.recall_study(fast=False)
+    rows = reproduction_rows("methods", runs.RECALL_LOSSES)
     return comparisons.plot_recall_study(rows), "; ".join(
         f"{r['loss']}: R@1 {_mean_std(r, 'R@1')}, R@8 {_mean_std(r, 'R@8')}" for r in rows) + (
         f" (%, {_source(rows)}; Sup-R@k − Smooth-R@k, paired t-tests: [results.md, 1](results.md)).")

@@ -204,6 +204,33 @@ def test_the_notebooks_read_v2_once_its_study_is_complete(tmp_path, fake, monkey
     assert "protocol v1** (`results/bins.json`" in study_verdict("bins", tmp_path)
 
 
+def test_the_notebooks_tables_read_the_runs_their_verdicts_read(tmp_path, fake, monkeypatch):  # noqa: F811
+    """reproduction_rows (the tables of notebooks 02, 04, 06 in full mode): v1's rows while v2 is cut
+    short, v2's once complete; each row the mean over seeds of that method's records."""
+    from lab.experiments.runs import source_note
+    from lab.studies.verdicts import reproduction_rows
+
+    monkeypatch.setattr(study_spec, "V2_STEPS", 1000)
+    runner.run_studies(["methods"], tmp_path, quick=False, log=lambda _: None)
+    runner.run_studies(["methods"], tmp_path / "v2", quick=False, seeds=2, log=lambda _: None, protocol="v2")
+    rows = reproduction_rows("methods", ("smooth_ap", "roadmap"), tmp_path)
+    assert [r["source"] for r in rows] == ["results/methods.json"] * 2 and rows[0]["seeds"] == [0, 1, 2]
+    assert rows[0]["eval_max_items"] == 2000
+    runner.run_studies(["methods"], tmp_path / "v2", quick=False, log=lambda _: None, protocol="v2")
+    rows = reproduction_rows("methods", ("roadmap", "smooth_ap"), tmp_path)
+    assert [r["loss"] for r in rows] == ["roadmap", "smooth_ap"]  # the order asked for
+    for row in rows:
+        values = [fake_execute(s)["mAP@R"] for s in study_spec.study_runs("methods", protocol="v2")
+                  if s.config["loss"] == row["loss"] and s.method == row["method"]]
+        assert len(values) == 5 and row["seeds"] == [0, 1, 2, 3, 4]
+        assert row["mAP@R"] == pytest.approx(sum(values) / len(values))
+        assert row["source"] == "results/v2/methods.json" and row["eval_max_items"] is None
+    assert "`python -m lab study methods --protocol v2` retrains them" in source_note(rows, "methods", "x()")
+    assert len(reproduction_rows("methods", results=tmp_path)) == len(study_spec.METHODS)
+    with pytest.raises(ValueError, match=r"losses: study 'methods' has no runs of \['hap'\]"):
+        reproduction_rows("methods", ("roadmap", "hap"), tmp_path)
+
+
 def test_rank_and_pilot_figures(monkeypatch):
     fig = plots.plot_ranks(v2_records(monkeypatch), study_spec.PAPER_ORDER)
     assert isinstance(fig, Figure) and len(fig.axes) == 2

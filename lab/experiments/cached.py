@@ -7,13 +7,15 @@ keeps one record per run in ``results/NAME.json`` (the format of :mod:`lab.studi
 runs are the same configurations, so a notebook reads these instead of retraining them. This
 module reads the file; it does not import :mod:`lab.studies`, which sits a layer above.
 
-* :func:`study_rows`: every setting of a study (records grouped by method and varied params).
+* :func:`study_rows`: every setting of a study (records grouped by method and varied params);
+  :func:`rows_of` the same of records already read.
 * :func:`cached_rows`: the rows of given run configurations, matched field by field (the seed
   and how a run reports aside), or None when the study did not train one of them.
 * :func:`seed_spread`: how much a metric moves from seed to seed in a study, for one run and for
   the same-seed difference of two runs (what a one-seed comparison must be read against).
 
-A row has ``loss``, ``loss_kwargs``, ``method``, ``params``, ``batch_size``, ``steps``, ``seeds``,
+A row has ``loss``, ``loss_kwargs``, ``method``, ``params``, ``batch_size``, ``steps``,
+``eval_max_items`` (None: the whole test split was ranked), ``seeds``,
 the mean over seeds of R@1/2/4/8, mAP@R, ``gap`` (training probe, as a notebook run's) and
 ``gap_heldout``, ``seconds``, and ``std`` / ``values``: {metric: sample std (ddof=1)} and {metric:
 [one value per seed]}, and ``source`` (the file).
@@ -54,12 +56,14 @@ def _field(record: dict[str, Any], name: str) -> Any:
 
 
 def summarise(records: Sequence[dict[str, Any]], study: str) -> dict[str, Any]:
-    """One row from the records of one setting (one per seed, in seed order)."""
+    """One row from the records of one setting (one per seed, in seed order); ``study`` names its
+    file under results/ (``"batch_size"``, ``"v2/batch_size"``)."""
     records = sorted(records, key=lambda r: r["seed"])
     first = records[0]
     values = {key: [float(r[name]) for r in records] for key, name in FIELDS.items() if name in first}
     return {"loss": first["loss"], "loss_kwargs": dict(first["loss_kwargs"]), "method": first.get("method", first["loss"]),
             "params": dict(first.get("params", {})), "batch_size": first["batch_size"], "steps": first["steps"],
+            "eval_max_items": first["config"].get("eval_max_items"),
             "seeds": [r["seed"] for r in records], **{k: statistics.fmean(v) for k, v in values.items()},
             "std": {k: statistics.stdev(v) if len(v) > 1 else 0.0 for k, v in values.items()}, "values": values,
             "source": f"results/{study}.json"}
@@ -69,8 +73,14 @@ def study_rows(study: str, results_dir: Optional[Path] = None, **match: Any) -> 
     """mean ± std over seeds of every setting of ``study`` whose records match ``match`` (record
     fields or varied params: ``method="ROADMAP"``, ``batch_size=32``, ``num_bins=10``), sorted by
     method, then by the values of the varied params."""
+    return rows_of(study_records(study, results_dir), study, **match)
+
+
+def rows_of(records: Iterable[dict[str, Any]], study: str, **match: Any) -> list[dict[str, Any]]:
+    """:func:`study_rows` of given records (one per run, with ``method`` and ``params``) of the
+    study whose file is results/``study``.json."""
     groups: dict[str, list[dict[str, Any]]] = {}
-    for r in study_records(study, results_dir):
+    for r in records:
         if all(_field(r, k) == v for k, v in match.items()):
             groups.setdefault(json.dumps([r.get("method"), r.get("params", {})], sort_keys=True), []).append(r)
     order = sorted(groups.values(), key=lambda rs: (rs[0].get("method", ""), sorted(rs[0].get("params", {}).items())))

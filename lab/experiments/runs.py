@@ -46,6 +46,7 @@ RUN_THREADS = 1
 RETRIEVAL = RETRIEVAL_KEYS
 # Extra keys of a run on two-level labels (lab.metrics.retrieval_metrics with the glyphs' level names).
 HIERARCHICAL = ("AP@glyph", "AP@script", "H-AP", "NDCG", "ASI")
+RECALL_LOSSES = ("smooth_recall", "sup_recall", "roadmap")  # SupRank Tab. II against the AP loss
 ABLATION = ("smooth_ap", "sup_ap", "roadmap")  # ROADMAP Table 2's rows: + H⁻ (SupAP), + L_calibr. (ROADMAP)
 
 
@@ -144,7 +145,8 @@ def _run(key: str) -> dict[str, Any]:
         result = trainer.evaluate(progress=cfg.progress)
         gap_heldout = heldout_gap(trainer, cfg.eval_max_items)
     return {"loss": cfg.loss, "loss_kwargs": cfg.loss_kwargs, "batch_size": cfg.batch_size, "steps": cfg.steps,
-            "seed": cfg.seed, **{k: result[k] for k in RETRIEVAL + HIERARCHICAL if k in result},
+            "eval_max_items": cfg.eval_max_items, "seed": cfg.seed,
+            **{k: result[k] for k in RETRIEVAL + HIERARCHICAL if k in result},
             "gap": result["decomposability_gap"], "gap_heldout": gap_heldout,
             "seconds": trainer.train_seconds + time.perf_counter() - start, "source": "trained"}
 
@@ -242,7 +244,7 @@ def bins_study(num_bins: Optional[Sequence[int]] = None, losses: Sequence[str] =
     return [{**row, "num_bins": n} for row, n in zip(rows, counts * len(losses))]
 
 
-def recall_study(losses: Sequence[str] = ("smooth_recall", "sup_recall", "roadmap"), fast: Optional[bool] = None,
+def recall_study(losses: Sequence[str] = RECALL_LOSSES, fast: Optional[bool] = None,
                  retrain: bool = False) -> list[dict[str, Any]]:
     """One run per loss with the same settings: the recall surrogates against ROADMAP (SupRank Tab. II
     setting). Full mode: the rows of ``results/methods.json`` unless ``retrain``."""
@@ -258,9 +260,12 @@ def source_note(rows: Sequence[dict[str, Any]], study: str, call: str) -> str:
     (seeds, the command that retrains it, the ``call`` that trains one seed here) or this kernel."""
     if rows and all("std" in r for r in rows):
         seeds = sorted({s for r in rows for s in r["seeds"]})
+        v2 = rows[0]["source"].startswith("results/v2/")
+        # The kernel's runs are v1's settings (a 2,000-image evaluation, 300 steps of 128), never v2's.
+        flag, which = (" --protocol v2", " of protocol v1's shorter runs") if v2 else ("", "")
         return (f"These numbers come from the reproduction study ({rows[0]['source']}, {_seeds(len(seeds))}, "
-                f"mean ± std over seeds; `python -m lab study {study}` retrains them; `{call}` trains seed "
-                f"{COMMON['seed']} in this kernel).")
+                f"mean ± std over seeds; `python -m lab study {study}{flag}` retrains them; `{call}` trains seed "
+                f"{COMMON['seed']}{which} in this kernel).")
     steps = sorted({r["steps"] for r in rows})
     return (f"Trained in this kernel: {'/'.join(map(str, steps))} steps per run, seed "
             f"{rows[0]['seed'] if rows else COMMON['seed']}, one run each" +

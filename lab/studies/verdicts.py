@@ -7,6 +7,7 @@ line saying how far v2 has got.
 
 * :func:`study_verdict`: a study's claim, what was measured, the verdict and, when the claim does
   not hold at this scale, the most likely reasons.
+* :func:`reproduction_rows`: its settings as mean ± std over seeds, for a notebook's table.
 * :func:`claims_table`: paired comparisons (Δ in points, t, p, verdict) of chosen methods of a study.
 * :func:`study_details`: a study's tables and figures, as on the page (the dashboard's Reproduction view).
 """
@@ -56,6 +57,23 @@ def study_verdict(name: str, results: Optional[Path] = None) -> str:
     return (f"**Reproduction study, protocol {protocol}** (`results/{where}{name}.json`, {seeds} seeds, "
             f"`python -m lab study {name}{flag}`).{note} *Paper:* {s.claim}\n\n*Measured:* {s.measured}. "
             f"**Verdict: {s.verdict}.**{why}")
+
+
+def reproduction_rows(name: str, losses: Optional[Sequence[str]] = None, results: Optional[Path] = None,
+                      **match: Any) -> list[dict[str, Any]]:
+    """Study ``name``'s settings as mean ± std over seeds (rows of :func:`lab.experiments.cached.study_rows`)
+    from the records :func:`study_verdict` reads: v2's once the study is complete under v2, else v1's.
+    ``losses`` keeps those losses' rows, in that order; ``match`` some settings (``batch_size=32``)."""
+    from ..experiments.cached import rows_of
+
+    records, protocol, _ = _records(name, results)
+    rows = rows_of(records, f"v2/{name}" if protocol == "v2" else name, **match)
+    if losses is None:
+        return rows
+    missing = [loss for loss in losses if loss not in {r["loss"] for r in rows}]
+    if missing:
+        raise ValueError(f"losses: study {name!r} has no runs of {missing}; it has {sorted({r['loss'] for r in rows})}")
+    return [r for loss in losses for r in rows if r["loss"] == loss]
 
 
 def claims_table(name: str, claims: Sequence[tuple[str, str, str, str]], results: Optional[Path] = None) -> str:
