@@ -43,9 +43,9 @@
 # (`LAB_FAST=1`, set by the tests) each run is 3 steps on 24 classes — the numbers and pictures are
 # those of almost untrained models. Without it (full mode) a run is 300 steps of 128 images on all
 # 1,844 training classes, evaluated on a fixed ~2,000-image subset of the test classes: the
-# comparison of section 1 is read from the reproduction study (`results/methods.json`, 3 seeds),
-# and one ROADMAP model is trained here, with a progress bar (about 2 minutes on 2 CPU cores), for
-# sections 2-3.
+# comparison of section 1 is read from the reproduction study (protocol v2's `results/v2/methods.json`:
+# 5 seeds, 5,500 steps, every test image querying the whole split), and one ROADMAP model is trained
+# here, with a progress bar (about 2 minutes on 2 CPU cores), for sections 2-3.
 
 # %%
 from IPython.display import Markdown
@@ -58,7 +58,7 @@ from lab.experiments.cached import study_rows
 from lab.experiments.runs import (ABLATION, RETRIEVAL, evaluation_embeddings, loss_comparison, run_settings, source_note,
                                   train_and_evaluate, trained_model, untrained_metrics)
 from lab.viz.comparisons import metrics_table, plot_loss_comparison
-from lab.studies.verdicts import claims_table, study_verdict
+from lab.studies.verdicts import claims_table, reproduction_rows, study_verdict
 
 print("fast mode:", fast_mode(), "| run settings:", {k: v for k, v in run_settings().items() if k in ("steps", "batch_size", "dataset_kwargs", "seed")})
 
@@ -70,12 +70,15 @@ print("fast mode:", fast_mode(), "| run settings:", {k: v for k, v in run_settin
 # $\rho = 100$; ROADMAP $\lambda = 0.5$, $\alpha = 0.9$, $\beta = 0.6$). The three runs of a seed
 # share it: the same initial weights, the same batches in the same order, the same augmentations —
 # only the loss differs, as in ROADMAP Table 2. In full mode the rows are the reproduction study's
-# runs of exactly these settings, 3 seeds each, as mean ± std; `loss_comparison(retrain=True)`
-# trains seed 0 of each here instead (5-10 minutes on 2 cores).
+# runs of these losses, as mean ± std over seeds, read where the verdicts below read them: protocol
+# v2 once its study 1 is complete (5 seeds, 5,500 steps, the whole test split ranked), v1 until then
+# (3 seeds, 300 steps, a ~2,000-image evaluation); the untrained model is scored the same way.
+# `loss_comparison(retrain=True)` trains seed 0 of v1's shorter runs here instead (5-10 minutes on
+# 2 cores).
 
 # %%
-before = untrained_metrics()
-rows = loss_comparison(ABLATION)
+rows = loss_comparison(ABLATION) if fast_mode() else reproduction_rows("methods", ABLATION)
+before = untrained_metrics(eval_max_items=rows[0]["eval_max_items"])  # scored as the rows were
 print(source_note(rows, "methods", "loss_comparison(retrain=True)"))
 for row in rows:
     assert all(0 <= row[m] <= 1 for m in RETRIEVAL)
@@ -237,9 +240,10 @@ explore(retrieval_browser(embeddings, labels, images, names), RETRIEVAL_SLIDERS)
 #
 # ## Exercises
 #
-# 1. Look at each seed alone: `loss_comparison(seed=1)` (and `seed=0`, `seed=2`; full mode reads
-#    them from the study). Does the order of the three losses hold in every seed? Train a new one,
-#    `loss_comparison(seed=3, retrain=True)` (5-10 min). Compare the differences between losses with
+# 1. Look at each seed alone: every row of section 1 holds one value per seed (`row["values"]["mAP@R"]`,
+#    in the order of `row["seeds"]`). Does the order of the three losses hold in every seed? Train
+#    a seed of the shorter v1 runs, `loss_comparison(seed=3, retrain=True)` (5-10 min), and compare
+#    it with v1's seeds 0-2 (`loss_comparison(seed=1)`). Compare the differences between losses with
 #    the spread between seeds of one loss: how many seeds would a paired t-test need to confirm a
 #    0.2-point difference?
 # 2. Change `batch_size` (e.g. `trained_model("roadmap", batch_size=64)`): how do the metrics and

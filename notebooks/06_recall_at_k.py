@@ -43,9 +43,9 @@ from lab.viz.controls import explore
 from lab.viz.gradient_flow import RECALL_KS, TOY_SCORES, plot_gradient_flow, recall_loss, toy_gradients
 from lab.viz.recall import RECALL_LIST, plot_recall_at_k, plot_recall_surrogate, recall_curves, surrogate_step
 from lab.viz.registry import INTERACTIVE
-from lab.experiments.runs import recall_study, source_note
+from lab.experiments.runs import RECALL_LOSSES, recall_study, source_note
 from lab.viz.comparisons import metrics_table, plot_recall_study
-from lab.studies.verdicts import claims_table
+from lab.studies.verdicts import claims_table, reproduction_rows
 
 print("fast mode:", fast_mode())
 
@@ -117,12 +117,14 @@ explore(*INTERACTIVE["recall_gradient_flow"])
 #
 # Same data, model and number of steps for Smooth-R@k, Sup-R@k (both with
 # $\mathcal{K} = \{1, 2, 4, 8, 16\}$, $\tau^* = 1$) and ROADMAP; test R@1..R@8. In full mode the
-# three are the reproduction study's runs (`results/methods.json`, 3 seeds each, mean ± std);
-# `recall_study(retrain=True)` trains seed 0 of each here (5-10 minutes on 2 cores). In fast
-# mode the runs are a few steps on a small class subset and the numbers are noise.
+# three are the reproduction study's runs, mean ± std over seeds, read where the table of tests
+# below reads them (protocol v2's `results/v2/methods.json` once complete: 5 seeds, the whole test
+# split; v1's `results/methods.json`, 3 seeds, until then); `recall_study(retrain=True)` trains
+# seed 0 of v1's shorter runs here (5-10 minutes on 2 cores). In fast mode the runs are a few steps
+# on a small class subset and the numbers are noise.
 
 # %%
-rows = recall_study()
+rows = recall_study() if fast_mode() else reproduction_rows("methods", RECALL_LOSSES)
 print(source_note(rows, "methods", "recall_study(retrain=True)"))
 assert all(row["R@1"] <= row["R@2"] <= row["R@4"] <= row["R@8"] for row in rows)  # each seed's, so the mean's
 Markdown(metrics_table(rows, ("R@1", "R@2", "R@4", "R@8", "mAP@R")))

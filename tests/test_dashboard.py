@@ -4,6 +4,7 @@ import dataclasses
 import inspect
 import re
 import threading
+import time
 from types import SimpleNamespace
 
 import pytest
@@ -300,8 +301,13 @@ def test_pause_waits_for_the_step_in_flight_and_no_other(monkeypatch):
     seen = []
     clicker = threading.Thread(target=lambda: (session.pause(), seen.append(session.view)))
     clicker.start()
+    # Until Pause has been asked (the clicker thread may not be scheduled at once on a loaded machine),
+    # the tick may rightly start its second step: wait for the request, not for a fixed time.
+    deadline = time.monotonic() + 60
+    while session.running and time.monotonic() < deadline:
+        time.sleep(0.01)
     clicker.join(timeout=0.5)
-    assert clicker.is_alive() and seen == []  # blocked behind the step in flight
+    assert not session.running and clicker.is_alive() and seen == []  # blocked behind the step in flight
     release.set()
     ticker.join()
     clicker.join()
