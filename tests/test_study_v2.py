@@ -286,6 +286,38 @@ def test_the_compute_line_adds_the_runs_left_to_the_runs_done(monkeypatch):
     assert "runs left" not in _compute(datas, done)
 
 
+def test_the_compute_line_gives_the_gpu_time_once_runs_were_made_there(tmp_path, monkeypatch):
+    from lab.studies.results_page import gpu_runs
+
+    monkeypatch.setattr(study_spec, "V2_STEPS", 1000)
+    wanted = list({s.key: s for n in study_spec.V2_STUDIES for s in study_spec.study_runs(n, protocol="v2")}.values())
+    cpu = {s.key: {"config": s.config, "seconds": 3600.0, "train_cpu_seconds": 1800.0} for s in wanted}
+    assert "not measured" in _compute({"methods": {"runs": cpu}}, wanted, [])
+    measured = [s for s in study_spec.study_runs("methods", protocol="v2") if s.seed == 0]  # a GPU session's runs
+    records = {s.key: {"key": s.key, "loss": s.config["loss"], "device": "cuda", "accelerator": "NVIDIA H100",
+                       "seconds": 40.0 + i, "train_seconds": 30.0 + i, "seconds_per_step": (30.0 + i) / 1000}
+               for i, s in enumerate(measured)}
+    cpu_only = {"key": "elsewhere", "loss": "roadmap", "device": "cpu", "seconds": 1.0}
+    runner.save_results(tmp_path / "methods.json", {"mode": "full", "runs": {**records, "elsewhere": cpu_only}})
+    gpu = gpu_runs(tmp_path)
+    assert sorted(r["key"] for r in gpu) == sorted(records)  # the CPU run is not a GPU time
+    text = _compute({"methods": {"runs": cpu}}, wanted, gpu)
+    mean = sum(r["seconds"] for r in gpu) / len(gpu)
+    assert f"On a GPU (NVIDIA H100; `--device cuda`" in text and f"{len(gpu)} runs took {mean:.0f} s each" in text
+    assert f"{3600 * len(gpu) / sum(r['seconds'] for r in gpu):.1f}x faster than the same {len(gpu)} on one CPU" in text
+    # by definition: a measured run counts its seconds; another its loss's seconds per step x its steps + evaluation
+    evaluation = 10.0
+    total = 0.0
+    for s in wanted:
+        if s.key in records:
+            total += records[s.key]["seconds"]
+        else:
+            same_loss = [r for r in gpu if r["loss"] == s.config["loss"]]
+            total += sum(r["seconds_per_step"] for r in same_loss) / len(same_loss) * s.config["steps"] + evaluation
+    assert f"{len(wanted)} distinct runs would take about {total / 3600:.1f} h there" in text
+    assert f"({len(wanted) - len(records)} of them estimated" in text
+
+
 def test_the_reasons_name_the_reversed_pairs_and_what_they_share(monkeypatch):
     """why_not_v2 reads the pairs' verdicts: reversals that all involve the histogram losses get the
     kernel-width reading, with the order of the other losses checked, not asserted; others do not."""

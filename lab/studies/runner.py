@@ -60,6 +60,7 @@ def execute(spec: RunSpec, threads: int = 1, device: Optional[str] = None) -> di
     result = trainer.evaluate()
     gap = heldout_gap(trainer, cfg.eval_max_items)
     steps = [r["seconds_per_step"] for r in trainer.history if r.get("kind") == "train"]
+    gpu = torch.cuda.get_device_name(torch.device(cfg.device)) if str(cfg.device).startswith("cuda") else None
     return {
         "key": spec.key, "study": spec.study, "method": spec.method, "seed": spec.seed, "params": spec.params,
         "loss": cfg.loss, "loss_kwargs": cfg.loss_kwargs, "batch_size": cfg.batch_size, "steps": cfg.steps,
@@ -69,7 +70,8 @@ def execute(spec: RunSpec, threads: int = 1, device: Optional[str] = None) -> di
         "seconds_per_step": sum(steps) / len(steps), "steps_per_epoch": trainer.steps_per_epoch,
         # The second half: past the warm-up of a memory run and the first epoch's glyph rendering.
         "seconds_per_step_late": sum(steps[len(steps) // 2:]) / len(steps[len(steps) // 2:]),
-        "seconds": time.perf_counter() - wall, "threads": threads, "device": cfg.device, "load_before": load,
+        "seconds": time.perf_counter() - wall, "threads": threads, "device": cfg.device,
+        **({"accelerator": gpu} if gpu else {}), "load_before": load,
         "load_after": os.getloadavg()[0], "config": spec.config,
         "finished": time.strftime("%Y-%m-%d %H:%M:%S"),
     }
