@@ -6,6 +6,7 @@
     python bench/gpu.py --sections peers,eval   # re-measure some parts (losses, peers, amp, eval, train)
     python bench/gpu.py --deadline 300          # parts not started within 300 s are stated as not run
     python bench/gpu.py --profile smooth_ap:16384   # one loss call under torch.profiler: its top ops
+    bash bench/gpu_session.sh 520   # a lent GPU's whole check in one call: profiles, this, tests, v2's time
 
 1. Every loss at B = 1024, 4096, 16384 with 4 per class, 2 classes, and 2 levels for the
    hierarchical losses, fwd + bwd from the embeddings, on three engines:
