@@ -255,7 +255,8 @@ for r in gap_by_batch_size(model, sizes):
 #    which every positive is above $\alpha = 0.9$ and exactly one negative of batch 1 is above
 #    $\beta = 0.6$. Compute `query_gap`, Eq. 8 and Eq. 9 (`calibration_counts` gives the counts).
 #    Where does the single violation enter Eq. 9, and can the measured gap reach the bound?
-# 3. Run `batch_size_study(fast=False, batch_sizes=(32, 128), retrain=True)` (one seed, 10-15 min
-#    on 2 cores) and compare its relative gain with the study's mean ± std above and with the paper's
-#    Fig. 5. Which effects besides the decomposability gap could explain differences on a dataset
-#    of glyphs?
+# 3. Run `batch_size_study(fast=False, batch_sizes=(32, 128), retrain=True)` (one seed of v1's
+#    300-step runs, 10-15 min on 2 cores) and compare its relative gain with v1's 3 seeds of the same
+#    runs (`batch_size_study(fast=False)` reads them), with v2's 5,500-step runs above and with the
+#    paper's Fig. 5. Which effects besides the decomposability gap could explain differences on a
+#    dataset of glyphs, and between a short and a long budget?
