@@ -161,8 +161,9 @@ explore(*INTERACTIVE["calibration_bounds"])
 # ($0.5\,\mathcal{L}_\text{SupAP} + 0.5\,\mathcal{L}_\text{calibr.}$, $\alpha = 0.9$, $\beta = 0.6$)
 # on the same images at every batch size (B = 32 takes 4x the steps of B = 128, as the paper trains
 # a fixed number of epochs), then measures mAP@R on the test classes and the decomposability gap
-# (Eq. 6) two ways: on held-out images (a fixed ~2,000 test images cut into the run's own batches,
-# as supp. Table 9 measures it on the test sets) and on the trainer's probe of training batches
+# (Eq. 6) two ways: on held-out images (the run's evaluation images, the whole test split in
+# protocol v2 and a fixed ~2,000 in v1, cut into the run's own batches, as supp. Table 9 measures it
+# on the test sets) and on the trainer's probe of training batches
 # (a fixed number of batches; section 5 says why the two differ). The paper reports a relative
 # mAP@R gain of ROADMAP that grows as batches shrink (supp. Table 6, CUB: +3.5 % at B = 32, +0.4 %
 # at B = 384) and a 3.7 % (CUB) / 5.4 % (SOP) relative decrease of the gap with

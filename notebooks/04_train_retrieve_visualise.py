@@ -91,8 +91,9 @@ Markdown(metrics_table(rows))
 # The same numbers as a figure: each loss's mean, its spread over seeds (error bar: one std) and
 # each seed (grey dots); each panel's y axis is zoomed to the data. ROADMAP Table 2 reports, e.g.
 # on CUB, R@1 62.1 → 62.9 → 64.2 and mAP@R 23.9 → 24.6 → 25.3 from SmoothAP to SupAP to ROADMAP:
-# gains of about one point per change, measured over 100+ epochs. Here a run is ~2.6 epochs of a
-# small CNN: compare each difference between losses with the error bars.
+# gains of about one point per change, measured over 100+ epochs. Here a run is ~48 epochs of a
+# small CNN (protocol v2's 5,500 steps of 128; v1's runs were ~2.6 epochs): compare each difference
+# between losses with the error bars.
 
 # %%
 plot_loss_comparison(rows)
@@ -121,8 +122,9 @@ Markdown(study_verdict("methods"))
 # %% [markdown]
 # ## 2. Retrieve
 #
-# One ROADMAP model, trained here (full mode: 300 steps with a progress bar; it is the study's
-# ROADMAP run of seed 0, trained again), then evaluated on its test images: in full mode the fixed
+# One ROADMAP model, trained here (full mode: 300 steps with a progress bar; it is protocol v1's
+# ROADMAP run of seed 0, trained again: v2's 5,500 steps would take ~20 minutes here), then
+# evaluated on its test images: in full mode the fixed
 # ~2,000-image subset of whole test classes that its metrics are computed on, in fast mode the
 # whole (small) test split. Each of these images queries all the others. Purple: the query; green
 # frame: same glyph (relevant); red: another glyph.
@@ -133,7 +135,7 @@ mine = train_and_evaluate("roadmap")  # the same cached run: evaluation only
 print(f"this ROADMAP model: R@1 {mine['R@1']:.3f}, mAP@R {mine['mAP@R']:.3f} ({mine['steps']} steps, seed {mine['seed']})")
 if not fast_mode():
     for record in study_rows("methods", method="ROADMAP", seed=mine["seed"]):
-        print(f"the study's run of this configuration and seed: R@1 {record['R@1']:.3f}, mAP@R {record['mAP@R']:.3f}")
+        print(f"protocol v1's run of this configuration and seed: R@1 {record['R@1']:.3f}, mAP@R {record['mAP@R']:.3f}")
 embeddings, labels, index = evaluation_embeddings(trainer)
 test_set = trainer.test_set
 names = [test_set.class_names[int(y)] for y in labels[:, 0]]
