@@ -156,7 +156,7 @@ def _mean_std(row, metric: str) -> str:
 
 def _source(rows) -> str:
     if rows and "std" in rows[0]:
-        split = "the whole test split" if rows[0].get("eval_max_items", 0) is None else "a ~2,000-image test subset"
+        split = "the whole test split" if rows[0]["eval_max_items"] is None else "a ~2,000-image test subset"
         return f"mean ± std over {len(rows[0]['seeds'])} seeds, {split}, from {rows[0]['source']}"
     return f"one run each, seed {rows[0]['seed']}, trained here" if rows else ""
 

@@ -70,9 +70,10 @@ def reproduction_rows(name: str, losses: Optional[Sequence[str]] = None, results
     rows = rows_of(records, f"v2/{name}" if protocol == "v2" else name, **match)
     if losses is None:
         return rows
-    missing = [loss for loss in losses if loss not in {r["loss"] for r in rows}]
+    have = {r["loss"] for r in rows}
+    missing = [loss for loss in losses if loss not in have]
     if missing:
-        raise ValueError(f"losses: study {name!r} has no runs of {missing}; it has {sorted({r['loss'] for r in rows})}")
+        raise ValueError(f"losses: study {name!r} has no runs of {missing}; it has {sorted(have)}")
     return [r for loss in losses for r in rows if r["loss"] == loss]
 
 
