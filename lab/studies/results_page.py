@@ -14,6 +14,7 @@ from typing import Any, Callable, Optional
 
 from . import spec
 from .claims import Section, analyse_batch_size, analyse_gap, analyse_methods, table
+from .code_versions import code_versions
 from .ordering import analyse_methods_v2, pilot_section
 from .runner import load_results, missing_runs
 from .spec import (ALPHA, BATCH_SIZES, BINS, FULL_BASE, FULL_SEEDS, HPARAMS, METHODS, QUICK_BASE, QUICK_SEEDS,
@@ -164,6 +165,8 @@ def _section(name: str, data: dict[str, Any], quick: bool, seeds: Optional[int],
             path = save_png(fig, figures / f"{stem}.png")
             lines += [f"![{s.title}]({path.relative_to(docs).as_posix()})", ""]
     lines.append(f"**Command and time.** `{command}`: {_timing(data, records)}.")
+    if protocol == "v2":
+        lines += ["", code_versions(records)]
     if missing or failed:
         what = _missing_settings(missing)
         lines.append(f"\n**Incomplete: {len(missing)} of {len(missing) + len(records)} runs missing** ({what}"

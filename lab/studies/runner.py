@@ -20,17 +20,33 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Optional
 
+from ..core.provenance import provenance
 from ..experiments.runs import heldout_gap
-from .spec import PILOT, PILOT_EVERY, RunSpec, config_key, plateau_step, study_runs
+from .spec import PILOT, PILOT_EVERY, RunSpec, config_key, plateau_step, record_key, study_runs
 
 RETRIEVAL = ("R@1", "R@2", "R@4", "R@8", "mAP@R", "mAP")
 
 
 def load_results(path: Path) -> dict[str, Any]:
-    """The raw-results file (an empty one if it does not exist yet)."""
+    """The raw-results file (an empty one if it does not exist yet), its runs keyed by what they train:
+    each record's key is computed again from its own config (``config_key``), so a record stays found
+    whatever key the code that wrote it used."""
     if not path.exists():
         return {"study": path.stem, "mode": None, "runs": {}, "sessions": []}
-    return json.loads(path.read_text())
+    try:
+        data = json.loads(path.read_text())
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{path}: not a results file ({e})") from None
+    runs: dict[str, Any] = {}
+    for key, rec in data.get("runs", {}).items():
+        key = record_key(rec) if isinstance(rec, dict) and "config" in rec else key
+        if key in runs:
+            raise ValueError(f"{path}: two records of one run (key {key}): {runs[key].get('method')}, "
+                             f"seed {runs[key].get('seed')}; remove one")
+        runs[key] = {**rec, "key": key} if isinstance(rec, dict) else rec
+    if "runs" in data:
+        data["runs"] = runs
+    return data
 
 
 def save_results(path: Path, data: dict[str, Any]) -> None:
@@ -43,15 +59,20 @@ def save_results(path: Path, data: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
-def execute(spec: RunSpec, threads: int = 1, device: Optional[str] = None) -> dict[str, Any]:
-    """Train one run for its steps, evaluate it on the held-out classes; the raw record. ``device``
-    overrides the config's (it is not part of the run's key: the same run, elsewhere)."""
+def execute(spec: RunSpec, threads: int = 1, device: Optional[str] = None, session: Optional[str] = None
+            ) -> dict[str, Any]:
+    """Train one run for its steps, evaluate it on the held-out classes; the raw record, with its
+    provenance (code version, libraries, device, threads, start and end, the ``session`` that trained
+    it). ``device`` overrides the config's (it is not part of the run's key: the same run, elsewhere)."""
     import torch
 
     from ..train import Trainer, TrainConfig
 
     torch.set_num_threads(threads)
     cfg = TrainConfig.from_dict({**spec.config, **({"device": device} if device else {})})
+    started = time.strftime("%Y-%m-%d %H:%M:%S")
+    # Read before training: the code that trains the run is the code on disk when it starts.
+    origin = {**provenance(cfg.device, threads), "session": session}
     load = os.getloadavg()[0]
     wall, cpu = time.perf_counter(), time.process_time()
     trainer = Trainer(cfg)
@@ -72,8 +93,8 @@ def execute(spec: RunSpec, threads: int = 1, device: Optional[str] = None) -> di
         "seconds_per_step_late": sum(steps[len(steps) // 2:]) / len(steps[len(steps) // 2:]),
         "seconds": time.perf_counter() - wall, "threads": threads, "device": cfg.device,
         **({"accelerator": gpu} if gpu else {}), "load_before": load,
-        "load_after": os.getloadavg()[0], "config": spec.config,
-        "finished": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "load_after": os.getloadavg()[0], "config": spec.config, "trained_config": cfg.to_dict(),
+        "started": started, "finished": time.strftime("%Y-%m-%d %H:%M:%S"), "provenance": origin,
     }
 
 
@@ -87,7 +108,7 @@ def _known(out: Path) -> dict[str, dict]:
     for path in sorted(out.glob("*.json")):
         try:
             known.update(load_results(path).get("runs", {}))
-        except (json.JSONDecodeError, OSError):
+        except (ValueError, OSError, KeyError, TypeError):
             continue  # not a results file: the run is simply trained again
     return known
 
@@ -139,9 +160,10 @@ def run_studies(names: list[str], out: Path, quick: bool = False, seeds: Optiona
     command = " ".join(["python -m lab study", *names] + (["--quick"] if quick else []) +
                        ([f"--protocol {protocol}"] if protocol != "v1" else []) + [f"--jobs {jobs}"])
     start = time.perf_counter()
+    session = f"{time.strftime('%Y-%m-%dT%H:%M:%S')}-{os.getpid()}"  # names this call in each record it trains
     # This call's line in each file, written now and updated run by run: a call killed part-way (a
     # session's end) keeps its line, "stopped", with what it finished until then.
-    sessions = {n: {"finished": time.strftime("%Y-%m-%d %H:%M:%S"), "trained": 0, "jobs": jobs, "threads": threads,
+    sessions = {n: {"id": session, "finished": time.strftime("%Y-%m-%d %H:%M:%S"), "trained": 0, "jobs": jobs, "threads": threads,
                     "elapsed_seconds": 0.0, "command": command, "stopped": True,
                     "machine": f"{platform.machine()}, {os.cpu_count()} cores, python {sys.version.split()[0]}"}
                 for n in names if counts[n]}
@@ -179,14 +201,14 @@ def run_studies(names: list[str], out: Path, quick: bool = False, seeds: Optiona
     if jobs <= 1 or len(todo) <= 1:
         for spec in todo:
             try:
-                record(spec.key, execute(spec, threads, device))
+                record(spec.key, execute(spec, threads, device, session=session))
             except failures as e:
                 record(spec.key, None, f"{type(e).__name__}: {e}")
     elif todo:
         # spawn: a forked child would inherit the parent's torch thread pools in an unknown state.
         ctx = multiprocessing.get_context("spawn")
         with futures.ProcessPoolExecutor(jobs, mp_context=ctx, initializer=_worker_init, initargs=(threads,)) as pool:
-            running = {pool.submit(execute, spec, threads, device): spec.key for spec in todo}
+            running = {pool.submit(execute, spec, threads, device, session=session): spec.key for spec in todo}
             for done in futures.as_completed(running):
                 try:
                     record(running[done], done.result())
@@ -236,7 +258,9 @@ def run_pilot(out: Path, config: Optional[dict[str, Any]] = None, every: int = P
         trainer.resume(checkpoint)
         data["curve"] = [p for p in data["curve"] if p["step"] <= trainer.step_count]
     elif data["curve"]:
-        data["curve"] = []  # evaluations without their checkpoint: the run cannot continue, start over
+        data["curve"], data["provenance"] = [], []  # evaluations without their checkpoint: start over
+    # The code of each call that extended the curve, with the step it started from.
+    data.setdefault("provenance", []).append({**provenance(cfg.device, threads), "from_step": trainer.step_count})
     if not data["curve"]:
         data["curve"].append(_pilot_point(trainer, 0.0))
     while trainer.step_count < cfg.steps and data.get("plateau_step") is None:  # until the rule answers

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 # The full budget: the small CNN on glyphs, batch 128 = 32 classes x 4, Adam 1e-3, 300 steps
 # (~2.6 epochs of the 14,752 training images): ~2-3 min per run on one busy core.
@@ -83,16 +83,63 @@ class RunSpec:
         return config_key(self.config)
 
 
-def config_key(config: dict[str, Any]) -> str:
-    from ..train import TrainConfig  # the full config, defaults filled in, is what is hashed
+# What a run's key hashes (issue 33): the fields whose value differs from the TrainConfig defaults of the day
+# keys were frozen (2026-11-26), not today's whole config. A field added later is hashed only where it
+# differs from its own default (a new field's default must keep old runs' behaviour), and a default changed
+# later changes what an omitted field means, never a stored run's key. Never edit this dict.
+KEY_BASELINE: dict[str, Any] = {
+    "dataset": "glyphs", "data_root": None, "dataset_kwargs": {}, "transform": None, "image_size": 32,
+    "sampler": "m_per_class", "batch_size": 128, "m": 4, "model": "small_cnn", "embed_dim": 64, "pretrained": False,
+    "pooling": "avg", "layer_norm": False, "freeze_bn": False, "loss": "roadmap", "loss_kwargs": {},
+    "optimizer": "adam", "lr": 0.001, "lr_head": None, "lr_loss": None, "weight_decay": None, "scheduler": "none",
+    "milestones": [], "gamma": 0.3, "warmup_steps": 0, "grad_clip": None, "steps": 1000, "epochs": 0.0,
+    "amp": "none", "xbm_size": 0, "xbm_start": 0, "xbm_weight": 1.0, "stage_size": None, "eval_split": "test",
+    "eval_max_items": None, "eval_backend": "faiss", "probe_batches": 8, "seed": 0}
+# How a run reports, where it runs and how often it evaluates: not what it trains or measures. (Evaluation
+# does not change a trajectory, tests/test_study_provenance.py, so a run with a learning curve is the run.)
+NOT_KEYED = frozenset({"progress", "log_every", "out", "device", "num_workers", "eval_batch_size",
+                       "checkpoint_every", "eval_every"})
+
+
+def config_key(config: dict[str, Any], train_config: Optional[type] = None) -> str:
+    """The key of the run ``config`` (TrainConfig fields) trains today: equal keys, equal runs.
+
+    ``train_config`` (default lab.train.TrainConfig) fills the defaults, so that a field given at its
+    default and a field left out are the same run; the tests pass a TrainConfig with a field added."""
+    if train_config is None:
+        from ..train import TrainConfig as train_config
+    return _hash(_trained(train_config.from_dict(config).to_dict(), train_config))
+
+
+def record_key(record: dict[str, Any], train_config: Optional[type] = None) -> str:
+    """The key of the run a stored record trained. A record since provenance holds its whole config
+    (``trained_config``); an older one holds the study's config, its other fields at the defaults of
+    its day, which were KEY_BASELINE's (every stored run was found under them when keys were frozen)."""
+    if train_config is None:
+        from ..train import TrainConfig as train_config
     from ..train.config import RENAMED
 
-    # A renamed field is hashed under its old name: the results in results/ stay findable.
-    old_name = {new: old for old, new in RENAMED.items()}
-    full = {old_name.get(k, k): v for k, v in TrainConfig.from_dict(config).to_dict().items()}
-    for name in ("progress", "log_every", "out", "device", "num_workers", "eval_batch_size", "checkpoint_every"):
-        full.pop(name, None)  # how a run reports, not what it trains
-    return hashlib.sha1(json.dumps(full, sort_keys=True).encode()).hexdigest()[:16]
+    if "trained_config" in record:
+        return _hash(_trained(record["trained_config"], train_config))
+    given = {RENAMED.get(k, k) for k in record["config"]}
+    full = train_config.from_dict(record["config"]).to_dict()
+    return _hash(_trained({**full, **{k: v for k, v in KEY_BASELINE.items() if k not in given}}, train_config))
+
+
+def _trained(full: dict[str, Any], train_config: type) -> dict[str, Any]:
+    """The fields of a whole config that say what the run trains and measures, where they differ from
+    KEY_BASELINE (a field added since: from its default). A renamed field keeps its baseline name."""
+    from ..train.config import RENAMED, _plain
+
+    old_name = {new: old for old, new in RENAMED.items() if old in KEY_BASELINE}
+    full = {old_name.get(k, k): v for k, v in full.items()}
+    defaults = {old_name.get(k, k): v for k, v in train_config().to_dict().items()}
+    return {k: _plain(v) for k, v in full.items() if k not in NOT_KEYED and
+            _plain(v) != _plain(KEY_BASELINE[k] if k in KEY_BASELINE else defaults.get(k))}
+
+
+def _hash(fields: dict[str, Any]) -> str:
+    return hashlib.sha1(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def _config(base: dict, loss: str, seed: int, loss_kwargs: dict | None = None, **changes: Any) -> dict[str, Any]:

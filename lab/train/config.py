@@ -155,10 +155,11 @@ class TrainConfig:
     def from_dict(cls, values: dict[str, Any]) -> "TrainConfig":
         """Build from a dict (e.g. a YAML recipe); unknown keys are an error naming the valid ones."""
         values = {RENAMED.get(k, k): v for k, v in values.items()}
-        unknown = sorted(set(values) - set(field_names()))
+        names = [f.name for f in dataclasses.fields(cls)]  # cls: a subclass may add fields
+        unknown = sorted(set(values) - set(names))
         if unknown:
-            raise ValueError(f"unknown config key(s) {unknown}; valid keys: {', '.join(field_names())}")
-        return cls(**{k: coerce(k, v) for k, v in values.items()})
+            raise ValueError(f"unknown config key(s) {unknown}; valid keys: {', '.join(names)}")
+        return cls(**{k: coerce(k, v, cls) for k, v in values.items()})
 
     def save_yaml(self, path: Union[str, Path]) -> None:
         Path(path).write_text(yaml.safe_dump(self.to_dict(), sort_keys=False))
@@ -168,16 +169,16 @@ def field_names() -> list[str]:
     return [f.name for f in dataclasses.fields(TrainConfig)]
 
 
-def field_type(name: str) -> Any:
-    """The runtime type of a field: Optional[X] -> X."""
-    hint = typing.get_type_hints(TrainConfig)[name]
+def field_type(name: str, config: Optional[type] = None) -> Any:
+    """The runtime type of a field of ``config`` (default TrainConfig): Optional[X] -> X."""
+    hint = typing.get_type_hints(config or TrainConfig)[name]
     args = [a for a in typing.get_args(hint) if a is not type(None)]
     return args[0] if typing.get_origin(hint) is Union else hint
 
 
-def coerce(name: str, value: Any) -> Any:
+def coerce(name: str, value: Any, config: Optional[type] = None) -> Any:
     """YAML reads 1e-5 as a string and 30 as an int; give each field its declared type."""
-    kind = field_type(name)
+    kind = field_type(name, config)
     if value is None or kind in (dict, list) or isinstance(value, bool):
         return value
     if kind is float and isinstance(value, (int, str)):

@@ -1,0 +1,64 @@
+"""Where a number came from: the code, the libraries and the machine that produced a run.
+
+A study record without this cannot say which code trained it (issue 33: 15 of 45 runs of protocol v2
+finished after a change to the loss definitions, and no record could show it). ``provenance()`` is
+cheap (one ``git`` call and a hash of ``lab``'s own sources, ~50 ms) and never raises: outside a git
+checkout the commit is None and the source hash still identifies the code.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import platform
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Optional
+
+PACKAGE = Path(__file__).resolve().parents[1]  # lab/
+CHECKOUT = PACKAGE.parent
+
+
+def source_hash(root: Path = PACKAGE) -> str:
+    """sha1 over lab's ``*.py`` files (relative path and bytes, in sorted order): equal hashes, equal code,
+    whether or not the tree is committed."""
+    digest = hashlib.sha1()
+    for path in sorted(root.rglob("*.py")):
+        digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
+
+
+def _git(checkout: Path, *args: str) -> Optional[str]:
+    try:
+        done = subprocess.run(["git", "-C", str(checkout), *args], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout if done.returncode == 0 else None  # unstripped: porcelain lines start with a space
+
+
+def code_version(checkout: Path = CHECKOUT, package: str = PACKAGE.name) -> dict[str, Any]:
+    """{"commit", "dirty", "dirty_files", "source_hash"}: the checkout's HEAD (None outside git) and the
+    files of the package that differ from it (only its code: a study rewrites results/ while it runs)."""
+    commit = (_git(checkout, "rev-parse", "HEAD") or "").strip() or None
+    changed = _git(checkout, "status", "--porcelain", "--untracked-files=all", "--", package) if commit else None
+    files = sorted(line[3:] for line in (changed or "").splitlines() if line.strip())
+    return {"commit": commit, "dirty": bool(files) if commit else None, "dirty_files": files[:20],
+            "source_hash": source_hash(checkout / package)}
+
+
+def provenance(device: str = "cpu", threads: Optional[int] = None) -> dict[str, Any]:
+    """Everything a record needs to say what produced it (the run's seed and config are the record's own)."""
+    import numpy
+    import torch
+
+    out: dict[str, Any] = {
+        **code_version(),
+        "torch": torch.__version__, "numpy": numpy.__version__, "python": sys.version.split()[0],
+        "device": str(device), "threads": threads if threads is not None else torch.get_num_threads(),
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores", "host": platform.node(),
+        "deterministic_algorithms": torch.are_deterministic_algorithms_enabled(),
+    }
+    if str(device).startswith("cuda") and torch.cuda.is_available():
+        out["accelerator"] = torch.cuda.get_device_name(torch.device(device))
+        out["cuda"] = torch.version.cuda
+    return out

@@ -1,0 +1,237 @@
+"""Issue 33, part one: runs that carry their provenance, same seed = same run, and result keys that
+survive the code growing (a new config field, a changed default, a record from before provenance)."""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+import torch
+
+import lab.train
+from lab.core import provenance as prov
+from lab.studies import runner
+from lab.studies import spec as study_spec
+from lab.train import Trainer, TrainConfig
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "results"
+
+
+def _git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.com", *args],
+                          check=True, capture_output=True, text=True).stdout.strip()
+
+
+# ---------------------------------------------------------------- provenance
+def test_code_version_names_the_commit_and_only_the_package_files_that_changed(tmp_path):
+    (tmp_path / "lab").mkdir()
+    (tmp_path / "lab" / "a.py").write_text("x = 1\n")
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "r.json").write_text("{}\n")
+    _git(tmp_path, "init", "-q")
+    _git(tmp_path, "add", ".")
+    _git(tmp_path, "commit", "-qm", "one")
+    clean = prov.code_version(tmp_path, "lab")
+    assert clean["commit"] == _git(tmp_path, "rev-parse", "HEAD") and clean["dirty"] is False
+    (tmp_path / "results" / "r.json").write_text('{"runs": {}}\n')  # a study writing its results: not code
+    assert prov.code_version(tmp_path, "lab")["dirty"] is False
+    (tmp_path / "lab" / "a.py").write_text("x = 2\n")
+    (tmp_path / "lab" / "b.py").write_text("y = 1\n")
+    dirty = prov.code_version(tmp_path, "lab")
+    assert dirty["dirty"] is True and dirty["dirty_files"] == ["lab/a.py", "lab/b.py"]
+    assert dirty["source_hash"] != clean["source_hash"]
+    (tmp_path / "lab" / "a.py").write_text("x = 1\n")
+    (tmp_path / "lab" / "b.py").unlink()
+    assert prov.code_version(tmp_path, "lab")["source_hash"] == clean["source_hash"]  # same code, same hash
+
+
+def test_outside_a_git_checkout_the_source_hash_still_names_the_code(tmp_path):
+    (tmp_path / "lab").mkdir()
+    (tmp_path / "lab" / "a.py").write_text("x = 1\n")
+    version = prov.code_version(tmp_path, "lab")
+    assert version["commit"] is None and version["dirty"] is None
+    expected = hashlib.sha1(b"a.py\0x = 1\n\0").hexdigest()[:16]  # the definition, written out
+    assert version["source_hash"] == expected
+
+
+def test_a_trained_run_records_its_code_libraries_device_times_and_session(tmp_path):
+    data = runner.run_studies(["methods"], tmp_path, quick=True, seeds=1, log=lambda _: None)["methods"]
+    session = data["sessions"][-1]["id"]
+    assert len(data["runs"]) == len(study_spec.QUICK_METHODS)
+    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True)
+    for key, rec in data["runs"].items():
+        origin = rec["provenance"]
+        if head.returncode == 0:
+            assert origin["commit"] == head.stdout.strip() and isinstance(origin["dirty"], bool)
+        assert origin["source_hash"] == prov.source_hash()
+        assert origin["torch"] == torch.__version__ and origin["device"] == "cpu" and origin["threads"] == 1
+        assert origin["session"] == session
+        assert rec["started"] <= rec["finished"]
+        assert rec["trained_config"] == TrainConfig.from_dict({**rec["config"], "device": "cpu"}).to_dict()
+        assert study_spec.record_key(rec) == key  # the whole config keys the record as the spec does
+
+
+# ---------------------------------------------------------------- same seed, same run
+def _weights(trainer: Trainer) -> bytes:
+    return b"".join(p.detach().cpu().numpy().tobytes() for p in trainer.model.parameters())
+
+
+def _quick(**changes) -> TrainConfig:
+    return TrainConfig.from_dict({**study_spec.QUICK_BASE, "loss": "roadmap", "loss_kwargs": {}, "seed": 0,
+                                  "steps": 6, **changes})
+
+
+def test_same_seed_same_code_same_device_gives_the_same_weights_bitwise():
+    first, second = Trainer(_quick()), Trainer(_quick())
+    first.step(6)
+    second.step(6)
+    assert _weights(first) == _weights(second)
+    other = Trainer(_quick(seed=1))
+    other.step(6)
+    assert _weights(other) != _weights(first)  # the comparison can fail
+
+
+def test_evaluating_during_training_does_not_change_the_trajectory(tmp_path):
+    """The pilot evaluated every 250 steps, the study's runs never: evaluation must not move a run. Also
+    the trainer's own schedule (fit with eval_every) and a resumption from a checkpoint part-way."""
+    plain = Trainer(_quick())
+    plain.step(6)
+    between = Trainer(_quick())
+    for _ in range(3):
+        between.step(2)
+        between.evaluate()
+    scheduled = Trainer(_quick(eval_every=2))
+    scheduled.fit()
+    assert any(r.get("kind") == "eval" for r in scheduled.history)  # it did evaluate
+    half = Trainer(_quick())
+    half.step(3)
+    half.save(tmp_path / "half.pt")
+    resumed = Trainer(_quick())
+    resumed.resume(tmp_path / "half.pt")
+    resumed.step(3)
+    assert _weights(between) == _weights(plain)
+    assert _weights(scheduled) == _weights(plain)
+    assert _weights(resumed) == _weights(plain)
+
+
+# ---------------------------------------------------------------- keys
+def _stored() -> list[tuple[str, str, Path]]:
+    """(study, protocol, file) of every complete results file in results/."""
+    out = [(n, "v1", RESULTS / f"{n}.json") for n in study_spec.ORDER]
+    out += [(n, "v2", RESULTS / "v2" / f"{n}.json") for n in study_spec.V2_STUDIES]
+    return [(n, p, f) for n, p, f in out if f.exists()]
+
+
+def test_every_stored_run_is_found_by_todays_specs():
+    assert _stored(), "results/ holds no study"
+    for name, protocol, path in _stored():
+        data = runner.load_results(path)
+        assert not runner.missing_runs(name, data, protocol=protocol), (path, "plans runs it holds")
+        raw = json.loads(path.read_text())["runs"]
+        assert sorted(data["runs"]) == sorted(raw)  # the files are written under today's keys
+
+
+def _with_field(**defaults) -> type:
+    """TrainConfig as if the code had grown: a new field, or another default for an existing one."""
+    fields = [(k, type(v), dataclasses.field(default=v)) for k, v in defaults.items()]
+    return dataclasses.make_dataclass("GrownConfig", fields, bases=(TrainConfig,))
+
+
+def test_stored_runs_are_still_found_after_a_config_field_is_added(monkeypatch):
+    monkeypatch.setattr(lab.train, "TrainConfig", _with_field(label_smoothing=0.0))
+    assert "label_smoothing" in lab.train.TrainConfig().to_dict()
+    for name, protocol, path in _stored():
+        assert not runner.missing_runs(name, runner.load_results(path), protocol=protocol), path
+    spec = study_spec.study_runs("methods", protocol="v2")[0]
+    moved = study_spec.config_key({**spec.config, "label_smoothing": 0.1})
+    assert moved != spec.key  # the new field, set, is another run
+
+
+def test_a_changed_default_moves_the_runs_that_relied_on_it_and_no_stored_key(monkeypatch):
+    """gamma (the multistep factor) is left out of every study config: with another default the specs
+    mean other runs (they must be trained), while each stored record keeps the key of what it trained."""
+    stored = {path: sorted(runner.load_results(path)["runs"]) for _, _, path in _stored()}
+    specs = study_spec.study_runs("methods", protocol="v2")
+    before = [s.key for s in specs]
+    monkeypatch.setattr(lab.train, "TrainConfig", _with_field(gamma=0.5))
+    assert lab.train.TrainConfig().gamma == 0.5
+    assert not set(before) & {s.key for s in specs}
+    assert {path: sorted(runner.load_results(path)["runs"]) for path in stored} == stored
+
+
+def test_a_key_is_what_the_run_trains():
+    spec = study_spec.study_runs("methods", protocol="v2")[0]
+    key = spec.key
+    for reporting in ({"eval_every": 250}, {"device": "cuda"}, {"progress": True}, {"log_every": 1}, {"out": "x"}):
+        assert study_spec.config_key({**spec.config, **reporting}) == key, reporting
+    assert study_spec.config_key({**spec.config, "gamma": 0.3}) == key  # a field given at its default
+    for trained in ({"lr": 2e-3}, {"seed": 7}, {"loss_kwargs": {"num_bins": 20}}, {"eval_max_items": 100}):
+        assert study_spec.config_key({**spec.config, **trained}) != key, trained
+
+
+def test_a_results_file_with_two_records_of_one_run_is_an_error_naming_it(tmp_path):
+    spec = study_spec.study_runs("methods", quick=True)[0]
+    rec = {"config": spec.config, "method": spec.method, "seed": spec.seed}
+    path = tmp_path / "methods.json"
+    path.write_text(json.dumps({"runs": {"a": rec, "b": {**rec, "config": {**spec.config, "eval_every": 5}}}}))
+    with pytest.raises(ValueError, match=r"methods\.json: two records of one run"):
+        runner.load_results(path)
+    path.write_text('{"runs": {')
+    with pytest.raises(ValueError, match=r"methods\.json: not a results file"):
+        runner.load_results(path)
+
+
+# ---------------------------------------------------------------- a loss definition changed mid-study
+class _TorchBefore4e0c22f:
+    """torch as lab.core.steps saw it before 4e0c22f: its three ``torch.relu(x)`` were ``x.clamp_min(0)``
+    (h_minus's linear branch, soft_histogram's and neighbour_bin's kernels), nothing else differed."""
+
+    relu = staticmethod(lambda x: x.clamp_min(0))
+
+    def __getattr__(self, name: str):
+        return getattr(torch, name)
+
+
+def test_the_definitions_before_4e0c22f_train_every_study_loss_to_the_same_weights(monkeypatch):
+    """Protocol v2's runs were trained on the CPU, 30 of study 1's before 4e0c22f changed the loss
+    definitions (clamp_min -> relu) and 15 after. On the CPU path the change cannot move a run: each
+    study loss, trained with the definitions of before and of after, ends bitwise on the same weights."""
+    import lab.core.steps as steps
+
+    source = Path(steps.__file__).read_text()
+    assert source.count("torch.relu(") == 3 and "clamp_min(0)" not in source  # what the patch stands for
+    for loss in study_spec.METHODS.values():
+        config = _quick(loss=loss, steps=3)
+        after = Trainer(config)
+        after.step(3)
+        with monkeypatch.context() as patch:
+            patch.setattr(steps, "torch", _TorchBefore4e0c22f())
+            before = Trainer(config)
+            before.step(3)
+        assert _weights(before) == _weights(after), loss
+
+
+def test_the_definitions_before_4e0c22f_give_the_same_values_and_slopes_at_the_kinks(monkeypatch):
+    """The definitions themselves, on scores that sit exactly on the kinks (t = delta, |v - c| = width)."""
+    import lab.core.steps as steps
+
+    centres = torch.linspace(1.0, -1.0, 5, dtype=torch.float64)  # width 0.5
+    values = torch.tensor([[1.0, 0.5, 0.25, -0.75, 0.05, 0.0, -1.0, 0.3]], dtype=torch.float64)
+
+    def run():
+        t = values.clone().requires_grad_(True)
+        h = steps.h_minus(t, tau=0.01, rho=100.0, delta=0.05)
+        hist = steps.soft_histogram(t, centres, 0.5, torch.ones_like(t))
+        index, weight, _ = steps.neighbour_bin(t, steps.nearest_bins(t, centres), 1, centres, 0.5)
+        (h.sum() + (hist * torch.arange(1.0, 6.0, dtype=hist.dtype)).sum() + weight.sum()).backward()
+        return h.detach(), hist.detach(), weight.detach(), t.grad
+
+    after = run()
+    monkeypatch.setattr(steps, "torch", _TorchBefore4e0c22f())
+    before = run()
+    for a, b in zip(after, before):
+        assert torch.equal(a, b), (a, b)
