@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import math
 import os
 import sys
 import time
@@ -359,6 +360,18 @@ TRAIN_CASES = [  # (label, training_throughput's arguments, target fraction or s
 ]
 
 
+def target_verdict(value: float, limit: float, kind: str) -> str:
+    """'met', or '**missed**' with the value in digits that show it is below ``limit`` (a 79.96 % run
+    against 80 % once read '80 % ... missed (100 % of it)')."""
+    if value >= limit:
+        return "met"
+    digits = 1
+    while digits < 6 and round(value, digits + (2 if kind == "fraction" else 0)) >= limit:
+        digits += 1
+    shown = f"{100 * value:.{digits}f} %" if kind == "fraction" else f"{value:.{digits}f} steps/s"
+    return f"**missed** ({shown}, {math.floor(1000 * value / limit) / 10:.1f} % of the target)"
+
+
 def train_table(device: torch.device, smoke: bool) -> str:
     """Section 5: the trainer's steps with its data path against forward + loss + backward + Adam alone."""
     lines = ["| run | data path | with data: steps/s | images/s | model only: steps/s | images/s | with data / "
@@ -371,7 +384,7 @@ def train_table(device: torch.device, smoke: bool) -> str:
         w, m = r["with_data"], r["model_only"]
         value = w["steps_per_s"] if kind == "steps/s" else r["fraction"]
         shown = f"{limit:.0f} steps/s" if kind == "steps/s" else f"{limit:.0%} of model only"
-        verdict = "met" if value >= limit else f"**missed** ({value / limit:.0%} of it)"
+        verdict = target_verdict(value, limit, kind)
         lines.append(f"| {label} | {r['data']} | {w['steps_per_s']:.1f} | {w['images_per_s']:.0f} | "
                      f"{m['steps_per_s']:.1f} | {m['images_per_s']:.0f} | {r['fraction']:.0%} | >= {shown}: {verdict} |")
         print(lines[-1], flush=True)

@@ -142,3 +142,19 @@ def test_parts_replace_only_their_own_block(tmp_path):
     assert "Not measured yet" not in text and "losses, run 1" not in text
     assert text.index("## GPU") < text.index("losses, run 2") < text.index("eval, run 1") < text.index("<!-- END gpu -->")
     assert text.index("<!-- END gpu -->") < text.index("<!-- BEGIN after -->")  # the next section untouched
+
+
+@pytest.mark.parametrize("value, limit, kind", [(0.7996, 0.8, "fraction"), (0.79999, 0.8, "fraction"),
+                                                (59.96, 60.0, "steps/s"), (0.5, 0.8, "fraction")])
+def test_a_missed_target_never_reads_as_reached(value, limit, kind):
+    """A run at 79.96 % of model-only speed against 80 % printed '80 % ... missed (100 % of it)'."""
+    verdict = gpu.target_verdict(value, limit, kind)
+    assert verdict.startswith("**missed**")
+    shown = float(re.search(r"\(([\d.]+) ", verdict).group(1))
+    assert shown < (100 * limit if kind == "fraction" else limit)  # the digits shown are below the target
+    share = float(re.search(r", ([\d.]+) % of the target", verdict).group(1))
+    assert share < 100.0 and share <= 100 * value / limit
+
+
+def test_a_target_reached_exactly_is_met():
+    assert gpu.target_verdict(0.8, 0.8, "fraction") == "met" and gpu.target_verdict(61.0, 60.0, "steps/s") == "met"
