@@ -13,7 +13,7 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e ".[app,notebooks,dev]"
+	$(BIN)/python -m pip install --quiet -e ".[app,notebooks,dev,gpu]"
 	touch $(STAMP)
 
 # The dashboard, on http://localhost:8501 (RANKLAB_THREADS sets torch's threads, default 1).

@@ -7,6 +7,8 @@ and 4 samples per class. Sizes are small: the interpreter runs each program in P
 """
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -21,6 +23,9 @@ from lab.losses import pair_sums
 from . import reference as ref
 from . import reference_graded as refg
 
+if fused_sums.triton is None and os.environ.get("RANKLAB_REQUIRE_TRITON") == "1":
+    # CI sets it (.ci/run): a kernel test that skips there would leave the fused path untested, and green.
+    pytest.fail("RANKLAB_REQUIRE_TRITON=1 but Triton is not installed: pip install -e '.[gpu]'", pytrace=False)
 pytestmark = pytest.mark.skipif(fused_sums.triton is None, reason="Triton is not installed: no fused kernels")
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 
@@ -332,3 +337,23 @@ def test_without_triton_the_pytorch_path_runs(fused, monkeypatch):
     monkeypatch.setattr(fused_sums, "triton", None)
     assert not fused_sums.use_fused(scores.float())
     torch.testing.assert_close(LF.sup_ap(scores.float(), targets, mask=mask, reduction="none"), want)
+
+
+def test_ci_fails_rather_than_skips_the_kernels_when_triton_is_missing(tmp_path):
+    """RANKLAB_REQUIRE_TRITON=1 (.ci/run): without Triton this file is an error, not 30 green skips."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    (tmp_path / "triton").mkdir()
+    (tmp_path / "triton" / "__init__.py").write_text("raise ImportError('no Triton here (test)')\n")
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(root)])}
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--collect-only", "-o", "addopts=",
+               str(Path(__file__))]
+    required = subprocess.run(command, env={**env, "RANKLAB_REQUIRE_TRITON": "1"}, cwd=root, capture_output=True,
+                              text=True)
+    assert required.returncode != 0 and "RANKLAB_REQUIRE_TRITON=1 but Triton is not installed" in required.stdout
+    env.pop("RANKLAB_REQUIRE_TRITON", None)
+    local = subprocess.run(command, env=env, cwd=root, capture_output=True, text=True)
+    assert local.returncode == 0, local.stdout[-2000:]  # locally the kernels' tests are collected, to skip
