@@ -22,6 +22,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import zipfile
 from concurrent.futures import ThreadPoolExecutor
@@ -33,9 +34,10 @@ import nbformat
 from tqdm.auto import tqdm
 
 from .assignments import ASSIGNMENTS, Assignment, find_assignment
-from .grade_sheet import StudentResult, TestResult, write
+from .grade_sheet import Sheet, StudentResult, TestResult, natural_key
 from .markers import notebook_tests
 from .submission import KINDS, MANIFEST, unpack, verify
+from .unzip import Limits, UnsafeZip, check_entries, open_zip
 
 CHECKOUT_SOURCE = Path(__file__).resolve().parents[2] / "assignments"
 STARTUP_S = 120  # allowance for starting Python and importing torch, on top of the per-test limits
@@ -67,14 +69,17 @@ def _locate(entry: Path) -> Optional[Path]:
     return inner[0] if len(inner) == 1 and _gradable(inner[0]) else None
 
 
-def _assignment(path: Path, notes: list[str]) -> Optional[Assignment]:
+def _assignment(path: Path, notes: list[str], limits: Limits) -> Optional[Assignment]:
     """By the zip's manifest, else by the files (see find_assignment)."""
     if path.suffix == ".zip":
         try:
-            return ASSIGNMENTS[verify(path)["assignment"]]
+            return ASSIGNMENTS[verify(path, limits)["assignment"]]
         except Exception:  # no or broken manifest: look at the files instead (_prepare notes why)
-            with zipfile.ZipFile(path) as zf:
-                files = {n for n in zf.namelist() if "/" not in n}
+            try:
+                with open_zip(path, limits) as zf:
+                    files = {i.filename for i in check_entries(zf, path.name, limits) if "/" not in i.filename}
+            except UnsafeZip:  # _prepare refuses it, with the reason
+                return None
     else:
         files = {p.name for p in path.iterdir()}
     try:
@@ -84,14 +89,20 @@ def _assignment(path: Path, notes: list[str]) -> Optional[Assignment]:
         return None
 
 
-def find_submissions(folder: Path, forced: Optional[str] = None) -> list[Submission]:
-    """One Submission per entry of ``folder`` (hidden entries and stray files skipped), sorted by student.
-    An entry whose assignment cannot be told gets the batch's, when the others agree on one."""
-    out = []
-    for entry in sorted(folder.iterdir()):
+def find_submissions(folder: Path, forced: Optional[str] = None, limits: Limits = Limits()) -> list[Submission]:
+    """One Submission per entry of ``folder`` (hidden entries and stray files skipped), in natural order of
+    the students (s9 before s10). An entry whose assignment cannot be told gets the batch's, when the others
+    agree on one. Two entries of one student (NAME.zip and NAME/, or names differing in case only, which
+    share a feedback file on macOS and Windows) are an error naming both."""
+    out, seen = [], {}
+    for entry in sorted(folder.iterdir(), key=lambda p: natural_key(p.name)):
         if entry.name.startswith(".") or (entry.is_file() and entry.suffix != ".zip"):
             continue
         sub = Submission(entry.stem if entry.is_file() else entry.name, _locate(entry))
+        if sub.student.casefold() in seen:
+            raise ValueError(f"two submissions for student {sub.student!r}: {seen[sub.student.casefold()]} and "
+                             f"{entry}; keep one of them")
+        seen[sub.student.casefold()] = entry
         if sub.path is not None and sub.path.suffix == ".zip" and not zipfile.is_zipfile(sub.path):
             sub.path = None
             sub.notes.append(f"{entry.name} is not a readable zip")
@@ -100,7 +111,7 @@ def find_submissions(folder: Path, forced: Optional[str] = None) -> list[Submiss
         if forced:
             sub.assignment = ASSIGNMENTS[forced]
         elif sub.path is not None:
-            sub.assignment = _assignment(sub.path, sub.notes)
+            sub.assignment = _assignment(sub.path, sub.notes, limits)
         out.append(sub)
     found = {s.assignment.name for s in out if s.assignment}
     if len(found) == 1:
@@ -124,16 +135,17 @@ def load_tests(source: Path, assignment: Assignment) -> list[dict]:
 
 
 # -------------------------------------------------------------------------------- one student
-def _prepare(sub: Submission, work: Path) -> None:
-    """Copy (or unpack) the submission's modules and notebooks into ``work``; note what is odd."""
+def _prepare(sub: Submission, work: Path, limits: Limits) -> None:
+    """Copy (or unpack) the submission's modules and notebooks into ``work``; note what is odd.
+    Raises UnsafeZip for a zip beyond ``limits``."""
     if sub.path.suffix == ".zip":
         try:
-            verify(sub.path)
+            verify(sub.path, limits)
         except KeyError:
             sub.notes.append(f"{sub.path.name} has no {MANIFEST}: not made by lab.grading.collect")
         except Exception as exc:
             sub.notes.append(f"{sub.path.name} does not match its manifest ({exc}); graded as it is")
-        unpack(sub.path, work)
+        unpack(sub.path, work, limits)
     else:
         for p in sub.path.iterdir():
             if p.is_file() and p.suffix in KINDS:
@@ -150,7 +162,7 @@ def _ended(proc: subprocess.Popen, timed_out: bool, total: float) -> str:
             "os._exit() or crash the interpreter?")
 
 
-def run_submission(sub: Submission, tests: list[dict], timeout: float) -> StudentResult:
+def run_submission(sub: Submission, tests: list[dict], timeout: float, limits: Limits = Limits()) -> StudentResult:
     """Grade one submission in its own process."""
     name, start = sub.assignment.name, time.perf_counter()
 
@@ -164,7 +176,12 @@ def run_submission(sub: Submission, tests: list[dict], timeout: float) -> Studen
         scratch = Path(scratch)
         work = scratch / "work"
         work.mkdir()
-        _prepare(sub, work)
+        try:
+            _prepare(sub, work, limits)
+        except (UnsafeZip, zipfile.BadZipFile) as exc:  # nothing of it is graded; the note says which limit
+            sub.notes.append(f"refused: {exc}")
+            return StudentResult(sub.student, name, [result(t, "error", f"refused: {exc}") for t in tests], 0.0,
+                                 sub.notes)
         missing = [m for m in sub.assignment.modules if not (work / m).is_file()]
         if missing:
             text = f"{', '.join(missing)} is missing from the submission"
@@ -216,34 +233,63 @@ def _pythonpath() -> str:
 # ----------------------------------------------------------------------------------- the batch
 def grade(folder: Path, output: Path, *, assignment: Optional[str] = None, source: Optional[Path] = None,
           timeout: float = 120, jobs: int = 1, totals: Optional[Path] = None,
-          feedback: Optional[Path] = None) -> list[StudentResult]:
-    """Grade every submission of ``folder``; write the grade sheet, the totals and the feedback files."""
+          feedback: Optional[Path] = None, max_unpacked_mb: float = 50, regrade: bool = False,
+          excel: bool = False) -> list[StudentResult]:
+    """Grade every submission of ``folder``; write the grade sheet, the totals and the feedback files, each
+    student as soon as it is graded. A re-run of the same batch (same folder and ``assignment``) skips the
+    students already written, unless ``regrade``; outputs of another batch are refused (see grade_sheet.Sheet).
+    Returns the students graded by this run."""
     if not timeout > 0 or jobs < 1:
         raise ValueError(f"timeout must be > 0 seconds and jobs >= 1, got timeout={timeout}, jobs={jobs}")
+    if not max_unpacked_mb > 0:
+        raise ValueError(f"--max-unpacked-mb must be > 0, got {max_unpacked_mb}")
+    limits = Limits(max_bytes=int(max_unpacked_mb * 2**20))
     folder = Path(folder)
     if not folder.is_dir():
         raise FileNotFoundError(f"{folder} is not a folder")
-    subs = find_submissions(folder, assignment)
+    subs = find_submissions(folder, assignment, limits)
     if not subs:
         raise ValueError(f"{folder} holds no submission (NAME.zip files or NAME/ folders)")
     source = Path(source) if source else (Path("assignments") if Path("assignments").is_dir() else CHECKOUT_SOURCE)
     tests = {a.name: load_tests(source, a) for a in {s.assignment for s in subs if s.assignment}}
+    output = Path(output)
+    batch = {"submissions": str(folder.resolve()), "assignment": assignment}
+    sheet = Sheet(output, totals or output.with_name(f"{output.stem}_totals.csv"),
+                  feedback or output.with_name(f"{output.stem}_feedback"), batch, regrade=regrade, excel=excel)
+    todo = [s for s in subs if s.student not in sheet.graded]
+    if len(todo) < len(subs):
+        print(f"grade: resuming {output}: {len(subs) - len(todo)} of {len(subs)} students already graded are kept "
+              "(--regrade grades them again)", file=sys.stderr)
+    sheet.start(batch)
+    lock, stop = threading.Lock(), threading.Event()
 
-    def one(sub: Submission) -> StudentResult:
+    def one(sub: Submission) -> Optional[StudentResult]:
+        if stop.is_set():  # the batch is being stopped (Ctrl-C): leave this student to the re-run
+            return None
         if sub.assignment is None:
-            return StudentResult(sub.student, "", [], 0.0, sub.notes)
-        try:
-            return run_submission(sub, tests[sub.assignment.name], timeout)
-        except Exception as exc:  # the grader's own trouble with this submission (disk, permissions): note it, go on
-            return StudentResult(sub.student, sub.assignment.name, [], 0.0,
-                                 sub.notes + [f"could not be graded: {type(exc).__name__}: {exc}"])
+            result = StudentResult(sub.student, "", [], 0.0, sub.notes)
+        else:
+            try:
+                result = run_submission(sub, tests[sub.assignment.name], timeout, limits)
+            except BaseException as exc:  # noqa: B036
+                if not isinstance(exc, Exception):  # Ctrl-C, a SystemExit: the batch stops
+                    stop.set()
+                    raise
+                # The grader's own trouble with this submission (disk, permissions): note it, go on.
+                result = StudentResult(sub.student, sub.assignment.name, [], 0.0,
+                                       sub.notes + [f"could not be graded: {type(exc).__name__}: {exc}"])
+        with lock:  # written now, by this thread: a crash of the batch later loses nothing of it
+            sheet.add(result)
+        return result
 
     with ThreadPoolExecutor(max(1, jobs)) as pool:  # threads only wait: each submission is its own process
-        results = list(tqdm(pool.map(one, subs), total=len(subs), desc="grading", unit="student"))
-    output = Path(output)
-    write(results, output, totals or output.with_name(f"{output.stem}_totals.csv"),
-          feedback or output.with_name(f"{output.stem}_feedback"))
-    return results
+        futures = [pool.submit(one, s) for s in todo]
+        try:
+            return [r for f in tqdm(futures, desc="grading", unit="student") if (r := f.result())]
+        finally:  # on Ctrl-C (or any escape) start no other student; the written ones stay
+            stop.set()
+            for f in futures:
+                f.cancel()
 
 
 def main(argv: Optional[list[str]] = None) -> None:
@@ -257,10 +303,18 @@ def main(argv: Optional[list[str]] = None) -> None:
     parser.add_argument("--jobs", type=int, default=1, help="submissions graded at once (default 1)")
     parser.add_argument("--totals", type=Path, help="default: OUTPUT_totals.csv")
     parser.add_argument("--feedback", type=Path, help="folder of the feedback files (default: OUTPUT_feedback/)")
+    parser.add_argument("--regrade", action="store_true", help="grade every student again, overwriting OUTPUT "
+                        "(default: a re-run of the same batch skips the students already in it; another batch's "
+                        "OUTPUT is refused)")
+    parser.add_argument("--excel", action="store_true", help="write the CSVs with a UTF-8 BOM, which Excel needs "
+                        "to show accents and symbols (LibreOffice and LMS imports read either)")
+    parser.add_argument("--max-unpacked-mb", type=float, default=50, help="a zip unpacking to more is refused "
+                        "(default 50; collect packs at most 5)")
     args = parser.parse_args(argv)
     try:
         results = grade(args.submissions, args.output, assignment=args.assignment, source=args.source,
-                        timeout=args.timeout, jobs=args.jobs, totals=args.totals, feedback=args.feedback)
+                        timeout=args.timeout, jobs=args.jobs, totals=args.totals, feedback=args.feedback,
+                        max_unpacked_mb=args.max_unpacked_mb, regrade=args.regrade, excel=args.excel)
     except (OSError, ValueError) as exc:
         parser.exit(2, f"grade: {exc}\n")
     for r in results:
