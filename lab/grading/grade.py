@@ -1,7 +1,7 @@
 """Grade a folder of submissions in one command: a grade sheet, totals for an LMS, a feedback file per student.
 
     python -m lab.grading.grade SUBMISSIONS_DIR -o grades.csv [--assignment NAME] [--source assignments]
-                                [--timeout 120] [--jobs 1]
+                                [--timeout 120] [--jobs 1] [--regrade] [--excel] [--max-unpacked-mb 50]
 
 SUBMISSIONS_DIR holds one entry per student, named after the student: ``NAME.zip`` (made by
 ``python -m lab.grading.collect``), or a folder ``NAME/`` holding the assignment's files, one such
@@ -10,7 +10,9 @@ notebook (self-check + hidden tests), each scored all or nothing with the points
 table in lab/grading/assignments.py. Every submission runs in its own process, in a scratch copy,
 with a time limit per test: a hang, a crash or an exit costs that submission its tests, never the batch.
 Writes ``grades.csv`` (one row per student and test), ``grades_totals.csv`` (one row per student)
-and ``grades_feedback/NAME.txt``. Written answers are graded by hand and are not in these points.
+and ``grades_feedback/NAME.txt``, each student as soon as it is graded: the same command again resumes
+(``--regrade`` starts over; another batch's outputs are refused). Zips are read streamed and within limits
+(:mod:`lab.grading.unzip`). Written answers are graded by hand and are not in these points.
 """
 from __future__ import annotations
 
