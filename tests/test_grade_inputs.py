@@ -126,8 +126,8 @@ class _Stub:
     """run_submission without processes: every test passes, or fails with ``messages[student]``;
     ``crash_at`` raises KeyboardInterrupt there once (the instructor's Ctrl-C, a killed grader)."""
 
-    def __init__(self, messages: dict = (), crash_at: str = ""):
-        self.messages, self.crash_at, self.calls = dict(messages), crash_at, []
+    def __init__(self, messages: dict = (), crash_at: str = "", fail_at: str = ""):
+        self.messages, self.crash_at, self.fail_at, self.calls = dict(messages), crash_at, fail_at, []
 
     def __call__(self, sub, tests, timeout, limits):
         from lab.grading.grade_sheet import StudentResult, TestResult
@@ -136,6 +136,8 @@ class _Stub:
         if sub.student == self.crash_at:
             self.crash_at = ""
             raise KeyboardInterrupt
+        if sub.student == self.fail_at:  # the grader's own trouble (a full disk): "not graded", retried later
+            raise OSError("No space left on device")
         message = self.messages.get(sub.student, "passed")
         status = "passed" if message == "passed" else "failed"
         return StudentResult(sub.student, sub.assignment.name, [
@@ -208,17 +210,19 @@ def test_excel_writes_a_bom_and_the_default_does_not(tmp_path, stub):
 def test_a_crash_mid_batch_loses_nothing_and_a_rerun_resumes(tmp_path, stub, capsys):
     subs = _students(tmp_path / "subs", "s1", "s2", "s9", "s10", "s11")
     out = tmp_path / "out" / "g.csv"
-    first = stub(crash_at="s9")
+    first = stub(crash_at="s9", fail_at="s2")
     with pytest.raises(KeyboardInterrupt):
         grade(subs, out, assignment=NAME)
     assert first.calls == ["s1", "s2", "s9"]  # nothing started after the crash
     assert _column(out.with_name("g_totals.csv"), "student") == ["s1", "s2"]  # written as each finished
+    assert _column(out.with_name("g_totals.csv"), "status") == ["complete", "not graded"]
     assert sorted(p.name for p in out.with_name("g_feedback").iterdir()) == ["s1.txt", "s2.txt"]
     again = stub()
     done = grade(subs, out, assignment=NAME)
-    assert again.calls == ["s9", "s10", "s11"] and [r.student for r in done] == again.calls
+    assert again.calls == ["s2", "s9", "s10", "s11"] and [r.student for r in done] == again.calls
     assert "resuming" in capsys.readouterr().err
     assert _column(out.with_name("g_totals.csv"), "student") == ["s1", "s2", "s9", "s10", "s11"]
+    assert set(_column(out.with_name("g_totals.csv"), "status")) == {"complete"}
     assert _column(out, "student") == [s for s in ["s1", "s2", "s9", "s10", "s11"] for _ in range(2)]
     third = stub()
     grade(subs, out, assignment=NAME, regrade=True)
@@ -246,3 +250,13 @@ def test_grades_of_another_batch_or_of_the_instructor_are_not_overwritten(tmp_pa
     assert hand_made.read_text() == "student,points\nalice,9\n"
     grade(tmp_path / "week2", out, assignment=NAME, regrade=True)
     assert _column(tmp_path / "g_totals.csv", "student") == ["bob"]
+
+
+def test_ctrl_c_is_one_line_saying_the_same_command_resumes(tmp_path, stub, capsys):
+    stub(crash_at="s2")
+    subs = _students(tmp_path / "subs", "s1", "s2")
+    with pytest.raises(SystemExit) as info:
+        main([str(subs), "-o", str(tmp_path / "g.csv"), "--assignment", NAME])
+    err = capsys.readouterr().err.splitlines()[-1]
+    assert info.value.code == 130 and "interrupted" in err and "the same command resumes" in err
+    assert _column(tmp_path / "g_totals.csv", "student") == ["s1"]

@@ -81,6 +81,18 @@ def test_crosscheck_flags_every_higher_nbgrader_score_and_exits_1(monkeypatch, c
     assert flagged == ["ghost", "s9"]  # natural order; ghost: nbgrader graded what grade-all could not
 
 
+def test_crosscheck_never_overwrites_the_instructors_grades(monkeypatch, capsys, tmp_path):
+    monkeypatch.setattr(crosscheck, "nbgrader_scores", lambda course, a: {"alice": 7})
+    (tmp_path / "submitted" / "alice" / NAME).mkdir(parents=True)
+    mine = tmp_path / "grades.csv"
+    mine.write_text("student,points\nalice,9\n")
+    with pytest.raises(SystemExit) as info:
+        crosscheck.main([NAME, "--course", str(tmp_path), "-o", str(mine)])
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and err.count("\n") == 1 and "not by this batch" in err
+    assert mine.read_text() == "student,points\nalice,9\n"
+
+
 def _scores(path: Path, column: str) -> dict[str, float]:
     with open(path, newline="", encoding="utf-8-sig") as f:
         return {r.get("student_id") or r["student"]: float(r[column]) for r in csv.DictReader(f)}

@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Optional
 
 from .assignments import ASSIGNMENTS, Assignment
-from .grade import grade
-from .grade_sheet import natural_key
+from .grade import batch_of, grade
+from .grade_sheet import Sheet, natural_key
 
 TOLERANCE = 1e-9  # points are sums of small integers; only float noise may differ
 
@@ -47,6 +47,10 @@ def grade_all_scores(course: Path, assignment: Assignment, output: Path, timeout
         (links / folder.parent.name).symlink_to(folder.resolve(), target_is_directory=True)
     if not any(links.iterdir()):
         raise FileNotFoundError(f"no submission in {Path(course) / 'submitted'}/*/{assignment.name}")
+    # grade-all always starts over here (submissions change between autogrades), but never over the outputs of
+    # another batch, such as the instructor's own grades.csv given as --output: Sheet refuses those.
+    Sheet(output, output.with_name(f"{output.stem}_totals.csv"), output.with_name(f"{output.stem}_feedback"),
+          batch_of(links, assignment.name))
     results = grade(links, output, assignment=assignment.name, timeout=timeout, jobs=jobs, regrade=True)
     return {r.student: r.points for r in results}
 

@@ -233,6 +233,11 @@ def _pythonpath() -> str:
 
 
 # ----------------------------------------------------------------------------------- the batch
+def batch_of(folder: Path, assignment: Optional[str]) -> dict:
+    """What makes two runs the same batch (the second resumes the first): the submissions folder and --assignment."""
+    return {"submissions": str(Path(folder).resolve()), "assignment": assignment}
+
+
 def grade(folder: Path, output: Path, *, assignment: Optional[str] = None, source: Optional[Path] = None,
           timeout: float = 120, jobs: int = 1, totals: Optional[Path] = None,
           feedback: Optional[Path] = None, max_unpacked_mb: float = 50, regrade: bool = False,
@@ -255,7 +260,7 @@ def grade(folder: Path, output: Path, *, assignment: Optional[str] = None, sourc
     source = Path(source) if source else (Path("assignments") if Path("assignments").is_dir() else CHECKOUT_SOURCE)
     tests = {a.name: load_tests(source, a) for a in {s.assignment for s in subs if s.assignment}}
     output = Path(output)
-    batch = {"submissions": str(folder.resolve()), "assignment": assignment}
+    batch = batch_of(folder, assignment)
     sheet = Sheet(output, totals or output.with_name(f"{output.stem}_totals.csv"),
                   feedback or output.with_name(f"{output.stem}_feedback"), batch, regrade=regrade, excel=excel)
     todo = [s for s in subs if s.student not in sheet.graded]
@@ -319,6 +324,9 @@ def main(argv: Optional[list[str]] = None) -> None:
                         max_unpacked_mb=args.max_unpacked_mb, regrade=args.regrade, excel=args.excel)
     except (OSError, ValueError) as exc:
         parser.exit(2, f"grade: {exc}\n")
+    except KeyboardInterrupt:
+        parser.exit(130, f"grade: interrupted; the students graded so far are in {args.output}, and the same "
+                         "command resumes\n")
     for r in results:
         extra = "" if r.status == "complete" else f"  ({r.status}{': ' + '; '.join(r.notes) if r.notes else ''})"
         print(f"{r.student:20s} {r.points:g} / {r.max_points:g}{extra}")

@@ -156,13 +156,14 @@ class Sheet:
             made = f"by another batch ({old.get('submissions')})" if old else "not by this batch"
             raise ValueError(f"{self.output} or {self.totals} already exists, made {made}: pass --regrade to "
                              "overwrite it, or another --output")
-        done = {row[0]: row for row in _read(self.totals)} if self.totals.exists() else {}
+        status = TOTAL_COLUMNS.index("status")  # "not graded": the grader's own trouble, worth another try
+        done = {row[0]: row for row in _read(self.totals) if row[status] != "not graded"} if self.totals.exists() else {}
         tests = _read(self.output) if self.output.exists() else []
         self.rows = {s: ([r for r in tests if r[0] == s], row) for s, row in done.items()}
 
     @property
     def graded(self) -> set[str]:
-        """Students whose results are already written (a resumed batch skips them)."""
+        """Students whose results are already written (a resumed batch skips them; not those "not graded")."""
         return set(self.rows)
 
     def start(self, batch: dict) -> None:
