@@ -37,7 +37,8 @@ browser:
 test: setup browser
 	$(BIN)/python -m pytest $(PYTEST_ARGS) || { rc=$$?; [ $$rc -eq 5 ] && echo "pytest: no tests collected" || exit $$rc; }
 
-# Student versions, hidden tests and an nbgrader source folder in build/assignments/.
+# Student versions (the notebooks as nbgrader releases them: needs the dev extra), hidden tests and an
+# nbgrader source folder in build/assignments/.
 assignments: setup
 	$(BIN)/python -m lab.grading.generate
 

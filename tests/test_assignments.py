@@ -21,7 +21,7 @@ from nbclient.exceptions import CellExecutionError
 from lab.grading import CHECKS, get_case
 from lab.grading.assignments import ASSIGNMENTS
 from lab.grading.collect import collect
-from lab.grading.generate import generate
+from lab.grading.generate import generate, hand_out
 from lab.grading.markers import HIDDEN, SOLUTION, regions, strip_code
 from lab.grading.submission import grading_names, load_submission, verify
 
@@ -155,6 +155,35 @@ def test_nbgrader_source_carries_the_weight_tables_and_keeps_the_students_module
     exec((out / "nbgrader" / "nbgrader_config.py").read_text(), {"get_config": lambda: config})
     assert config.Autograde.exclude_overwriting == {n: list(a.modules) for n, a in ASSIGNMENTS.items()}
     assert config.Execute.timeout >= 60
+
+
+def test_student_notebooks_are_nbgraders_release_with_the_weight_tables(generated, tmp_path):
+    """What students get is what nbgrader autograde needs: the graded cells' metadata and checksums, made
+    by nbgrader's own generate_assignment (issue 32: without them autograde scored everyone 0)."""
+    gens, out = generated
+    for name, g in gens.items():
+        a = ASSIGNMENTS[name]
+        nb = nbformat.read(g.student_dir / a.notebook, as_version=4)
+        graded = {c.id: c.metadata["nbgrader"] for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade")}
+        assert {cell: meta["points"] for cell, meta in graded.items()} == a.points
+        assert all(meta.get("checksum") and meta["grade_id"] == f"cell-{cell}" for cell, meta in graded.items())
+    g = gens["03_histogram_losses_and_bin_width"]
+    collect(g.student_dir, tmp_path / "s.zip", assignment=g.name, self_checks=False)
+    with zipfile.ZipFile(tmp_path / "s.zip") as zf:  # collect hands in the notebook with its metadata
+        handed_in = nbformat.reads(zf.read(ASSIGNMENTS[g.name].notebook).decode(), as_version=4)
+    assert sum(bool(c.metadata.get("nbgrader", {}).get("grade")) for c in handed_in.cells) == \
+        len(ASSIGNMENTS[g.name].points)
+
+
+def test_hand_out_refuses_a_release_that_differs_from_the_student_version(generated, tmp_path):
+    gens, _ = generated
+    g = gens["03_histogram_losses_and_bin_width"]
+    notebook = g.student_dir / ASSIGNMENTS[g.name].notebook
+    other = nbformat.read(notebook, as_version=4)
+    other.cells[0].source += "\nchanged"
+    nbformat.write(other, tmp_path / "release.ipynb")
+    with pytest.raises(ValueError, match="differs from the generator's student version"):
+        hand_out(tmp_path / "release.ipynb", notebook)
 
 
 def test_student_modules_import_and_every_todo_raises(generated):

@@ -141,6 +141,7 @@ def test_a_bad_submission_costs_only_itself(three, tmp_path):
     assert "does not match its manifest" in totals["tampered"]["notes"]
     assert totals["exit_then_hang"]["status"] == "timeout" and totals["segfault"]["status"] == "crashed"
     assert float(totals["exit_then_hang"]["points"]) == 0 and totals["empty"]["status"] == "missing"
+    assert totals["exit_at_import"]["status"] == "error"  # not "complete" with 0 points (issue 32)
     assert "broken.zip is not a readable zip" in totals["broken"]["notes"]
 
 

@@ -6,8 +6,10 @@ Markers: see :mod:`lab.grading.markers` (nbgrader's own, so nbgrader reads the s
 Hidden tests sit in a code cell under its visible self-check; the whole cell is one test, scored
 all or nothing with the points of the assignment's weight table (:mod:`lab.grading.assignments`).
 Output, per assignment NAME (a folder of ``source`` holding a notebook):
-  student/NAME/             modules with solutions -> ``raise NotImplementedError("TODO: ...")``,
-                            notebooks with answers -> "YOUR ANSWER HERE", no hidden tests, no outputs
+  student/NAME/             what students get: modules with solutions -> ``raise NotImplementedError("TODO: ...")``,
+                            the notebook as nbgrader's own ``generate_assignment`` releases it (answers ->
+                            "YOUR ANSWER HERE", no hidden tests, no outputs, nbgrader's cell metadata and
+                            checksums, so that ``nbgrader autograde`` can grade it)
   solution/NAME/            the sources, outputs cleared
   hidden_tests/test_NAME.py plain-pytest grading: RANKLAB_SUBMISSION=DIR_OR_ZIP pytest hidden_tests/
   nbgrader/source/NAME/     the solution notebook with nbgrader cell metadata (points from the weight
@@ -18,8 +20,12 @@ from __future__ import annotations
 
 import argparse
 import copy
+import importlib.util
 import re
 import shutil
+import subprocess
+import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -182,6 +188,35 @@ def generate_one(src: Path, out: Path) -> Generated:
     return Generated(name, dirs["student"], dirs["solution"], tests, stubs, first_todo_cell(student, stubs))
 
 
+def nbgrader_release(course: Path, names: list[str]) -> Path:
+    """Run nbgrader's own ``generate_assignment`` on ``course`` (a folder with source/ and nbgrader_config.py)
+    in a temporary copy; returns the folder holding release/NAME/ (the caller removes it)."""
+    if importlib.util.find_spec("nbgrader") is None:
+        raise RuntimeError("generate needs nbgrader to give the student notebooks nbgrader's metadata: "
+                           "pip install -e '.[dev]' (or pip install nbgrader)")
+    tmp = Path(tempfile.mkdtemp(prefix="ranklab_release_"))
+    shutil.copytree(course / "source", tmp / "source")
+    shutil.copy(course / "nbgrader_config.py", tmp / "nbgrader_config.py")
+    which = names[0] if len(names) == 1 else "*"
+    # --no-db: the released notebooks are all we need here; the instructor's own course folder keeps its gradebook.
+    done = subprocess.run([sys.executable, "-m", "nbgrader", "generate_assignment", which, "--no-db", "--force",
+                           "--log-level=ERROR"], cwd=tmp, capture_output=True, text=True)
+    if done.returncode != 0:
+        shutil.rmtree(tmp, ignore_errors=True)
+        last = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
+        raise RuntimeError(f"nbgrader generate_assignment failed (exit {done.returncode}): {last[0]}")
+    return tmp
+
+
+def hand_out(released: Path, student: Path) -> None:
+    """Write nbgrader's released notebook over the student notebook, once they are known to hold the same cells
+    (the generator's stubs and nbgrader's must agree, or the self-checks would test something else)."""
+    ours, theirs = nbformat.read(student, as_version=4), nbformat.read(released, as_version=4)
+    if [(c.cell_type, c.source) for c in ours.cells] != [(c.cell_type, c.source) for c in theirs.cells]:
+        raise ValueError(f"{released}: nbgrader's release differs from the generator's student version {student}")
+    nbformat.write(theirs, student)
+
+
 def generate(source: Path = Path("assignments"), out: Path = Path("build/assignments"),
              only: Optional[str] = None) -> list[Generated]:
     """Generate every assignment folder of ``source`` (those holding a notebook) into ``out``."""
@@ -190,7 +225,15 @@ def generate(source: Path = Path("assignments"), out: Path = Path("build/assignm
     if not folders:
         raise ValueError(f"no assignment folder (with a notebook) in {source}" + (f" named {only!r}" if only else ""))
     done = [generate_one(p, Path(out)) for p in folders]
-    (Path(out) / "nbgrader" / "nbgrader_config.py").write_text(nbgrader_config(list(ASSIGNMENTS.values())))
+    course = Path(out) / "nbgrader"
+    (course / "nbgrader_config.py").write_text(nbgrader_config(list(ASSIGNMENTS.values())))
+    release = nbgrader_release(course, [g.name for g in done])
+    try:
+        for g in done:
+            notebook = ASSIGNMENTS[g.name].notebook
+            hand_out(release / "release" / g.name / notebook, g.student_dir / notebook)
+    finally:
+        shutil.rmtree(release, ignore_errors=True)
     return done
 
 
@@ -200,7 +243,11 @@ def main(argv: Optional[list[str]] = None) -> None:
     parser.add_argument("--out", type=Path, default=Path("build/assignments"))
     parser.add_argument("--only", help="generate this assignment only (folder name)")
     args = parser.parse_args(argv)
-    for g in generate(args.source, args.out, args.only):
+    try:
+        done = generate(args.source, args.out, args.only)
+    except (OSError, ValueError, RuntimeError) as exc:
+        parser.exit(2, f"generate: {exc}\n")
+    for g in done:
         print(f"{g.name}: {len(g.stubs)} TODOs -> {g.student_dir}; hidden tests -> {g.hidden_tests}")
 
 

@@ -1,7 +1,7 @@
 """Grade a folder of submissions in one command: a grade sheet, totals for an LMS, a feedback file per student.
 
     python -m lab.grading.grade SUBMISSIONS_DIR -o grades.csv [--assignment NAME] [--source assignments]
-                                [--timeout 120] [--jobs 1]
+                                [--timeout 120] [--jobs 1] [--regrade] [--excel] [--max-unpacked-mb 50]
 
 SUBMISSIONS_DIR holds one entry per student, named after the student: ``NAME.zip`` (made by
 ``python -m lab.grading.collect``), or a folder ``NAME/`` holding the assignment's files, one such
@@ -10,7 +10,9 @@ notebook (self-check + hidden tests), each scored all or nothing with the points
 table in lab/grading/assignments.py. Every submission runs in its own process, in a scratch copy,
 with a time limit per test: a hang, a crash or an exit costs that submission its tests, never the batch.
 Writes ``grades.csv`` (one row per student and test), ``grades_totals.csv`` (one row per student)
-and ``grades_feedback/NAME.txt``. Written answers are graded by hand and are not in these points.
+and ``grades_feedback/NAME.txt``, each student as soon as it is graded: the same command again resumes
+(``--regrade`` starts over; another batch's outputs are refused). Zips are read streamed and within limits
+(:mod:`lab.grading.unzip`). Written answers are graded by hand and are not in these points.
 """
 from __future__ import annotations
 
@@ -22,91 +24,25 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import zipfile
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
 import nbformat
 from tqdm.auto import tqdm
 
-from .assignments import ASSIGNMENTS, Assignment, find_assignment
-from .grade_sheet import StudentResult, TestResult, write
+from .assignments import ASSIGNMENTS, Assignment
+from .find import Submission, find_submissions
+from .grade_sheet import Sheet, StudentResult, TestResult
 from .markers import notebook_tests
 from .submission import KINDS, MANIFEST, unpack, verify
+from .unzip import Limits, UnsafeZip
 
 CHECKOUT_SOURCE = Path(__file__).resolve().parents[2] / "assignments"
 STARTUP_S = 120  # allowance for starting Python and importing torch, on top of the per-test limits
-
-
-@dataclass
-class Submission:
-    student: str
-    path: Optional[Path]  # a zip or a folder; None when nothing gradable was found
-    assignment: Optional[Assignment] = None
-    notes: list[str] = field(default_factory=list)
-
-
-# ------------------------------------------------------------------------------ finding the work
-def _gradable(folder: Path) -> bool:
-    return any(p.suffix in KINDS for p in folder.iterdir() if p.is_file())
-
-
-def _locate(entry: Path) -> Optional[Path]:
-    """The zip or folder to grade for one entry of SUBMISSIONS_DIR."""
-    if entry.is_file():
-        return entry if entry.suffix == ".zip" else None
-    if _gradable(entry):
-        return entry
-    zips = sorted(entry.glob("*.zip"))
-    if len(zips) == 1:
-        return zips[0]
-    inner = [p for p in entry.iterdir() if p.is_dir() and p.name in ASSIGNMENTS]  # nbgrader: NAME/ASSIGNMENT/
-    return inner[0] if len(inner) == 1 and _gradable(inner[0]) else None
-
-
-def _assignment(path: Path, notes: list[str]) -> Optional[Assignment]:
-    """By the zip's manifest, else by the files (see find_assignment)."""
-    if path.suffix == ".zip":
-        try:
-            return ASSIGNMENTS[verify(path)["assignment"]]
-        except Exception:  # no or broken manifest: look at the files instead (_prepare notes why)
-            with zipfile.ZipFile(path) as zf:
-                files = {n for n in zf.namelist() if "/" not in n}
-    else:
-        files = {p.name for p in path.iterdir()}
-    try:
-        return find_assignment(path.stem if path.suffix == ".zip" else path.name, files)
-    except ValueError as exc:
-        notes.append(str(exc))
-        return None
-
-
-def find_submissions(folder: Path, forced: Optional[str] = None) -> list[Submission]:
-    """One Submission per entry of ``folder`` (hidden entries and stray files skipped), sorted by student.
-    An entry whose assignment cannot be told gets the batch's, when the others agree on one."""
-    out = []
-    for entry in sorted(folder.iterdir()):
-        if entry.name.startswith(".") or (entry.is_file() and entry.suffix != ".zip"):
-            continue
-        sub = Submission(entry.stem if entry.is_file() else entry.name, _locate(entry))
-        if sub.path is not None and sub.path.suffix == ".zip" and not zipfile.is_zipfile(sub.path):
-            sub.path = None
-            sub.notes.append(f"{entry.name} is not a readable zip")
-        elif sub.path is None:
-            sub.notes.append("no submission found (a zip from lab.grading.collect, or the assignment's files)")
-        if forced:
-            sub.assignment = ASSIGNMENTS[forced]
-        elif sub.path is not None:
-            sub.assignment = _assignment(sub.path, sub.notes)
-        out.append(sub)
-    found = {s.assignment.name for s in out if s.assignment}
-    if len(found) == 1:
-        for sub in out:
-            sub.assignment = sub.assignment or ASSIGNMENTS[next(iter(found))]
-    return out
 
 
 def load_tests(source: Path, assignment: Assignment) -> list[dict]:
@@ -124,16 +60,17 @@ def load_tests(source: Path, assignment: Assignment) -> list[dict]:
 
 
 # -------------------------------------------------------------------------------- one student
-def _prepare(sub: Submission, work: Path) -> None:
-    """Copy (or unpack) the submission's modules and notebooks into ``work``; note what is odd."""
+def _prepare(sub: Submission, work: Path, limits: Limits) -> None:
+    """Copy (or unpack) the submission's modules and notebooks into ``work``; note what is odd.
+    Raises UnsafeZip for a zip beyond ``limits``."""
     if sub.path.suffix == ".zip":
         try:
-            verify(sub.path)
+            verify(sub.path, limits)
         except KeyError:
             sub.notes.append(f"{sub.path.name} has no {MANIFEST}: not made by lab.grading.collect")
         except Exception as exc:
             sub.notes.append(f"{sub.path.name} does not match its manifest ({exc}); graded as it is")
-        unpack(sub.path, work)
+        unpack(sub.path, work, limits)
     else:
         for p in sub.path.iterdir():
             if p.is_file() and p.suffix in KINDS:
@@ -150,7 +87,7 @@ def _ended(proc: subprocess.Popen, timed_out: bool, total: float) -> str:
             "os._exit() or crash the interpreter?")
 
 
-def run_submission(sub: Submission, tests: list[dict], timeout: float) -> StudentResult:
+def run_submission(sub: Submission, tests: list[dict], timeout: float, limits: Limits = Limits()) -> StudentResult:
     """Grade one submission in its own process."""
     name, start = sub.assignment.name, time.perf_counter()
 
@@ -164,7 +101,12 @@ def run_submission(sub: Submission, tests: list[dict], timeout: float) -> Studen
         scratch = Path(scratch)
         work = scratch / "work"
         work.mkdir()
-        _prepare(sub, work)
+        try:
+            _prepare(sub, work, limits)
+        except (UnsafeZip, zipfile.BadZipFile) as exc:  # nothing of it is graded; the note says which limit
+            sub.notes.append(f"refused: {exc}")
+            return StudentResult(sub.student, name, [result(t, "error", f"refused: {exc}") for t in tests], 0.0,
+                                 sub.notes)
         missing = [m for m in sub.assignment.modules if not (work / m).is_file()]
         if missing:
             text = f"{', '.join(missing)} is missing from the submission"
@@ -214,36 +156,70 @@ def _pythonpath() -> str:
 
 
 # ----------------------------------------------------------------------------------- the batch
+def batch_of(folder: Path, assignment: Optional[str]) -> dict:
+    """What makes two runs the same batch (the second resumes the first): the submissions folder and --assignment."""
+    return {"submissions": str(Path(folder).resolve()), "assignment": assignment}
+
+
 def grade(folder: Path, output: Path, *, assignment: Optional[str] = None, source: Optional[Path] = None,
           timeout: float = 120, jobs: int = 1, totals: Optional[Path] = None,
-          feedback: Optional[Path] = None) -> list[StudentResult]:
-    """Grade every submission of ``folder``; write the grade sheet, the totals and the feedback files."""
+          feedback: Optional[Path] = None, max_unpacked_mb: float = 50, regrade: bool = False,
+          excel: bool = False) -> list[StudentResult]:
+    """Grade every submission of ``folder``; write the grade sheet, the totals and the feedback files, each
+    student as soon as it is graded. A re-run of the same batch (same folder and ``assignment``) skips the
+    students already written, unless ``regrade``; outputs of another batch are refused (see grade_sheet.Sheet).
+    Returns the students graded by this run."""
     if not timeout > 0 or jobs < 1:
         raise ValueError(f"timeout must be > 0 seconds and jobs >= 1, got timeout={timeout}, jobs={jobs}")
+    if not max_unpacked_mb > 0:
+        raise ValueError(f"--max-unpacked-mb must be > 0, got {max_unpacked_mb}")
+    limits = Limits(max_bytes=int(max_unpacked_mb * 2**20))
     folder = Path(folder)
     if not folder.is_dir():
         raise FileNotFoundError(f"{folder} is not a folder")
-    subs = find_submissions(folder, assignment)
+    subs = find_submissions(folder, assignment, limits)
     if not subs:
         raise ValueError(f"{folder} holds no submission (NAME.zip files or NAME/ folders)")
     source = Path(source) if source else (Path("assignments") if Path("assignments").is_dir() else CHECKOUT_SOURCE)
     tests = {a.name: load_tests(source, a) for a in {s.assignment for s in subs if s.assignment}}
+    output = Path(output)
+    batch = batch_of(folder, assignment)
+    sheet = Sheet(output, totals or output.with_name(f"{output.stem}_totals.csv"),
+                  feedback or output.with_name(f"{output.stem}_feedback"), batch, regrade=regrade, excel=excel)
+    todo = [s for s in subs if s.student not in sheet.graded]
+    if len(todo) < len(subs):
+        print(f"grade: resuming {output}: {len(subs) - len(todo)} of {len(subs)} students already graded are kept "
+              "(--regrade grades them again)", file=sys.stderr)
+    sheet.start(batch)
+    lock, stop = threading.Lock(), threading.Event()
 
-    def one(sub: Submission) -> StudentResult:
+    def one(sub: Submission) -> Optional[StudentResult]:
+        if stop.is_set():  # the batch is being stopped (Ctrl-C): leave this student to the re-run
+            return None
         if sub.assignment is None:
-            return StudentResult(sub.student, "", [], 0.0, sub.notes)
-        try:
-            return run_submission(sub, tests[sub.assignment.name], timeout)
-        except Exception as exc:  # the grader's own trouble with this submission (disk, permissions): note it, go on
-            return StudentResult(sub.student, sub.assignment.name, [], 0.0,
-                                 sub.notes + [f"could not be graded: {type(exc).__name__}: {exc}"])
+            result = StudentResult(sub.student, "", [], 0.0, sub.notes)
+        else:
+            try:
+                result = run_submission(sub, tests[sub.assignment.name], timeout, limits)
+            except BaseException as exc:  # noqa: B036
+                if not isinstance(exc, Exception):  # Ctrl-C, a SystemExit: the batch stops
+                    stop.set()
+                    raise
+                # The grader's own trouble with this submission (disk, permissions): note it, go on.
+                result = StudentResult(sub.student, sub.assignment.name, [], 0.0,
+                                       sub.notes + [f"could not be graded: {type(exc).__name__}: {exc}"])
+        with lock:  # written now, by this thread: a crash of the batch later loses nothing of it
+            sheet.add(result)
+        return result
 
     with ThreadPoolExecutor(max(1, jobs)) as pool:  # threads only wait: each submission is its own process
-        results = list(tqdm(pool.map(one, subs), total=len(subs), desc="grading", unit="student"))
-    output = Path(output)
-    write(results, output, totals or output.with_name(f"{output.stem}_totals.csv"),
-          feedback or output.with_name(f"{output.stem}_feedback"))
-    return results
+        futures = [pool.submit(one, s) for s in todo]
+        try:
+            return [r for f in tqdm(futures, desc="grading", unit="student") if (r := f.result())]
+        finally:  # on Ctrl-C (or any escape) start no other student; the written ones stay
+            stop.set()
+            for f in futures:
+                f.cancel()
 
 
 def main(argv: Optional[list[str]] = None) -> None:
@@ -257,12 +233,23 @@ def main(argv: Optional[list[str]] = None) -> None:
     parser.add_argument("--jobs", type=int, default=1, help="submissions graded at once (default 1)")
     parser.add_argument("--totals", type=Path, help="default: OUTPUT_totals.csv")
     parser.add_argument("--feedback", type=Path, help="folder of the feedback files (default: OUTPUT_feedback/)")
+    parser.add_argument("--regrade", action="store_true", help="grade every student again, overwriting OUTPUT "
+                        "(default: a re-run of the same batch skips the students already in it; another batch's "
+                        "OUTPUT is refused)")
+    parser.add_argument("--excel", action="store_true", help="write the CSVs with a UTF-8 BOM, which Excel needs "
+                        "to show accents and symbols (LibreOffice and LMS imports read either)")
+    parser.add_argument("--max-unpacked-mb", type=float, default=50, help="a zip unpacking to more is refused "
+                        "(default 50; collect packs at most 5)")
     args = parser.parse_args(argv)
     try:
         results = grade(args.submissions, args.output, assignment=args.assignment, source=args.source,
-                        timeout=args.timeout, jobs=args.jobs, totals=args.totals, feedback=args.feedback)
+                        timeout=args.timeout, jobs=args.jobs, totals=args.totals, feedback=args.feedback,
+                        max_unpacked_mb=args.max_unpacked_mb, regrade=args.regrade, excel=args.excel)
     except (OSError, ValueError) as exc:
         parser.exit(2, f"grade: {exc}\n")
+    except KeyboardInterrupt:
+        parser.exit(130, f"grade: interrupted; the students graded so far are in {args.output}, and the same "
+                         "command resumes\n")
     for r in results:
         extra = "" if r.status == "complete" else f"  ({r.status}{': ' + '; '.join(r.notes) if r.notes else ''})"
         print(f"{r.student:20s} {r.points:g} / {r.max_points:g}{extra}")

@@ -3,18 +3,27 @@
 grades.csv         one row per student and test: student, assignment, test, function, points,
                    max_points, status, seconds, feedback (the message's first paragraph), feedback_file
 grades_totals.csv  one row per student: student, assignment, points, max_points, percent, seconds,
-                   status (complete, or what went wrong), notes, feedback_file
+                   status (complete, or what went wrong: missing, crashed, timeout, error), notes, feedback_file
 grades_feedback/   NAME.txt per student: every test with its full message
+grades_batch.json  which batch wrote them (the submissions folder): a re-run of the same batch resumes
+
+Cells are written as text a spreadsheet will not run (see :func:`safe_cell`); students in natural order.
 """
 from __future__ import annotations
 
 import csv
+import io
+import json
+import os
+import re
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
 TEST_COLUMNS = ["student", "assignment", "test", "function", "points", "max_points", "status", "seconds", "feedback",
                 "feedback_file"]
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 TOTAL_COLUMNS = ["student", "assignment", "points", "max_points", "percent", "seconds", "status", "notes",
                  "feedback_file"]
 
@@ -54,8 +63,9 @@ class StudentResult:
 
     @property
     def status(self) -> str:
-        """complete, or the worst thing that happened: missing, crashed, timeout."""
-        for bad in ("missing", "crashed", "timeout"):
+        """complete, or the worst thing that happened: missing, crashed, timeout, error (the code raised
+        outside a check: a module that fails to import, a zip that was refused, sys.exit)."""
+        for bad in ("missing", "crashed", "timeout", "error"):
             if any(t.status == bad for t in self.tests):
                 return bad
         return "complete" if self.tests else "not graded"
@@ -84,26 +94,105 @@ def feedback_text(result: StudentResult) -> str:
     return "\n".join(head) + "\n\n" + "\n\n".join(body) + "\n"
 
 
-def write(results: Iterable[StudentResult], output: Path, totals: Path, feedback: Path) -> None:
-    """The three outputs; folders are created, files overwritten."""
-    results = list(results)
-    for path in (output.parent, totals.parent, feedback):
-        path.mkdir(parents=True, exist_ok=True)
-    files = {}
+def natural_key(name: str) -> list:
+    """Sort key that puts s9 before s10: digit runs compare as numbers (split alternates text, number)."""
+    return [int(part) if i % 2 else part.casefold() for i, part in enumerate(re.split(r"(\d+)", name))]
+
+
+def safe_cell(value: object) -> str:
+    """A CSV cell a spreadsheet shows as text: one starting with = + - @ (a formula to Excel and LibreOffice),
+    a tab or a carriage return gets a leading single quote (OWASP's CSV injection advice)."""
+    text = str(value)
+    return "'" + text if text[:1] in FORMULA_STARTS else text
+
+
+def write_atomic(path: Path, text: str, encoding: str = "utf-8") -> None:
+    """A temporary file in the same folder, flushed to disk, then renamed: a reader or a crash sees the old
+    file or the new one, never half of it."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding=encoding, newline="") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def _csv(header: list[str], rows: Iterable[list[str]]) -> str:
+    out = io.StringIO()
+    sheet = csv.writer(out)
+    sheet.writerow(header)
+    sheet.writerows([safe_cell(c) for c in row] for row in rows)
+    return out.getvalue()
+
+
+def _read(path: Path) -> list[list[str]]:
+    with open(path, newline="", encoding="utf-8-sig") as f:  # -sig: also reads back an --excel sheet
+        return list(csv.reader(f))[1:]
+
+
+class Sheet:
+    """The three outputs of one batch, brought up to date as each student finishes (so a crash loses only
+    the students being graded), and picked up again by a later run on the same submissions folder.
+
+    ``batch`` identifies the run (the submissions folder, ...); it is kept in OUTPUT_batch.json. Outputs
+    that exist without it, or with another batch's, are refused unless ``regrade``: they may be an
+    instructor's grades. ``excel``: the CSVs start with a UTF-8 BOM, which Excel needs to read UTF-8.
+    """
+
+    def __init__(self, output: Path, totals: Path, feedback: Path, batch: dict, *, regrade: bool = False,
+                 excel: bool = False) -> None:
+        self.output, self.totals, self.feedback = Path(output), Path(totals), Path(feedback)
+        self.marker = self.output.with_name(f"{self.output.stem}_batch.json")
+        self.encoding = "utf-8-sig" if excel else "utf-8"
+        self.rows: dict[str, tuple[list[list[str]], list[str]]] = {}  # student -> (test rows, totals row)
+        old = json.loads(self.marker.read_text()) if self.marker.is_file() else None
+        if regrade or not (self.output.exists() or self.totals.exists()):
+            return
+        if old != batch:
+            made = f"by another batch ({old.get('submissions')})" if old else "not by this batch"
+            raise ValueError(f"{self.output} or {self.totals} already exists, made {made}: pass --regrade to "
+                             "overwrite it, or another --output")
+        status = TOTAL_COLUMNS.index("status")  # "not graded": the grader's own trouble, worth another try
+        done = {row[0]: row for row in _read(self.totals) if row[status] != "not graded"} if self.totals.exists() else {}
+        tests = _read(self.output) if self.output.exists() else []
+        self.rows = {s: ([r for r in tests if r[0] == s], row) for s, row in done.items()}
+
+    @property
+    def graded(self) -> set[str]:
+        """Students whose results are already written (a resumed batch skips them; not those "not graded")."""
+        return set(self.rows)
+
+    def start(self, batch: dict) -> None:
+        for path in (self.output.parent, self.totals.parent, self.feedback):
+            path.mkdir(parents=True, exist_ok=True)
+        write_atomic(self.marker, json.dumps(batch, indent=1) + "\n")
+        self._flush()
+
+    def add(self, r: StudentResult) -> None:
+        """Write one student's feedback file and rows; the totals row goes last, as the sign it is done."""
+        path = self.feedback / f"{r.student}.txt"
+        write_atomic(path, feedback_text(r))
+        tests = [[t.student, t.assignment, t.test, t.function, _number(t.points), _number(t.max_points), t.status,
+                  f"{t.seconds:.2f}", first_paragraph(t.message), str(path)] for t in r.tests]
+        percent = f"{100 * r.points / r.max_points:.1f}" if r.max_points else ""
+        total = [r.student, r.assignment, _number(r.points), _number(r.max_points), percent, f"{r.seconds:.1f}",
+                 r.status, "; ".join(r.notes), str(path)]
+        self.rows[r.student] = (tests, total)
+        self._flush()
+
+    def _flush(self) -> None:
+        order = sorted(self.rows, key=natural_key)
+        write_atomic(self.output, _csv(TEST_COLUMNS, (t for s in order for t in self.rows[s][0])), self.encoding)
+        write_atomic(self.totals, _csv(TOTAL_COLUMNS, (self.rows[s][1] for s in order)), self.encoding)
+
+
+def write(results: Iterable[StudentResult], output: Path, totals: Path, feedback: Path, excel: bool = False) -> None:
+    """The three outputs of ``results`` at once; folders are created, files overwritten."""
+    sheet = Sheet(output, totals, feedback, {}, regrade=True, excel=excel)
+    sheet.start({})
     for r in results:
-        files[r.student] = feedback / f"{r.student}.txt"
-        files[r.student].write_text(feedback_text(r))
-    with open(output, "w", newline="") as f:
-        sheet = csv.writer(f)
-        sheet.writerow(TEST_COLUMNS)
-        for r in results:
-            for t in r.tests:
-                sheet.writerow([t.student, t.assignment, t.test, t.function, _number(t.points), _number(t.max_points),
-                                t.status, f"{t.seconds:.2f}", first_paragraph(t.message), str(files[r.student])])
-    with open(totals, "w", newline="") as f:
-        sheet = csv.writer(f)
-        sheet.writerow(TOTAL_COLUMNS)
-        for r in results:
-            percent = f"{100 * r.points / r.max_points:.1f}" if r.max_points else ""
-            sheet.writerow([r.student, r.assignment, _number(r.points), _number(r.max_points), percent,
-                            f"{r.seconds:.1f}", r.status, "; ".join(r.notes), str(files[r.student])])
+        sheet.add(r)

@@ -12,7 +12,6 @@ import json
 import os
 import sys
 import tempfile
-import zipfile
 from pathlib import Path
 from typing import Any, Optional
 
@@ -21,6 +20,7 @@ from .cases import Case
 from .checks import CHECKS
 from .feedback import CheckFailure, CheckResult, NotImplementedYet
 from .topics import TOPICS, cases, get_case
+from .unzip import Limits, check_entries, extract, open_zip, read_small, sha256_entry
 
 MANIFEST = "manifest.json"
 KINDS = (".py", ".ipynb")
@@ -30,29 +30,29 @@ def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def verify(zip_path: Path) -> dict[str, Any]:
-    """The manifest of a submission zip, after checking every file against its hash."""
-    with zipfile.ZipFile(zip_path) as zf:
-        manifest = json.loads(zf.read(MANIFEST))
+def verify(zip_path: Path, limits: Limits = Limits()) -> dict[str, Any]:
+    """The manifest of a submission zip, after checking every file against its hash (read in chunks,
+    within ``limits``: see :mod:`lab.grading.unzip`)."""
+    label = Path(zip_path).name
+    with open_zip(zip_path, limits) as zf:
+        infos = {i.filename: i for i in check_entries(zf, label, limits)}
+        manifest = json.loads(read_small(zf, MANIFEST, label))
         listed = {f["path"]: f["sha256"] for f in manifest["files"]}
-        present = set(zf.namelist()) - {MANIFEST}
+        present = set(infos) - {MANIFEST}
         if present != set(listed):
             raise ValueError(f"{zip_path}: files {sorted(present ^ set(listed))} are not as the manifest lists them")
+        used = 0
         for name, digest in listed.items():
-            if sha256(zf.read(name)) != digest:
+            if sha256_entry(zf, infos[name], label, limits, used) != digest:
                 raise ValueError(f"{zip_path}: {name} was changed after collection (hash mismatch)")
+            used += infos[name].file_size
     return manifest
 
 
-def unpack(zip_path: Path, folder: Path) -> list[str]:
-    """Write the zip's top-level modules and notebooks into ``folder``; returns their names."""
-    names = []
-    with zipfile.ZipFile(zip_path) as zf:
-        for name in zf.namelist():
-            if Path(name).suffix in KINDS and "/" not in name and not name.startswith("."):
-                (folder / name).write_bytes(zf.read(name))
-                names.append(name)
-    return names
+def unpack(zip_path: Path, folder: Path, limits: Limits = Limits()) -> list[str]:
+    """Write the zip's top-level modules and notebooks into ``folder``; returns their names.
+    Raises :class:`~lab.grading.unzip.UnsafeZip` for a zip beyond ``limits`` (a zip bomb, a path out)."""
+    return extract(zip_path, folder, lambda name: Path(name).suffix in KINDS and not name.startswith("."), limits)
 
 
 def import_modules(folder: Path, assignment: Assignment) -> dict[str, Any]:
