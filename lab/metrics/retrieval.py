@@ -13,12 +13,12 @@ from typing import Iterator, Optional, Sequence, Union
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 from tqdm.auto import tqdm
 
 from ..core.checks import check_chunk_size, check_ks, check_references, fine
 from ..core.graded_ranks import GradedRanks, exact_graded_ranks
+from ..core.normalize import unit_rows
 from ..core.relevance import check_alpha, hap_relevance, ndcg_relevance, num_levels, shared_levels
 from .exact import Sorted, ap_from_ranks, hits_from_ranks, map_at_r_from_ranks, ranks_for, sort_scores
 from .hierarchical import asi, h_ap_from_ranks, ndcg_from_ranks
@@ -215,8 +215,9 @@ def _per_query(
 
     device = _work_device(query_emb.device)
     backend = _backend(backend, device)
-    queries = F.normalize(query_emb.detach().float().to(device), dim=1)
-    refs_t = F.normalize(ref_emb.detach().float().to(device), dim=1).T.contiguous()  # (D, N): one layout for mm
+    queries = unit_rows(query_emb.detach().to(device), torch.float32)
+    refs = queries if self_retrieval else unit_rows(ref_emb.detach().to(device), torch.float32)
+    refs_t = refs.T.contiguous()  # (D, N): one layout for mm
     q_all = query_labels.to(device).view(len(query_labels), -1)
     r_all = ref_labels.to(device).view(len(ref_labels), -1)
     q_lab, r_lab = fine(q_all).contiguous(), fine(r_all).contiguous()
