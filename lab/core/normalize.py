@@ -1,4 +1,4 @@
-"""Unit rows: the one normalisation every loss and metric uses.
+"""Unit rows and cosine scores: the one normalisation every loss and metric uses.
 
 ``unit_rows`` is right for every finite row: ``F.normalize`` alone leaves rows whose norm is
 below its eps (1e-12) unnormalised and turns rows whose squared norm overflows (|x| beyond about
@@ -6,8 +6,15 @@ below its eps (1e-12) unnormalised and turns rows whose squared norm overflows (
 beyond 3.4e38. Here each row is first scaled by a power of two that brings its largest |entry|
 into [0.5, 1): only exponents change, so a row of ordinary size gives bit for bit what
 ``F.normalize`` gave, and a row at 1e-30 or 1e30 the same cosines as at 1.
+
+``cosine_scores`` gives bitwise-identical rows bitwise-identical scores, whatever their positions:
+a matrix product rounds an entry differently by where it falls in the kernel's tiles (1.0 or
+0.9999999999999999 for a row against its own copy), and an exact step (Sup-AP's rank^+) would
+count that last bit as an order, so the loss would depend on the order of the batch.
 """
 from __future__ import annotations
+
+from typing import Optional
 
 import torch
 import torch.nn.functional as F
@@ -32,3 +39,51 @@ def unit_rows(x: Tensor, dtype: torch.dtype) -> Tensor:
         first, second = torch.pow(two, -half), torch.pow(two, half - exponent)  # exact powers of two
     scaled = x.to(work) * first * second
     return F.normalize(scaled.to(dtype), dim=1)
+
+
+def _unique_rows(x: Tensor) -> Optional[tuple[Tensor, Tensor]]:
+    """(distinct rows (U, D) in sorted order, index (B,) of each row's distinct row), or None when
+    the rows are all different. Rows whose first entries all differ are different: a sort of B
+    numbers proves it for the usual batch, without the sort of whole rows (4x its cost)."""
+    x = x.detach()
+    if len(torch.unique(x[:, 0])) == len(x):
+        return None
+    unique, inverse = torch.unique(x, dim=0, return_inverse=True)
+    return None if len(unique) == len(x) else (unique, inverse)
+
+
+class _SharedProduct(torch.autograd.Function):
+    """q @ r.T computed once per distinct pair of rows and gathered; the gradient is q @ r.T's
+    (each copy of a row gets its own share, not its first copy all of it)."""
+
+    @staticmethod
+    def forward(ctx, q: Tensor, r: Tensor, unique_q: Tensor, inverse_q: Tensor, unique_r: Tensor,
+                inverse_r: Tensor) -> Tensor:
+        ctx.save_for_backward(q, r)
+        return (unique_q @ unique_r.T)[inverse_q[:, None], inverse_r[None, :]]
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):
+        q, r = ctx.saved_tensors
+        return grad @ r, grad.T @ q, None, None, None, None
+
+
+def cosine_scores(q: Tensor, r: Tensor) -> Tensor:
+    """q @ r.T for unit rows q (B, D) and r (N, D), the same dtype; differentiable.
+
+    Rule: bitwise-equal rows of q give bitwise-equal rows of scores, and bitwise-equal rows of r
+    bitwise-equal columns. Without duplicates this is the plain product; with them each distinct
+    pair is scored once and gathered (a side without duplicates keeps its order).
+    """
+    found_q = _unique_rows(q)
+    found_r = found_q if r is q else _unique_rows(r)
+    if found_q is None and found_r is None:
+        return q @ r.T
+    unique_q, inverse_q = found_q or _as_distinct(q)
+    unique_r, inverse_r = found_r or _as_distinct(r)
+    return _SharedProduct.apply(q, r, unique_q, inverse_q, unique_r, inverse_r)
+
+
+def _as_distinct(x: Tensor) -> tuple[Tensor, Tensor]:
+    """What ``_unique_rows`` would say of rows that all differ, keeping their order."""
+    return x.detach(), torch.arange(len(x), device=x.device)

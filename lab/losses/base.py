@@ -18,7 +18,7 @@ from torch import Tensor, nn
 
 from ..core.checks import as_bool, check_references, fine
 from ..core.hparams import Declared
-from ..core.normalize import unit_rows
+from ..core.normalize import cosine_scores, unit_rows
 from ..core.relevance import build_relevance
 
 
@@ -125,7 +125,7 @@ def pairwise_inputs(
     with torch.autocast(device_type=embeddings.device.type, enabled=False):
         q = unit_rows(embeddings, dtype)
         r = q if self_retrieval else unit_rows(ref_embeddings, dtype)
-        scores = q @ r.T
+        scores = cosine_scores(q, r)  # copies of a row score alike wherever they sit
     shape = scores.shape
     if mask is not None:
         mask = as_bool("mask", mask, shape, scores.device)
