@@ -5,12 +5,16 @@ import warnings
 
 import pytest
 import torch
+import torch.nn.functional as F
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import lab.losses as L
 from lab.core.normalize import cosine_scores, unit_rows
 from lab.losses import fused_sums
+from lab.metrics import retrieval_metrics
+
+from . import reference as ref
 
 
 def duplicated(seed: int, n: int, distinct: int, dim: int, dtype: torch.dtype, classes: int = 4):
@@ -97,3 +101,59 @@ def test_the_fused_path_is_order_free_too_and_agrees_with_pytorch(name, monkeypa
 def test_the_issues_sup_ap_example_is_order_free():
     emb, labels, perm = duplicated(0, 32, 6, 16, torch.float64)
     assert L.SupAP()(emb, labels).item() == pytest.approx(L.SupAP()(emb[perm], labels[perm]).item(), abs=1e-12)
+
+
+# ------------------------------------------------------------------------------ the metrics
+def tie_rule_metrics(queries, query_labels, gallery, labels, exclude_self, ks=(1, 2, 4, 8)):
+    """R@k and mAP by the README's tie rule, one query at a time in float64 (copies tie exactly):
+    the list sorted by decreasing score with negatives first among equal scores; AP with the
+    pessimistic rank of tests/reference.py. Means over the queries with a positive."""
+    q, r = (F.normalize(x.double(), dim=1) for x in (queries, gallery))
+    sums, used = dict.fromkeys([*(f"R@{k}" for k in ks), "mAP"], 0.0), 0
+    for i in range(len(q)):
+        items = [j for j in range(len(r)) if not (exclude_self and j == i)]
+        scores = [float(q[i] @ r[j]) for j in items]
+        targets = [bool(labels[j] == query_labels[i]) for j in items]
+        if not any(targets):
+            continue
+        used += 1
+        ranked = [t for _, t in sorted(zip(scores, targets), key=lambda st: (-st[0], st[1]))]
+        for k in ks:
+            sums[f"R@{k}"] += float(any(ranked[:k]))
+        sums["mAP"] += ref.ap_loop(scores, targets)
+    return {key: value / used for key, value in sums.items()}
+
+
+def copied_gallery(seed: int):
+    """A gallery whose item j is copied to its last place under another class, and a query near it:
+    the positive and its negative copy tie at the top, so the tie rule gives R@1 = 0."""
+    g = torch.Generator().manual_seed(seed)
+    n = int(torch.randint(20, 60, (1,), generator=g))
+    gallery, labels = torch.randn(n, 8, generator=g), torch.randint(0, 5, (n,), generator=g)
+    j = int(torch.randint(0, n - 1, (1,), generator=g))
+    gallery[-1], labels[-1] = gallery[j], (labels[j] + 1) % 5
+    return gallery[[j]] + 0.01 * torch.randn(1, 8, generator=g), labels[[j]], gallery, labels
+
+
+def test_both_backends_keep_the_tie_rule_on_a_gallery_with_copies():
+    """Failed on main: faiss scored the two copies differently by position, and 6 of these 40
+    galleries gave R@1 = 1 where the rule (and the torch backend) gives 0."""
+    for seed in range(40):
+        query, query_labels, gallery, labels = copied_gallery(seed)
+        want = tie_rule_metrics(query, query_labels, gallery, labels, False)
+        assert want["R@1"] == 0.0
+        got = {b: retrieval_metrics(query, query_labels, gallery, labels, backend=b) for b in ("faiss", "torch")}
+        assert got["faiss"] == got["torch"], seed
+        assert {k: got["faiss"][k] for k in want} == pytest.approx(want, abs=1e-12), seed
+
+
+@pytest.mark.parametrize("method", ["count", "sort"])
+def test_backends_give_identical_numbers_on_a_duplicated_gallery(method):
+    emb, labels, perm = duplicated(5, 300, 60, 16, torch.float32, classes=12)
+    got = [retrieval_metrics(emb, labels, backend=b, method=method, chunk_size=c)
+           for b in ("faiss", "torch") for c in (None, 37)]
+    assert all(g == got[0] for g in got[1:])
+    want = tie_rule_metrics(emb, labels, emb, labels, True)
+    assert {k: got[0][k] for k in want} == pytest.approx(want, abs=1e-6)  # the sort path sums in float32
+    permuted = retrieval_metrics(emb[perm], labels[perm], backend="faiss", method=method)
+    assert permuted == pytest.approx(got[0], abs=1e-6)
