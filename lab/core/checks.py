@@ -121,8 +121,15 @@ def check_embeddings(name: str, x: Tensor) -> None:
         raise ValueError(f"{name} must be a non-empty 2-D tensor (batch, dim), got shape {tuple(x.shape)}")
     if not x.is_floating_point():
         raise ValueError(f"{name} must be floating point, got dtype {x.dtype}")
-    if not torch.isfinite(x).all():
+    # Each row's largest |entry|: NaN or inf if the row holds one, 0 if the row has no direction
+    # (lab.core.normalize.unit_rows needs one). One wait on the device for both checks.
+    largest = x.detach().abs().amax(1)
+    low, high = (float(v) for v in torch.stack(torch.aminmax(largest)).tolist())
+    if not (math.isfinite(low) and math.isfinite(high)):
         raise ValueError(f"{name} contain NaN or infinity (did the model diverge?)")
+    if low == 0:
+        raise ValueError(f"{name} has an all-zero row (row {int((largest == 0).nonzero()[0])}): a cosine needs a "
+                         "direction; give rows with at least one nonzero entry")
 
 
 def check_labels(name: str, labels: Tensor, size: int, device: torch.device) -> Tensor:

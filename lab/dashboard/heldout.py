@@ -10,10 +10,10 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 import torch
-import torch.nn.functional as F
 from PIL import Image
 from torch import Tensor
 
+from ..core.normalize import unit_rows
 from ..metrics import average_precision
 from ..train import class_subset
 from ..viz.retrieval import project_2d, retrieve
@@ -63,7 +63,7 @@ def neighbours(h: HeldOut, query: int, k: int) -> dict[str, list]:
 
 
 def _scores(h: HeldOut) -> tuple[Tensor, Tensor, Tensor]:
-    e = F.normalize(h.embeddings.float(), dim=1)
+    e = unit_rows(h.embeddings, torch.float32)
     fine = h.labels[:, 0]
     return e @ e.T, fine[:, None] == fine[None, :], ~torch.eye(len(e), dtype=torch.bool)
 
@@ -101,7 +101,7 @@ def project(h: HeldOut, method: str = "pca", seed: int = 0) -> list[list[float]]
     from sklearn.manifold import TSNE  # imported on demand: seconds
     from threadpoolctl import threadpool_limits
 
-    x = F.normalize(h.embeddings.double(), dim=1).numpy()
+    x = unit_rows(h.embeddings, torch.float64).numpy()
     perplexity = float(min(30.0, max(2.0, (len(x) - 1) / 3)))
     # One thread: OpenMP's spinning threads make a busy 2-core machine 10-20x slower, not faster.
     with threadpool_limits(limits=1):

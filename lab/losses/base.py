@@ -14,11 +14,11 @@ import warnings
 from typing import Any, Callable, Iterable, Optional, Sequence
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..core.checks import as_bool, check_references, fine
 from ..core.hparams import Declared
+from ..core.normalize import cosine_scores, unit_rows
 from ..core.relevance import build_relevance
 
 
@@ -121,10 +121,11 @@ def pairwise_inputs(
     """
     labels, ref_embeddings, ref_labels, self_retrieval = check_references(embeddings, labels, ref_embeddings,
                                                                           ref_labels)
+    dtype = torch.float64 if embeddings.dtype == torch.float64 else torch.float32
     with torch.autocast(device_type=embeddings.device.type, enabled=False):
-        q = F.normalize(embeddings.float() if embeddings.dtype != torch.float64 else embeddings, dim=1)
-        r = F.normalize(ref_embeddings.to(q.dtype), dim=1)
-        scores = q @ r.T
+        q = unit_rows(embeddings, dtype)
+        r = q if self_retrieval else unit_rows(ref_embeddings, dtype)
+        scores = cosine_scores(q, r)  # copies of a row score alike wherever they sit
     shape = scores.shape
     if mask is not None:
         mask = as_bool("mask", mask, shape, scores.device)

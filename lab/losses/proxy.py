@@ -17,6 +17,7 @@ from torch import Tensor, nn
 
 from ..core.checks import check_embeddings, check_labels, check_reduction, fine
 from ..core.hparams import ETA, declare
+from ..core.normalize import unit_rows
 from .base import RankLoss
 
 
@@ -64,8 +65,9 @@ class ProxyDecompositionLoss(RankLoss):
         if bool((labels < 0).any()) or bool((labels >= self.num_classes).any()):
             raise ValueError(f"labels must be class ids in [0, num_classes={self.num_classes}), got values in "
                              f"[{int(labels.min())}, {int(labels.max())}]")
+        check_embeddings("proxies", self.proxies)  # e.g. NaN after a diverged step, or a row of zeros
         dtype = torch.float64 if embeddings.dtype == torch.float64 else torch.float32
         with torch.autocast(device_type=embeddings.device.type, enabled=False):
-            v = F.normalize(embeddings.to(dtype), dim=1)
-            p = F.normalize(self.proxies.to(dtype), dim=1)
+            v = unit_rows(embeddings, dtype)
+            p = unit_rows(self.proxies, dtype)
             return F.cross_entropy(v @ p.T / self.eta, labels.long(), reduction=self.reduction)

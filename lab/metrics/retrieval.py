@@ -13,12 +13,12 @@ from typing import Iterator, Optional, Sequence, Union
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 from tqdm.auto import tqdm
 
 from ..core.checks import check_chunk_size, check_ks, check_references, fine
 from ..core.graded_ranks import GradedRanks, exact_graded_ranks
+from ..core.normalize import duplicate_representatives, unit_rows
 from ..core.relevance import check_alpha, hap_relevance, ndcg_relevance, num_levels, shared_levels
 from .exact import Sorted, ap_from_ranks, hits_from_ranks, map_at_r_from_ranks, ranks_for, sort_scores
 from .hierarchical import asi, h_ap_from_ranks, ndcg_from_ranks
@@ -64,18 +64,28 @@ def _one_thread(device: torch.device) -> Iterator[None]:
         torch.set_num_threads(threads)
 
 
-def _similarities(refs_t: Tensor, backend: str, rows: int):
+def _similarities(refs_t: Tensor, backend: str, rows: int, columns: Optional[Tensor] = None):
     """A function (queries (c, D) normalised) -> (c, N) float32 similarities to every reference,
     refs_t (D, N). torch writes into one buffer of ``rows`` x N reused by every chunk (on the CPU
-    no fresh pages each time); faiss computes on the CPU with its own kernel."""
+    no fresh pages each time); faiss computes on the CPU with its own kernel. ``columns`` (N,), when
+    some references are copies: the first copy of each; every copy then reads that copy's column,
+    so copies tie exactly as the tie rule says (faiss scores two copies differently by where its
+    SIMD loop meets them), and both backends give the same numbers."""
     if backend == "torch":
         buffer = torch.empty(rows, refs_t.shape[1], device=refs_t.device)
-        return lambda queries: torch.mm(queries, refs_t, out=buffer[: len(queries)])
-    import faiss  # imported lazily: faiss is slow to import and only this backend needs it
 
-    refs = refs_t.T.contiguous().numpy()
-    return lambda queries: torch.from_numpy(faiss.pairwise_distances(queries.numpy(), refs,
-                                                                     faiss.METRIC_INNER_PRODUCT))
+        def product(queries: Tensor) -> Tensor:
+            return torch.mm(queries, refs_t, out=buffer[: len(queries)])
+    else:
+        import faiss  # imported lazily: faiss is slow to import and only this backend needs it
+
+        refs = refs_t.T.contiguous().numpy()
+
+        def product(queries: Tensor) -> Tensor:
+            return torch.from_numpy(faiss.pairwise_distances(queries.numpy(), refs, faiss.METRIC_INNER_PRODUCT))
+    if columns is None:
+        return product
+    return lambda queries: product(queries).index_select(1, columns)
 
 
 def _level_names(level_names: Optional[Sequence[str]], num: int) -> list[str]:
@@ -215,8 +225,9 @@ def _per_query(
 
     device = _work_device(query_emb.device)
     backend = _backend(backend, device)
-    queries = F.normalize(query_emb.detach().float().to(device), dim=1)
-    refs_t = F.normalize(ref_emb.detach().float().to(device), dim=1).T.contiguous()  # (D, N): one layout for mm
+    queries = unit_rows(query_emb.detach().to(device), torch.float32)
+    refs = queries if self_retrieval else unit_rows(ref_emb.detach().to(device), torch.float32)
+    refs_t = refs.T.contiguous()  # (D, N): one layout for mm
     q_all = query_labels.to(device).view(len(query_labels), -1)
     r_all = ref_labels.to(device).view(len(ref_labels), -1)
     q_lab, r_lab = fine(q_all).contiguous(), fine(r_all).contiguous()
@@ -247,7 +258,8 @@ def _per_query(
     order = kept[torch.from_numpy(by_length).to(device)]
     budget = budget_bytes(device, memory_budget)
     bounds = chunk_bounds(widths, n, budget, device.type, index.num, chunk_size)
-    similarities = _similarities(refs_t, backend, rows=max(end - start for start, end in bounds))
+    similarities = _similarities(refs_t, backend, rows=max(end - start for start, end in bounds),
+                                 columns=duplicate_representatives(refs))
     values = torch.zeros(len(keys), len(kept), dtype=torch.float64, device=device)
     threads = torch.get_num_threads()  # the counts' share of the caller's threads (numpy, in Python threads)
     for start, end in tqdm(bounds, desc="retrieval metrics", disable=not progress, leave=False):

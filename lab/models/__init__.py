@@ -7,10 +7,10 @@ trainer can give them different learning rates.
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.nn.modules.batchnorm import _BatchNorm
 
+from ..core.normalize import unit_rows
 from .small_cnn import SmallCNN
 from .timm_backbone import EXAMPLES, TimmBackbone, is_timm_model
 
@@ -55,8 +55,9 @@ class EmbeddingHead(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         z = self.proj(self.norm(self.pool(x)))
-        # float32 before normalising: under autocast z is half precision, and the loss wants float32.
-        return F.normalize(z.float(), dim=1)
+        # Normalised into float32 (any finite row, lab.core.normalize): under autocast z is half
+        # precision, and the loss wants float32.
+        return unit_rows(z, torch.float32)
 
 
 class EmbeddingModel(nn.Module):

@@ -21,12 +21,12 @@ from typing import Any, Optional, Sequence
 
 import plotly.graph_objects as go
 import torch
-import torch.nn.functional as F
 from matplotlib.figure import Figure
 from plotly.subplots import make_subplots
 from torch import Tensor
 
 from ..core.env import fast_mode
+from ..core.normalize import unit_rows
 from .controls import Slider
 from .style import (CATEGORIES, CATEGORY_MARKERS, NEGATIVE, NEUTRAL, POSITIVE, TEMPLATE, ShownFigure, floats,
                     responsive)
@@ -44,7 +44,7 @@ def retrieve(embeddings: Tensor, labels: Tensor, queries: Sequence[int], k: int 
     if not 1 <= k < len(embeddings):
         raise ValueError(f"k must be in [1, {len(embeddings) - 1}], got {k}")
     fine = labels.view(len(labels), -1)[:, 0]
-    e = F.normalize(embeddings.detach().float(), dim=1)
+    e = unit_rows(embeddings.detach(), torch.float32)
     q = torch.as_tensor(list(queries), dtype=torch.long)
     scores = e[q] @ e.T
     scores[torch.arange(len(q)), q] = float("-inf")  # a query does not retrieve itself
@@ -89,7 +89,7 @@ def plot_retrieval(images: Sequence, queries: Sequence[int], found: dict[str, li
 
 def project_2d(embeddings: Tensor) -> Tensor:
     """(N, D) -> (N, 2): the two principal components of the L2-normalised embeddings (exact SVD)."""
-    e = F.normalize(embeddings.detach().double(), dim=1)
+    e = unit_rows(embeddings.detach(), torch.float64)
     centred = e - e.mean(0)
     _, _, vh = torch.linalg.svd(centred, full_matrices=False)
     return centred @ vh[:2].T
@@ -102,7 +102,7 @@ def tsne_2d(embeddings: Tensor, seed: int = 0, perplexity: float = 30.0) -> Tens
     from sklearn.manifold import TSNE  # imported here: sklearn is slow to import
     from threadpoolctl import threadpool_limits
 
-    e = F.normalize(embeddings.detach().double(), dim=1).numpy()
+    e = unit_rows(embeddings.detach(), torch.float64).numpy()
     if len(e) < 5:
         raise ValueError(f"t-SNE needs at least 5 points, got {len(e)}")
     tsne = TSNE(n_components=2, perplexity=min(perplexity, (len(e) - 1) / 3), metric="cosine", init="pca",
@@ -140,7 +140,7 @@ def nearest_others(points: Tensor, k: int = 5, metric: str = "cosine") -> Tensor
         raise ValueError(f"k must be in [1, {len(points) - 1}], got {k}")
     p = points.detach().double()
     if metric == "cosine":
-        p = F.normalize(p, dim=1)
+        p = unit_rows(p, torch.float64)
         dist = -(p @ p.T)
     elif metric == "euclidean":
         dist = torch.cdist(p, p)
@@ -296,7 +296,7 @@ def class_means(embeddings: Tensor, labels: Tensor) -> tuple[Tensor, Tensor]:
     """
     labels = labels.view(len(labels), -1)
     classes, inverse = torch.unique(labels[:, 0], return_inverse=True)
-    e = F.normalize(embeddings.detach().double(), dim=1)
+    e = unit_rows(embeddings.detach(), torch.float64)
     sums = torch.zeros(len(classes), e.shape[1], dtype=e.dtype).index_add_(0, inverse, e)
     counts = torch.bincount(inverse, minlength=len(classes)).to(e.dtype)
     first = torch.full((len(classes),), len(labels), dtype=torch.long).scatter_reduce(
