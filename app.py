@@ -30,6 +30,11 @@ torch.set_num_threads(dashboard_threads())
 VIEWS = ["Training", "Retrievals", "Embeddings", "Scores", "Toy explorer", "Reproduction"]
 
 st.set_page_config(page_title="RankLab", page_icon="📈", layout="wide")
+# Streamlit's main column starts ~110 px down (6 rem of padding under a 3.75 rem header) and keeps
+# 5 rem on each side: at a projector's 1280 x 720 that hid the held-out curves below the fold
+# (issue 36, D-8). The title row now starts under the header's toolbar, and the charts get the width.
+st.html("<style>[data-testid='stMainBlockContainer'] {padding: 2.5rem 1.5rem 2rem 1.5rem;} "
+        "[data-testid='stHeader'] {height: 2.5rem; min-height: 2.5rem;}</style>")
 with st.sidebar:
     st.title("RankLab")
     buttons = st.container()  # filled once the session matches the settings below
