@@ -39,6 +39,7 @@ with st.sidebar:
     st.title("RankLab")
     buttons = st.container()  # filled once the session matches the settings below
     settings = sidebar.settings_panel()
+results.warm()  # the Reproduction view's studies, computed in the background once per server
 errors = validate(settings)
 session = sidebar.sync_session(settings, errors)
 sidebar.sync_url(settings)
@@ -54,7 +55,7 @@ if st.session_state.get("url_notes"):  # kept until dismissed: the first click m
 if errors:
     st.error("These settings cannot train:\n\n" + "\n".join(f"- {escape_markdown(e)}" for e in errors), icon="🚫")
 view = st.segmented_control("View", VIEWS, default="Training", key="view", required=True, label_visibility="collapsed")
-if session is not None and not errors:
+if session is not None and not errors and view != "Reproduction":  # its table needs the screen; it trains nothing
     live.live_panel(view)
 if view == "Toy explorer":
     toys.toy_explorer()

@@ -403,6 +403,7 @@ def test_the_toy_explorer_redraws_from_its_sliders():
 
 def test_the_reproduction_view_shows_the_studys_verdict_tables_and_figures():
     """The view reads results/ through lab.studies.verdicts, the notebooks' and the page's source."""
+    from lab.studies.results_page import PAGE
     from lab.studies.verdicts import study_details, study_verdict
 
     at = app()
@@ -414,6 +415,11 @@ def test_the_reproduction_view_shows_the_studys_verdict_tables_and_figures():
         shown = [m.value for m in at.markdown]
         assert study_verdict(name) in shown and body in shown
         assert len(at.get("image")) == len(figures) and not at.exception
+        # First the table: a row and a badge per study, the chosen one marked (issue 36, D-11).
+        table = next(m for m in shown if m.startswith("| study | verdict |")).splitlines()[2:]
+        assert len(table) == len(PAGE) and all("-badge[" in row for row in table)
+        assert [row for row in table if "▶" in row] == [table[PAGE.index(name)]]
+    assert at.session_state["study"] == "bins" and not at.get("progress")  # no training status above the table
 
 
 # A page that trains, in a process of its own: Start, one more run, then wait until the thread has
