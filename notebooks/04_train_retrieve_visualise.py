@@ -175,7 +175,8 @@ print(f"{n} test images of {classes} classes; 5 nearest neighbours of the same g
       f"the map, {tsne['embedding_agreement']:.2f} in the embedding space (chance {tsne['chance']:.3f})")
 assert tsne["points"].shape == (n, 2) and len(tsne["coloured"]) == min(16, classes)
 plot_embedding_2d(tsne["points"], tsne["fine"], tsne["names"], highlight=tsne["coloured"], axis_title="t-SNE",
-                  title=f"t-SNE of {n} test embeddings (ROADMAP), the first 16 classes coloured")
+                  title=f"t-SNE of {n} test embeddings (ROADMAP), the first 16 classes coloured",
+                  rest_name="other classes")
 
 # %% [markdown]
 # The same map coloured by script: do *different* glyphs of one script sit near each other,
