@@ -213,7 +213,7 @@ Markdown(study_verdict("batch_size") + "\n\n" + study_verdict("gap"))
 # faster over the whole probe. Eq. 8 for 8 batches of $m - 1 = 3$ positives and $B - 4$ negatives
 # rises with B too (first lines below). Each batch size also trained a different model (4x the
 # steps at B = 32): the cell holds one model fixed — notebook 04's ROADMAP run (full mode: 300
-# steps of 128, about 2 minutes here with a progress bar) — and cuts its data both ways.
+# steps of 128, about 2 minutes here with a line of progress at every quarter) — and cuts its data both ways.
 
 # %%
 sizes = sorted({row["batch_size"] for row in rows})

@@ -128,6 +128,26 @@ def test_notebook_02_writes_its_two_gaps_sentence_from_the_run():
     assert not re.search(r"(rose|fell) from 0\.\d+ \(B = \d+\) to|fell from 0\.\d+ to", source)  # no typed-in numbers
 
 
+def test_a_notebook_run_reports_its_progress_as_lines_a_saved_notebook_keeps(capsys):
+    # Issue 36, C-5: tqdm's notebook widget was saved at "train: 0%|"; lines of text are saved as printed.
+    class Fake:
+        config = type("C", (), {"loss": "roadmap"})()
+        step_count = 0
+
+        def step(self):
+            self.step_count += 1
+            return {"loss": 1.0 / self.step_count}
+
+    trainer = Fake()
+    runs.train_with_text_progress(trainer, 8)
+    lines = capsys.readouterr().out.splitlines()
+    assert trainer.step_count == 8 and len(lines) == runs.PROGRESS_LINES
+    assert [line.split(",")[0] for line in lines] == [f"train roadmap: step {s} / 8" for s in (2, 4, 6, 8)]
+    assert "loss 0.1250" in lines[-1] and "%|" not in "".join(lines)
+    runs.train_with_text_progress(Fake(), 3, progress=False)
+    assert capsys.readouterr().out == ""
+
+
 def ablation_rows():
     return [{"loss": loss, "steps": 300, "seed": 0, "R@1": r1, "R@2": r1 + 0.05, "R@4": r1 + 0.1, "R@8": r1 + 0.15,
              "mAP@R": m} for loss, r1, m in (("smooth_ap", 0.621, 0.239), ("sup_ap", 0.629, 0.246), ("roadmap", 0.642, 0.253))]
@@ -238,8 +258,9 @@ def test_full_mode_paths_with_a_tiny_budget(monkeypatch, capsys):
     monkeypatch.setenv("LAB_FAST", "0")
     smooth, happier = hierarchical.hierarchical_study()
     assert happier["steps"] == 1 and happier["source"] == "trained" and 0 <= happier["H-AP"] <= 1
-    err = capsys.readouterr().err
-    assert "train: 100%" in err and "1/1" in err  # the trainer's tqdm bar of the training steps, in full mode
+    out = capsys.readouterr()
+    assert "train smooth_ap: step 1 / 1" in out.out and "train happier: step 1 / 1" in out.out  # progress lines
+    assert "%|" not in out.out + out.err  # no tqdm bar: a saved notebook would keep it at 0 % (issue 36, C-5)
     trainer = hierarchical.hierarchical_model("happier")
     embeddings, labels, index = runs.evaluation_embeddings(trainer)
     assert 60 <= len(index) < len(trainer.test_set) and len(embeddings) == len(labels) == len(index)
