@@ -76,12 +76,12 @@ def plot_score_histograms(samples: Mapping[str, tuple[Sequence[float], Sequence[
         for kind, color, name in (("pos", POSITIVE, "positive pairs"), ("neg", NEGATIVE, "negative pairs")):
             fig.add_trace(go.Bar(x=s["centres"], y=s[kind], width=s["width"], name=name, legendgroup=kind,
                                  showlegend=row == 1, marker=dict(color=color), opacity=0.55), row=row, col=1)
-        # α on the right of its line, β on the left: the labels sit in the headroom above the bars
-        # (HEADROOM), outside the band between the two thresholds.
-        for x, name, side in ((alpha, "α", "top right"), (beta, "β", "top left")):
+        # The labels sit in the headroom above the bars (HEADROOM), inside the band between the two
+        # lines (never cut at the panel's edge), β's a line lower (never on α's when the lines are close).
+        for x, name, side, shift in ((alpha, "α", "top left", 0), (beta, "β", "top right", -16)):
             fig.add_vline(x=x, line=dict(color="black", dash="solid" if own else "dash", width=1.5), row=row, col=1,
                           annotation_text=f"{name} = {x:.2f}" + ("" if own else " (reference)"),
-                          annotation_position=side, annotation_bgcolor="rgba(255,255,255,0.8)")
+                          annotation_position=side, annotation_yshift=shift, annotation_bgcolor="rgba(255,255,255,0.8)")
         fig.update_yaxes(range=[0, HEADROOM * max(s["pos"] + s["neg"] + [1e-9])], row=row, col=1)
     fig.update_layout(barmode="overlay", meta={"stats": stats})
     lo = min(s["range"][0] for s in stats.values())
