@@ -15,6 +15,7 @@ from pathlib import Path
 
 import streamlit as st
 
+from lab import studies
 from lab.dashboard.reproduction import StudyCache, StudyView, png_bytes, verdict_parts, verdict_table
 from lab.studies.results_page import PAGE, TITLES
 from lab.studies.verdicts import RESULTS, study_details, study_verdict
@@ -38,7 +39,7 @@ def _compute(name: str) -> StudyView:
 @functools.lru_cache(maxsize=1)
 def cache() -> StudyCache:
     """The server's one cache of the studies (shared by every browser session)."""
-    return StudyCache(_compute, RESULTS, store=STORE)
+    return StudyCache(_compute, RESULTS, store=STORE, code=[Path(studies.__file__).parent])
 
 
 def warm() -> None:

@@ -72,6 +72,7 @@ def test_the_cache_computes_each_study_once_per_state_of_the_results(tmp_path):
     # A new server on the same results reads the stored views: nothing computed again.
     again = StudyCache(lambda name: pytest.fail(f"computed {name} again"), root, store=tmp_path / "store")
     assert again.get("bins") == cache.get("bins") and again.get("bins").figures == (b"png",)
+    assert len(list((tmp_path / "store").iterdir())) == 1  # the older results' folder is gone
 
 
 def test_the_warm_up_thread_fills_the_cache_and_a_reader_waits_for_it_instead_of_recomputing(tmp_path):
@@ -102,3 +103,9 @@ def test_the_fingerprint_follows_the_contents(tmp_path):
     assert results_fingerprint(tmp_path) == before
     (tmp_path / "v2" / "a.json").write_text("{ }")
     assert results_fingerprint(tmp_path) != before
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "rule.py").write_text("VERDICT = 1")
+    with_code = results_fingerprint(tmp_path, [code])
+    (code / "rule.py").write_text("VERDICT = 2")  # a new rule: the stored verdicts are not the page's any more
+    assert results_fingerprint(tmp_path, [code]) != with_code

@@ -5,7 +5,8 @@ Deriving a study's verdict and drawing its figures from ``results/*.json`` takes
 2 cores; the view must open and switch in under a second. :class:`StudyCache` keeps what a
 ``compute(name)`` function returned (the app passes one built on :mod:`lab.studies.verdicts`, a
 package beside this one), keyed on :func:`results_fingerprint`, a hash of the results files'
-contents: a new result, whatever its mtime, is computed again. :meth:`StudyCache.warm` fills it in a
+contents and of the code that reads them: a new result, whatever its mtime, or a new rule in
+lab/studies is computed again. :meth:`StudyCache.warm` fills it in a
 background thread when the server starts, so that the first open finds it ready, and stores it on
 disk (``.cache/reproduction/``): a server started again on the same results reads it in milliseconds.
 
@@ -22,6 +23,7 @@ import hashlib
 import io
 import json
 import re
+import shutil
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,6 +36,7 @@ VERDICT = re.compile(
     r"\*Paper:\* (?P<claim>.*?)\n\n\*Measured:\* (?P<measured>.*?)\. \*\*Verdict: (?P<verdict>.*?)\.\*\*"
     r"(?: Most likely reasons: (?P<reasons>.*))?$", re.S)
 SEEDS = re.compile(r"(\d+) seeds")
+FINGERPRINT = re.compile(r"[0-9a-f]{40}")  # a store's folder names: nothing else there is ever removed
 NOT_RUN = "has no full-mode results"  # study_verdict's sentence for a study not run
 SHOWN = 160  # characters of a paragraph verdict_parts cannot split
 TONES = {"good": "green", "mixed": "orange", "bad": "red", "none": "gray"}
@@ -112,32 +115,41 @@ def png_bytes(fig: Any, dpi: int = 100) -> bytes:
     return buffer.getvalue()
 
 
-def results_fingerprint(root: Path) -> str:
-    """A hash of every ``*.json`` under ``root`` (paths and contents): what the verdicts are read from."""
+def results_fingerprint(root: Path, code: Sequence[Path] = ()) -> str:
+    """A hash of every ``*.json`` under ``root`` (paths and contents) and of every ``*.py`` under the
+    folders ``code``: the results the verdicts are read from, and the code that derives them (a new
+    rule in lab/studies must not be answered with a verdict stored under the old one)."""
     digest = hashlib.sha1()
-    for path in sorted(Path(root).rglob("*.json")):
-        digest.update(str(path.relative_to(root)).encode())
+    files = [(Path(root), p) for p in sorted(Path(root).rglob("*.json"))]
+    files += [(Path(folder), p) for folder in code for p in sorted(Path(folder).rglob("*.py"))]
+    for base, path in files:
+        digest.update(str(path.relative_to(base)).encode())
         digest.update(path.read_bytes())
     return digest.hexdigest()
 
 
 class StudyCache:
-    """``compute(name) -> StudyView``, computed once per (name, fingerprint of ``root``) and kept in
-    memory and, with ``store`` (a folder), on disk as JSON: a server started again on the same
-    results opens the view at once (``store/<fingerprint>/<name>.json``; other fingerprints' files
-    are never read).
+    """``compute(name) -> StudyView``, computed once per (name, fingerprint of ``root`` and of the
+    source folders ``code``) and kept in memory and, with ``store`` (a folder), on disk as JSON: a
+    server started again on the same results and code opens the view at once
+    (``store/<fingerprint>/<name>.json``; other fingerprints' folders are removed when one is written).
 
     One computation at a time (matplotlib's pyplot is not thread-safe); a caller that asks for a
     study the warm-up thread is computing waits for it instead of computing it again."""
 
-    def __init__(self, compute: Callable[[str], StudyView], root: Path, store: Optional[Path] = None):
+    def __init__(self, compute: Callable[[str], StudyView], root: Path, store: Optional[Path] = None,
+                 code: Sequence[Path] = ()):
         self.compute, self.root, self.store = compute, Path(root), None if store is None else Path(store)
+        self.code = [Path(c) for c in code]
         self._kept: dict[tuple[str, str], StudyView] = {}
         self._lock = threading.Lock()
         self._warming: Optional[threading.Thread] = None
 
+    def fingerprint(self) -> str:
+        return results_fingerprint(self.root, self.code)
+
     def get(self, name: str, fingerprint: Optional[str] = None) -> StudyView:
-        key = (name, fingerprint or results_fingerprint(self.root))
+        key = (name, fingerprint or self.fingerprint())
         found = self._kept.get(key)
         if found is not None:
             return found
@@ -165,6 +177,9 @@ class StudyCache:
     def _save(self, fingerprint: str, view: StudyView) -> StudyView:
         path = self._file(view.name, fingerprint)
         if path is not None:
+            for old in path.parent.parent.glob("*"):  # an older state of results/ or of the code: never read again
+                if old.is_dir() and old.name != fingerprint and FINGERPRINT.fullmatch(old.name):
+                    shutil.rmtree(old, ignore_errors=True)
             data = {**dataclasses.asdict(view), "figures": [base64.b64encode(f).decode("ascii") for f in view.figures]}
             with contextlib.suppress(OSError):  # a read-only checkout still shows the view
                 path.parent.mkdir(parents=True, exist_ok=True)
@@ -174,12 +189,12 @@ class StudyCache:
         return view
 
     def all(self, names: Iterable[str]) -> list[StudyView]:
-        fingerprint = results_fingerprint(self.root)
+        fingerprint = self.fingerprint()
         return [self.get(name, fingerprint) for name in names]
 
     def ready(self, names: Iterable[str]) -> bool:
         """Every study of ``names`` kept in memory for today's results (reading them costs no computation)."""
-        fingerprint = results_fingerprint(self.root)
+        fingerprint = self.fingerprint()
         return all((name, fingerprint) in self._kept for name in names)
 
     def warm(self, names: Sequence[str]) -> threading.Thread:
