@@ -96,12 +96,12 @@ def plot_training_curves(histories: Mapping[str, Sequence[Mapping[str, Any]]], t
                 fig.add_trace(go.Scatter(x=steps, y=values, name=label, legendgroup=label,
                                          showlegend=panel == 0, mode="lines+markers" if key != "loss" else "lines",
                                          line=dict(color=color, dash=dash), marker=dict(size=4)), row=row, col=col)
-    fig.update_xaxes(title_text="step", title_standoff=2, row=rows)
+    fig.update_xaxes(title_text="step", title_standoff=8, row=rows)
     fig.update_annotations(font_size=TITLE_FONT)
     fig.update_layout(legend=LEGEND_IN_TITLE_ROW,
                       meta={"latest": latest}, title_font_size=15)
     sized_layout(fig, title or "Training", height)
-    fig.update_layout(margin=dict(l=45, r=15, t=75, b=35))
+    fig.update_layout(margin=dict(l=45, r=15, t=75, b=42))
     return fig
 
 
