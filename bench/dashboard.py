@@ -252,7 +252,7 @@ def reproduction_section(args: argparse.Namespace, times: dict[str, list[float]]
         f"Load average (1 min) seen: {min(loads):.1f}-{max(loads):.1f} on 2 cores. Timed in the page from the click "
         "(on the view's button, or on a study in the list) to the frame where the chosen study's row is marked in the "
         "table and only its figures are visible. What `lab.studies.verdicts` derives from `results/` is computed "
-        "once per hash of the results files by a thread started with the server, and stored in "
+        "once per hash of the results files and of lab/studies' code by a thread started with the server, and stored in "
         "`.cache/reproduction/`; the first row is a server with nothing stored, opened as soon as the page "
         f"loaded. Frames with another study's figure visible beside the marked row: {mixed}.", "",
         "| measurement | median | max | n |", "|---|---:|---:|---:|", *rows, "",
