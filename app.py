@@ -30,10 +30,16 @@ torch.set_num_threads(dashboard_threads())
 VIEWS = ["Training", "Retrievals", "Embeddings", "Scores", "Toy explorer", "Reproduction"]
 
 st.set_page_config(page_title="RankLab", page_icon="📈", layout="wide")
+# Streamlit's main column starts ~110 px down (6 rem of padding under a 3.75 rem header) and keeps
+# 5 rem on each side: at a projector's 1280 x 720 that hid the held-out curves below the fold
+# (issue 36, D-8). The title row now starts under the header's toolbar, and the charts get the width.
+st.html("<style>[data-testid='stMainBlockContainer'] {padding: 2.5rem 1.5rem 2rem 1.5rem;} "
+        "[data-testid='stHeader'] {height: 2.5rem; min-height: 2.5rem;}</style>")
 with st.sidebar:
     st.title("RankLab")
     buttons = st.container()  # filled once the session matches the settings below
     settings = sidebar.settings_panel()
+results.warm()  # the Reproduction view's studies, computed in the background once per server
 errors = validate(settings)
 session = sidebar.sync_session(settings, errors)
 sidebar.sync_url(settings)
@@ -49,7 +55,7 @@ if st.session_state.get("url_notes"):  # kept until dismissed: the first click m
 if errors:
     st.error("These settings cannot train:\n\n" + "\n".join(f"- {escape_markdown(e)}" for e in errors), icon="🚫")
 view = st.segmented_control("View", VIEWS, default="Training", key="view", required=True, label_visibility="collapsed")
-if session is not None and not errors:
+if session is not None and not errors and view != "Reproduction":  # its table needs the screen; it trains nothing
     live.live_panel(view)
 if view == "Toy explorer":
     toys.toy_explorer()

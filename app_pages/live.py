@@ -22,9 +22,9 @@ from typing import Optional
 import streamlit as st
 
 from lab.dashboard import TrainingSession
-from lab.dashboard.view import RunView, View
+from lab.dashboard.view import View
 from lab.experiments.cached import seed_spread
-from lab.viz.dashboard import plot_run_comparison, plot_training_curves, spread_note
+from lab.viz.dashboard import comparison_note, plot_run_comparison, plot_training_curves, spread_note
 
 from . import analysis, reattach
 from .widgets import paced_figure
@@ -32,8 +32,11 @@ from .widgets import paced_figure
 TICK_SECONDS = 1.0  # every fragment run costs Streamlit machinery too: numbers each second, charts below
 STATUS = {"new": "press Start or Step to build the model and train", "running": "training",
           "paused": "paused", "done": "finished", "error": "stopped by an error"}
-METRICS = (("loss", "loss", "train"), ("batch_ap", "batch AP", "train"), ("R@1", "R@1", "eval"),
-           ("mAP@R", "mAP@R", "eval"), ("decomposability_gap", "decomp. gap", "eval"))
+# Heights (px) that keep the curves, and in compare mode the comparison too, above the fold at 1280 x 720
+# (tests/test_app_browser.py measures it): 2 x 2 panels for one run; for two, a row of 4 over the comparison.
+CURVES = dict(rows=2, height=470)
+COMPARE_CURVES = dict(rows=1, height=255)
+COMPARE_HEIGHT = 215
 CURVES_TITLE = "Training curves (held-out: a fixed subset of test classes)"
 
 
@@ -87,33 +90,24 @@ def _status(v: View, only_error: bool = False) -> None:
         st.info(v.notice)
 
 
-def _latest(run: RunView, key: str, kind: str) -> Optional[float]:
-    record = next((r for r in reversed(run.history) if r.get("kind") == kind and key in r), None)
-    return None if record is None else float(record[key])
-
-
 def _training(v: View) -> None:
-    cols = st.columns(len(METRICS) + 1)
-    cols[0].metric("Step", v.step_count)
-    for run in v.runs:
-        for col, (key, label, kind) in zip(cols[1:], METRICS):
-            value = _latest(run, key, kind)
-            prefix = f"{run.label[0]} · " if len(v.runs) > 1 else ""
-            col.metric(prefix + label, "–" if value is None else f"{value:.3f}")
+    """The curves, and in compare mode the latest evaluation side by side: one screen at 1280 x 720
+    (issue 36, D-8). The latest numbers are in the panel titles (the metrics row they replace took
+    the height of the held-out panels); the step is in the progress text above."""
     if not v.has_model:
         st.info("Nothing trained yet: press **Start** (continuous) or **Step** (one tick) in the sidebar.")
         return
+    compare = len(v.runs) > 1
     version = tuple((r.label, len(r.history), r.step_count) for r in v.runs)
     curves = paced_figure("curves", version, v.running, lambda: plot_training_curves(
-        {run.label: run.history for run in v.runs}, title=CURVES_TITLE))
+        {run.label: run.history for run in v.runs}, title=CURVES_TITLE, **(COMPARE_CURVES if compare else CURVES)))
     st.plotly_chart(curves, key="curves")
-    if len(v.runs) > 1:
+    if compare:
         spread = _seed_spread()
-        compare = paced_figure("compare", version, v.running, lambda: plot_run_comparison(
-            {run.label: run.last_eval for run in v.runs}, spread=spread))
-        st.plotly_chart(compare, key="compare")
-        if spread:
-            st.caption(spread_note(spread))
+        chart = paced_figure("compare", version, v.running, lambda: plot_run_comparison(
+            {run.label: run.last_eval for run in v.runs}, spread=spread, height=COMPARE_HEIGHT))
+        st.plotly_chart(chart, key="compare")
+        st.caption(comparison_note(spread) + (" " + spread_note(spread) if spread else ""))
 
 
 @functools.lru_cache(maxsize=1)

@@ -1,23 +1,72 @@
 """Reproduction: what ``python -m lab study`` measured of the papers' claims, as docs/results.md says
 it — the same verdicts, tables and figures, computed by :mod:`lab.studies.verdicts` from
-``results/`` (protocol v2 for a study it has completed, v1 until then; the text says which)."""
+``results/`` (protocol v2 for a study it has completed, v1 until then; the text says which).
+
+A screen to present (issue 36, D-11): one table with a verdict badge per study, the chosen study's
+figure under it, the paragraphs in expanders. What the verdicts derive from ``results/`` is computed
+once per state of its files (:class:`lab.dashboard.reproduction.StudyCache`), from a thread started
+with the server, so opening the view and switching studies only draws kept text and PNGs.
+"""
 from __future__ import annotations
+
+import functools
+import os
+from pathlib import Path
 
 import streamlit as st
 
+from lab import studies
+from lab.dashboard.reproduction import StudyCache, StudyView, png_bytes, verdict_parts, verdict_table
 from lab.studies.results_page import PAGE, TITLES
-from lab.studies.verdicts import study_details, study_verdict
+from lab.studies.verdicts import RESULTS, study_details, study_verdict
+
+# git ignores .cache/: one folder per state of results/ (bench/dashboard.py points it elsewhere to time a cold start)
+STORE = Path(os.environ.get("RANKLAB_REPRODUCTION_CACHE") or RESULTS.parent / ".cache" / "reproduction")
+# While a rerun is under way Streamlit greys the elements it has not re-sent yet: the previous
+# study's figure must never show under the new study's table, even greyed, so it is hidden instead.
+# The table in a smaller font with tighter cells: six studies above the fold at 1280 x 720.
+STYLE = ("<style>.st-key-repro_figure [data-stale='true'] {visibility: hidden !important;} "
+         ".st-key-repro_table table {font-size: 0.82rem;} "
+         ".st-key-repro_table th, .st-key-repro_table td {padding: 0.2rem 0.45rem; line-height: 1.3;}</style>")
+
+
+def _compute(name: str) -> StudyView:
+    verdict = study_verdict(name)
+    body, figures = study_details(name)
+    return StudyView(name, TITLES[name], verdict, verdict_parts(verdict), body, tuple(png_bytes(f) for f in figures))
+
+
+@functools.lru_cache(maxsize=1)
+def cache() -> StudyCache:
+    """The server's one cache of the studies (shared by every browser session)."""
+    return StudyCache(_compute, RESULTS, store=STORE, code=[Path(studies.__file__).parent])
+
+
+def warm() -> None:
+    """Start computing every study in the background (a no-op once they are kept)."""
+    if not cache().ready(PAGE):
+        cache().warm(PAGE)
 
 
 @st.fragment
 def results_view() -> None:
-    name = st.selectbox("Study", PAGE, key="study", format_func=TITLES.get)
-    st.markdown(study_verdict(name))
-    body, figures = study_details(name)
-    for fig in figures:
-        st.pyplot(fig)
-    if body:
-        with st.expander("Tables"):
-            st.markdown(body)
+    st.html(STYLE)
+    name = st.selectbox("Study", PAGE, key="study", format_func=TITLES.get, label_visibility="collapsed")
+    if not cache().ready(PAGE):
+        with st.spinner("Reading the studies' results (once per server)…"):
+            studies = cache().all(PAGE)
+    else:
+        studies = cache().all(PAGE)  # everything is ready before anything is drawn: no stale pairing
+    shown = next(s for s in studies if s.name == name)
+    with st.container(key="repro_table"):
+        st.markdown(verdict_table(studies, selected=name))
+    with st.container(key="repro_figure"):
+        for i, png in enumerate(shown.figures):
+            st.image(png, caption=f"{shown.title}: figure {i + 1} of {len(shown.figures)}")
+    with st.expander(f"{shown.title}: the paper's claim, the measurement and the reasons"):
+        st.markdown(shown.verdict)
+    if shown.body:
+        with st.expander(f"{shown.title}: tables"):
+            st.markdown(shown.body)
     st.caption("Every number is read from `results/` (`python -m lab study --render` writes the same into "
                "docs/results.md); the dashboard trains nothing for this view.")

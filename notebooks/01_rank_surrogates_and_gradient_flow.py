@@ -170,7 +170,7 @@ scores = torch.tensor([TOY_SCORES], dtype=torch.float64, requires_grad=True)
 targets = torch.tensor([TOY_TARGETS])
 loss = sup_ap(scores, targets, tau=0.01, rho=100.0, delta=0.05)
 loss.backward()
-print("SupAP", float(loss), scores.grad.tolist())
+print("SupAP", loss.item(), scores.grad.tolist())  # .item(): float() of a tensor that requires grad warns
 assert torch.allclose(scores.grad[0], torch.tensor(flows["SupAP"].grads, dtype=torch.float64))
 assert float(heaviside(torch.tensor(0.0))) == 1.0  # a tie counts as ranked above (pessimistic ranks)
 assert float(smooth_ap(scores.detach(), targets, tau=0.01)) == flows["SmoothAP"].loss

@@ -50,7 +50,7 @@ from lab.viz.controls import explore
 from lab.viz.decomposability_toys import bound_is_tighter, fig1b_toy, gap_summary, plot_calibration_bounds, plot_fig1b, plot_juxtaposed, toy_batches
 from lab.viz.registry import INTERACTIVE
 from lab.experiments.runs import batch_size_study, gap_by_batch_size, source_note, trained_model
-from lab.viz.comparisons import plot_batch_size_study, relative_gain
+from lab.viz.comparisons import plot_batch_size_study, relative_gain, two_gaps_sentence
 from lab.studies.verdicts import reproduction_rows, study_verdict
 
 print("fast mode:", fast_mode())
@@ -213,7 +213,7 @@ Markdown(study_verdict("batch_size") + "\n\n" + study_verdict("gap"))
 # faster over the whole probe. Eq. 8 for 8 batches of $m - 1 = 3$ positives and $B - 4$ negatives
 # rises with B too (first lines below). Each batch size also trained a different model (4x the
 # steps at B = 32): the cell holds one model fixed — notebook 04's ROADMAP run (full mode: 300
-# steps of 128, about 2 minutes here with a progress bar) — and cuts its data both ways.
+# steps of 128, about 2 minutes here with a line of progress at every quarter) — and cuts its data both ways.
 
 # %%
 sizes = sorted({row["batch_size"] for row in rows})
@@ -222,17 +222,19 @@ K, m = model.config.probe_batches, model.config.m
 bounds = [dg_upper_bound([m - 1] * K, [b - m] * K) for b in sizes]
 print(f"Eq. 8, {K} batches of {m - 1} positives and B - {m} negatives:", {b: round(v, 3) for b, v in zip(sizes, bounds)})
 assert bounds == sorted(bounds)  # a fixed number of batches: the worst case grows with B
-for r in gap_by_batch_size(model, sizes):
+two_gaps = gap_by_batch_size(model, sizes)
+for r in two_gaps:
     print(f"B = {r['batch_size']:3d}: train probe, {r['probe_images']:4d} images in {K} batches: gap {r['probe']:.3f}; "
           f"held-out, {r['heldout_images']} images in {r['heldout_images'] // r['batch_size']} batches: gap {r['heldout']:.3f}")
     assert r["probe_images"] == K * r["batch_size"]
+Markdown(two_gaps_sentence(two_gaps))
 
 # %% [markdown]
-# One model, two ways of cutting its data, two opposite trends: in the full-mode run (2026-11,
-# one model) the probe's gap rose from 0.05 (B = 32) to 0.17 (B = 256) while the held-out gap of
-# the same model fell from 0.19 to 0.12 — as the dotted and the solid lines of the study do
-# across its models. The rise of the probe is its construction, not the loss or the training;
-# the summary below speaks of the held-out gap. (In fast mode the numbers say little.)
+# One model, two ways of cutting its data: in full mode the two trends are opposite (the sentence
+# above is written from this run's numbers) — the probe's gap rises with B while the held-out gap
+# of the same model falls, as the dotted and the solid lines of the study do across its models.
+# The rise of the probe is its construction, not the loss or the training; the summary below
+# speaks of the held-out gap. (In fast mode the numbers say little.)
 
 # %% [markdown]
 # ## Summary

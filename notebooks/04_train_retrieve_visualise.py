@@ -45,7 +45,7 @@
 # 1,844 training classes, evaluated on a fixed ~2,000-image subset of the test classes: the
 # comparison of section 1 is read from the reproduction study (protocol v2's `results/v2/methods.json`:
 # 5 seeds, 5,500 steps, every test image querying the whole split), and one ROADMAP model is trained
-# here, with a progress bar (about 2 minutes on 2 CPU cores), for sections 2-3.
+# here, with a line of progress at every quarter (about 2 minutes on 2 CPU cores), for sections 2-3.
 
 # %%
 from IPython.display import Markdown
@@ -122,7 +122,7 @@ Markdown(study_verdict("methods"))
 # %% [markdown]
 # ## 2. Retrieve
 #
-# One ROADMAP model, trained here (full mode: 300 steps with a progress bar; it is protocol v1's
+# One ROADMAP model, trained here (full mode: 300 steps, a line of progress at every quarter; it is protocol v1's
 # ROADMAP run of seed 0, trained again: v2's 5,500 steps would take ~20 minutes here), then
 # evaluated on its test images: in full mode the fixed
 # ~2,000-image subset of whole test classes that its metrics are computed on, in fast mode the
@@ -175,7 +175,8 @@ print(f"{n} test images of {classes} classes; 5 nearest neighbours of the same g
       f"the map, {tsne['embedding_agreement']:.2f} in the embedding space (chance {tsne['chance']:.3f})")
 assert tsne["points"].shape == (n, 2) and len(tsne["coloured"]) == min(16, classes)
 plot_embedding_2d(tsne["points"], tsne["fine"], tsne["names"], highlight=tsne["coloured"], axis_title="t-SNE",
-                  title=f"t-SNE of {n} test embeddings (ROADMAP), the first 16 classes coloured")
+                  title=f"t-SNE of {n} test embeddings (ROADMAP), the first 16 classes coloured",
+                  rest_name="other classes")
 
 # %% [markdown]
 # The same map coloured by script: do *different* glyphs of one script sit near each other,

@@ -176,3 +176,47 @@ def fail_with_screenshot(page, what: str, problem: str, text_of: str = "body") -
     page.screenshot(path=str(shot), full_page=True)
     text = page.locator(text_of).first.inner_text()[-3000:]
     pytest.fail(f"{what} {problem}; url={page.url}; screenshot {shot}; page text:\n{text}")
+
+
+# The Reproduction view (app_pages/results.py) as the page shows it, on every animation frame from
+# a click until ``title``'s study is shown (its table row marked in bold, and only its figures
+# visible): the milliseconds from the click (caught on the document, so a Playwright click is timed
+# from when the page receives it) and every frame where a visible figure belonged to another study
+# than the marked row (a stale figure under a new verdict).
+WATCH_STUDY = """([title, timeoutMs]) => { window.__study = new Promise(done => {
+  const state = () => {
+    const row = document.querySelector('.st-key-repro_table td strong');
+    const captions = [...document.querySelectorAll('.st-key-repro_figure [data-testid="stImage"]')]
+      .filter(e => getComputedStyle(e).visibility !== 'hidden' && e.getBoundingClientRect().height > 0)
+      .map(e => (e.innerText || '').split(': figure')[0].trim());
+    return {row: row ? row.innerText.trim() : null, captions};
+  };
+  const mixed = [];
+  let clicked = null;
+  document.addEventListener('click', () => { if (clicked === null) clicked = performance.now(); }, {capture: true, once: true});
+  const t0 = performance.now();
+  const frame = () => {
+    const s = state();
+    if (clicked !== null && s.row && s.captions.some(c => c !== s.row)) mixed.push(s);
+    if (clicked !== null && s.row === title && s.captions.length && s.captions.every(c => c === title)) {
+      done({ms: performance.now() - clicked, mixed}); return; }
+    if (performance.now() - t0 > timeoutMs) { done({ms: null, mixed, last: s}); return; }
+    requestAnimationFrame(frame);
+  };
+  requestAnimationFrame(frame);
+}); }"""
+
+
+def show_study(page, title: str, open_view: bool = False, timeout_ms: int = 120_000) -> dict:
+    """Open the Reproduction view (``open_view``) or pick study ``title`` in it, and wait until that
+    study is shown: {"ms": from the click, "mixed": frames with another study's figure visible}."""
+    if open_view:
+        page.evaluate(WATCH_STUDY, [title, timeout_ms])  # armed before the click
+        page.get_by_role("radio", name="Reproduction", exact=True).click()
+    else:
+        page.get_by_test_id("stMainBlockContainer").get_by_test_id("stSelectbox").click()
+        option = page.get_by_role("option", name=title, exact=True)
+        option.wait_for()
+        page.evaluate(WATCH_STUDY, [title, timeout_ms])  # armed once the list is open: times the option's click
+        option.click()
+    return page.evaluate("() => window.__study")

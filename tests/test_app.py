@@ -78,8 +78,10 @@ def warnings(at: AppTest) -> list[str]:
     return [read(w.value) for w in at.warning]
 
 
-def metric(at: AppTest, label: str) -> str:
-    return next(m.value for m in at.metric if m.label == label)
+def shown_step(at: AppTest) -> int:
+    """The step the progress text shows ("Step n / N · ..."): the page's only step counter (the
+    metrics row went into the curves' panel titles, issue 36)."""
+    return int(re.search(r"Step (\d+) /", at.get("progress")[0].proto.text).group(1))
 
 
 def test_the_app_loads_on_the_defaults_and_writes_them_to_the_url():
@@ -98,18 +100,18 @@ def test_start_trains_in_the_background_then_pause_step_and_reset():
     assert at.button(key="start").disabled and not at.button(key="pause").disabled
     wait_steps(at, 3 * tick)  # no script run needed: the session's thread trains
     at.run()
-    shown = int(metric(at, "Step"))
+    shown = shown_step(at)
     assert shown >= 3 * tick and f"Step {shown} / {LONG} · training" in at.get("progress")[0].proto.text
     click(at, "pause")
     session(at).worker.thread.join(timeout=60)
     paused_at = session(at).step_count
     at.run()
     assert session(at).status == "paused" and session(at).step_count == paused_at
-    assert metric(at, "Step") == str(paused_at)
+    assert shown_step(at) == paused_at
     click(at, "step")
     assert session(at).step_count == paused_at + tick and session(at).status == "paused"
     click(at, "reset")
-    assert session(at).status == "new" and session(at).step_count == 0 and metric(at, "Step") == "0"
+    assert session(at).status == "new" and session(at).step_count == 0 and shown_step(at) == 0
 
 
 def test_drawing_a_tick_never_trains_the_training_thread_does(monkeypatch):
@@ -174,7 +176,9 @@ def test_compare_mode_trains_two_losses_side_by_side():
     assert points[("B · smooth_ap", "x")] == pytest.approx(runs[1].last_eval()["R@1"])
     assert compare["layout"]["meta"]["differences"]["R@1"] == pytest.approx(
         runs[1].last_eval()["R@1"] - runs[0].last_eval()["R@1"])
-    assert any(c.value.startswith("One seed at this scale") for c in at.caption)  # the study's seed spread
+    assert any("One seed at this scale" in c.value for c in at.caption)  # the study's seed spread
+    titles = [a["text"] for a in compare["layout"]["annotations"]]
+    assert titles[3].startswith("decomp. gap: B − A = ")  # a display name, not the raw key (issue 36, D-9)
     assert at.query_params["compare"] == "1" and at.query_params["loss_b"] == "smooth_ap"
 
 
@@ -342,11 +346,11 @@ def test_a_reload_finds_the_run_of_its_page():
     click(at, "step")
     s = session(at)
     reloaded = app(**dict(at.query_params))  # Streamlit starts a new session, empty session_state
-    assert session(reloaded) is s and metric(reloaded, "Step") == str(s.steps_per_tick)
+    assert session(reloaded) is s and shown_step(reloaded) == s.steps_per_tick
     click(reloaded, "start")
     wait_steps(reloaded, 3 * s.steps_per_tick)
     again = app(**dict(reloaded.query_params))  # a reload while training: it keeps training
-    assert session(again) is s and s.running and int(metric(again, "Step")) >= 3 * s.steps_per_tick
+    assert session(again) is s and s.running and shown_step(again) >= 3 * s.steps_per_tick
     reached = s.step_count
     assert s.wait(lambda v: v.step_count >= reached + 2, timeout=120)
     assert again.query_params["sid"] == at.query_params["sid"]
@@ -399,6 +403,7 @@ def test_the_toy_explorer_redraws_from_its_sliders():
 
 def test_the_reproduction_view_shows_the_studys_verdict_tables_and_figures():
     """The view reads results/ through lab.studies.verdicts, the notebooks' and the page's source."""
+    from lab.studies.results_page import PAGE
     from lab.studies.verdicts import study_details, study_verdict
 
     at = app()
@@ -410,6 +415,11 @@ def test_the_reproduction_view_shows_the_studys_verdict_tables_and_figures():
         shown = [m.value for m in at.markdown]
         assert study_verdict(name) in shown and body in shown
         assert len(at.get("image")) == len(figures) and not at.exception
+        # First the table: a row and a badge per study, the chosen one marked (issue 36, D-11).
+        table = next(m for m in shown if m.startswith("| study | verdict |")).splitlines()[2:]
+        assert len(table) == len(PAGE) and all("-badge[" in row for row in table)
+        assert [row for row in table if "▶" in row] == [table[PAGE.index(name)]]
+    assert at.session_state["study"] == "bins" and not at.get("progress")  # no training status above the table
 
 
 # A page that trains, in a process of its own: Start, one more run, then wait until the thread has

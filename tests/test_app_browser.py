@@ -11,8 +11,8 @@ import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 import tests._browser
-from tests._browser import (ARTIFACTS, ROOT, chromium_page, require_browser, streamlit_process, streamlit_server,
-                            wait_idle, wait_visible)
+from tests._browser import (ARTIFACTS, ROOT, chromium_page, require_browser, show_study, streamlit_process,
+                            streamlit_server, wait_idle, wait_visible)
 
 pytestmark = pytest.mark.slow
 STEP = re.compile(r"Step (\d+) / (\d+)")
@@ -241,3 +241,99 @@ def test_a_missing_browser_skips_locally_and_fails_in_ci(monkeypatch):
     monkeypatch.setenv("RANKLAB_REQUIRE_BROWSER", "1")
     with pytest.raises(pytest.fail.Exception, match="RANKLAB_REQUIRE_BROWSER=1"):
         require_browser()
+
+
+# ---------------------------------------------------------------- above the fold at 1280 x 720
+# Issue 36, D-8 / D-11: what a teacher explains must be on the projector's one screen, unscrolled.
+VIEWPORT = (1280, 720)
+BOXES = """sel => [...document.querySelectorAll(sel)].map(e => { const b = e.getBoundingClientRect();
+  return {x: b.x, y: b.y, right: b.right, bottom: b.bottom, text: e.textContent}; })"""
+
+
+def boxes(page, selector: str) -> list[dict]:
+    return page.evaluate(BOXES, selector)
+
+
+def assert_on_screen(found: list[dict], what: str) -> None:
+    assert found, f"{what}: nothing found"
+    width, height = VIEWPORT
+    for b in found:
+        assert b["y"] >= 0 and b["bottom"] <= height and b["x"] >= 0 and b["right"] <= width, (what, b)
+
+
+def assert_apart(found: list[dict], what: str) -> None:
+    """No two of these boxes overlap (panel titles that run into each other are unreadable)."""
+    for i, a in enumerate(found):
+        for b in found[i + 1:]:
+            apart = a["right"] <= b["x"] or b["right"] <= a["x"] or a["bottom"] <= b["y"] or b["bottom"] <= a["y"]
+            assert apart, (what, a, b)
+
+
+@pytest.fixture
+def projector(server):
+    with chromium_page(*VIEWPORT) as p:
+        yield p
+
+
+def stepped(page, url: str) -> None:
+    page.goto(url)
+    wait_idle(page)
+    sidebar_button(page, "Step").click()
+    wait_visible(page, page.get_by_text("· paused"), "the paused status after Step")
+    wait_idle(page)
+    page.locator(".st-key-live .js-plotly-plot").first.wait_for()
+
+
+def test_the_training_view_fits_a_1280x720_screen(server, projector):
+    stepped(projector, server)
+    title = boxes(projector, "h2")
+    assert title and title[0]["y"] < 60, title  # not ~110 px of empty page above it
+    assert_on_screen(boxes(projector, ".st-key-live .js-plotly-plot"), "the training curves")
+    assert_on_screen(boxes(projector, ".js-plotly-plot .cartesianlayer .subplot"), "the four panels")
+    assert len(boxes(projector, ".js-plotly-plot .cartesianlayer .subplot")) == 4
+    titles = boxes(projector, ".js-plotly-plot .infolayer .annotation")
+    assert any(t["text"].startswith("held-out R@1") for t in titles)
+    assert_on_screen(titles, "the panel titles")
+    assert_apart(titles, "the panel titles")
+    no_exception(projector)
+    projector.screenshot(path=str(ARTIFACTS / "dashboard-1280x720-training.png"))
+
+
+def test_compare_mode_fits_both_runs_curves_and_the_comparison_on_a_1280x720_screen(server, projector):
+    stepped(projector, f"{server}/?compare=1&loss_b=smooth_ap")
+    wait_visible(projector, projector.locator(".st-key-live .js-plotly-plot").nth(1), "the comparison chart")
+    charts = boxes(projector, ".st-key-live .js-plotly-plot")
+    assert len(charts) == 2
+    assert_on_screen(charts, "the curves and the comparison")
+    assert_on_screen(boxes(projector, ".js-plotly-plot .cartesianlayer .subplot"), "the 4 + 4 panels")
+    recall = projector.locator(".st-key-live .js-plotly-plot").first.locator(".subplot.x3y3 .scatterlayer .trace")
+    assert recall.count() == 4  # R@1 and mAP@R of both runs in the held-out panel
+    titles = boxes(projector, ".js-plotly-plot .infolayer .annotation")
+    assert_on_screen(titles, "the panel titles")
+    assert_apart(titles, "the panel titles")
+    figure_titles = boxes(projector, ".js-plotly-plot .gtitle")
+    assert len(figure_titles) == 2 and all(t["right"] <= c["right"] for t, c in zip(figure_titles, charts))
+    assert any(t["text"].startswith("decomp. gap: B − A = ") for t in titles)  # D-9: a name, not the key
+    no_exception(projector)
+    projector.screenshot(path=str(ARTIFACTS / "dashboard-1280x720-compare.png"))
+
+
+def test_the_reproduction_view_shows_its_verdict_table_on_a_1280x720_screen_and_never_a_stale_figure(
+        server, projector):
+    projector.goto(server)
+    wait_idle(projector)
+    # A fresh clone stores nothing yet: the first open waits for the server's warm-up (74 s at load 13).
+    first = show_study(projector, "1. Rank losses compared", open_view=True, timeout_ms=300_000)
+    assert first["ms"] is not None and first["mixed"] == [], first
+    table = boxes(projector, ".st-key-repro_table table")
+    assert_on_screen(table, "the verdict table")
+    rows = boxes(projector, ".st-key-repro_table tbody tr")
+    assert len(rows) == 6 and all("reproduce" in r["text"] or "partly" in r["text"] or "not run" in r["text"]
+                                  for r in rows), rows
+    assert boxes(projector, ".st-key-repro_figure img")[0]["y"] < VIEWPORT[1]  # the figure starts on screen
+    for title in ("5. Decomposability gap", "3. Hyper-parameters", "1. Rank losses compared"):
+        seen = show_study(projector, title)
+        # Every frame from the click on: no figure of another study visible beside the marked row.
+        assert seen["ms"] is not None and seen["mixed"] == [], (title, seen)
+    no_exception(projector)
+    projector.screenshot(path=str(ARTIFACTS / "dashboard-1280x720-reproduction.png"))

@@ -23,3 +23,14 @@ def test_the_goal_is_judged_on_the_slowest_pause_of_any_view():
     assert "**missed** (max 2.50 s)" in text and "3.0-5.2" in text and "moved after 1 of 4 clicks" in text
     text = dashboard.section(args(note="a study"), {"Scores": [1.9, 2.0]}, {}, [4.0])
     assert "**met** (max 2.00 s)" in text and "1 busy loop and a study" in text
+
+
+def test_the_reproduction_goal_leaves_out_only_a_server_with_nothing_stored():
+    times = {"first open, new server, nothing stored": [30.0], "open (from the Training view)": [0.4, 0.6],
+             "switch to another study": [0.2, 0.9, 0.3]}
+    text = dashboard.reproduction_section(args(), times, 0, [2.0, 3.5])
+    assert "| open (from the Training view) | 0.50 s | 0.60 s | 2 |" in text
+    assert "| first open, new server, nothing stored | 30.00 s | 30.00 s | 1 |" in text
+    assert "**met** (max 0.90 s)" in text and "figure visible beside the marked row: 0" in text and "2.0-3.5" in text
+    times["first open, new server, stored"] = [1.2]
+    assert "**missed** (max 1.20 s)" in dashboard.reproduction_section(args(), times, 2, [2.0])

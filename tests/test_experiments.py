@@ -1,5 +1,8 @@
 """The notebooks' runs (lab.experiments) and the figures of their rows (lab.viz.comparisons: ROADMAP Fig. 5,
 FastAP Fig. 4b, Table 2), with one tiny run."""
+import re
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -107,6 +110,42 @@ def test_one_models_gap_cut_at_its_own_batch_size_is_the_probes_and_the_held_out
     k = trainer.config.probe_batches
     assert (own["probe_images"], other["probe_images"]) == (16 * k, 32 * k)  # a fixed number of batches
     assert own["heldout_images"] - other["heldout_images"] < 32  # a fixed set, cut into 16 or 32 per batch
+
+
+def test_the_two_gaps_sentence_says_what_the_rows_measured_with_the_printed_digits():
+    # Issue 36, C-8: notebook 02's prose said "fell from 0.19 to 0.12" while its run printed 0.177 -> 0.112.
+    rows = [{"batch_size": 256, "probe": 0.171, "heldout": 0.1124}, {"batch_size": 32, "probe": 0.0512, "heldout": 0.1771}]
+    text = comparisons.two_gaps_sentence(rows)
+    assert text == ("In this run the probe's gap rose from 0.051 (B = 32) to 0.171 (B = 256), while the held-out gap "
+                    "of the same model fell from 0.177 to 0.112.")
+    flat = [dict(r, heldout=0.2) for r in rows]
+    assert comparisons.two_gaps_sentence(flat).endswith("held-out gap of the same model stayed at 0.200.")
+
+
+def test_notebook_02_writes_its_two_gaps_sentence_from_the_run():
+    source = (Path(__file__).resolve().parents[1] / "notebooks" / "02_decomposability_gap.py").read_text()
+    assert "Markdown(two_gaps_sentence(two_gaps))" in source
+    assert not re.search(r"(rose|fell) from 0\.\d+ \(B = \d+\) to|fell from 0\.\d+ to", source)  # no typed-in numbers
+
+
+def test_a_notebook_run_reports_its_progress_as_lines_a_saved_notebook_keeps(capsys):
+    # Issue 36, C-5: tqdm's notebook widget was saved at "train: 0%|"; lines of text are saved as printed.
+    class Fake:
+        config = type("C", (), {"loss": "roadmap"})()
+        step_count = 0
+
+        def step(self):
+            self.step_count += 1
+            return {"loss": 1.0 / self.step_count}
+
+    trainer = Fake()
+    runs.train_with_text_progress(trainer, 8)
+    lines = capsys.readouterr().out.splitlines()
+    assert trainer.step_count == 8 and len(lines) == runs.PROGRESS_LINES
+    assert [line.split(",")[0] for line in lines] == [f"train roadmap: step {s} / 8" for s in (2, 4, 6, 8)]
+    assert "loss 0.1250" in lines[-1] and "%|" not in "".join(lines)
+    runs.train_with_text_progress(Fake(), 3, progress=False)
+    assert capsys.readouterr().out == ""
 
 
 def ablation_rows():
@@ -219,8 +258,9 @@ def test_full_mode_paths_with_a_tiny_budget(monkeypatch, capsys):
     monkeypatch.setenv("LAB_FAST", "0")
     smooth, happier = hierarchical.hierarchical_study()
     assert happier["steps"] == 1 and happier["source"] == "trained" and 0 <= happier["H-AP"] <= 1
-    err = capsys.readouterr().err
-    assert "train: 100%" in err and "1/1" in err  # the trainer's tqdm bar of the training steps, in full mode
+    out = capsys.readouterr()
+    assert "train smooth_ap: step 1 / 1" in out.out and "train happier: step 1 / 1" in out.out  # progress lines
+    assert "%|" not in out.out + out.err  # no tqdm bar: a saved notebook would keep it at 0 % (issue 36, C-5)
     trainer = hierarchical.hierarchical_model("happier")
     embeddings, labels, index = runs.evaluation_embeddings(trainer)
     assert 60 <= len(index) < len(trainer.test_set) and len(embeddings) == len(labels) == len(index)

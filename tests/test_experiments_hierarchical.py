@@ -84,6 +84,32 @@ def test_both_losses_use_the_hierarchical_sampler():
     assert ht.hierarchical_overrides(fast=True)["dataset_kwargs"]["num_classes"] == 120
 
 
+def test_a_left_out_warning_names_the_scripts_and_says_which_batches():
+    # Issue 36, C-3: notebook 05 showed "[6]" for Currency, and a second warning nobody explained.
+    from lab.data.samplers import LeftOutCategories
+
+    labels = torch.tensor([[0, 0], [1, 0], [2, 1], [3, 2], [3, 2]])  # script 0: 2 classes, 1 and 2: 1 each
+    train = type("Split", (), {"coarse_names": {0: "Latin", 1: "Currency", 2: "Greek"}, "labels": labels,
+                               "__len__": lambda self: 5})()
+    text = ht.named_left_out(LeftOutCategories([1, 2], [1, 1], 2, 5), train)
+    assert text.startswith("The hierarchical sampler leaves Currency (1 class), Greek (1 class) out of the training batches")
+    held = ht.named_left_out(LeftOutCategories([0], [2], 3, 2000), train)
+    assert "Latin (2 classes)" in held and "held-out gap's batches over the 2,000-image evaluation subset" in held
+
+
+@pytest.mark.slow
+def test_the_study_warns_once_per_left_out_set_by_name(recwarn):
+    from lab.experiments import runs as training
+
+    training._run.cache_clear()
+    training._trained.cache_clear()  # the warnings come with a run's first training
+    ht.hierarchical_study(fast=True)
+    texts = [str(w.message) for w in recwarn if "hierarchical sampler" in str(w.message)]
+    assert len(texts) == 2 and "Currency" in texts[0] and "training batches" in texts[0], texts
+    assert "held-out gap" in texts[1]
+    assert not [w for w in recwarn if "coarse categories" in str(w.message)]  # no bare label ids left
+
+
 @pytest.mark.slow
 def test_one_tiny_hierarchical_run_reports_every_level():
     from lab.experiments import runs as training

@@ -132,6 +132,23 @@ def test_every_drawing_cell_shows_an_image_or_a_plot(run):
         assert mimes & FIGURE_MIMES, f"{run.path.name}: {cell.source[-200:]!r} shows only {sorted(mimes)}"
 
 
+# What a saved notebook shows that a student should not meet (issue 36): a warning the notebook's
+# own code causes (C-2: float() of a tensor that requires grad), a progress bar saved at its start
+# (C-5: tqdm's widget keeps the text it was first drawn with), a label id for a named script (C-3).
+NOT_SHOWN = re.compile(r"Converting a tensor with requires_grad=True to a scalar|\b0%\||coarse categories .*: \[?\d")
+
+
+def shown_text(cell) -> str:
+    return "\n".join(o.get("text", "") if o.get("output_type") == "stream" else o.get("data", {}).get("text/plain", "")
+                     for o in cell.outputs)
+
+
+def test_no_cell_shows_a_warning_of_its_own_code_or_a_bar_frozen_at_0_percent(run):
+    found = [(c.source[:80], m.group(0)) for c in run.nb.cells if c.cell_type == "code"
+             for m in [NOT_SHOWN.search(shown_text(c))] if m]
+    assert not found, f"{run.path.name}: {found}"
+
+
 def test_no_cell_shows_a_figure_as_text(run):
     for cell in (c for c in run.nb.cells if c.cell_type == "code"):
         for o in cell.outputs:

@@ -111,9 +111,13 @@ def test_hierarchical_batches_use_exactly_two_categories_half_each():
 def test_hierarchical_leaves_out_categories_too_small_for_half_a_batch():
     labels = uneven_labels(num_classes=30, num_categories=3)
     labels = np.concatenate([labels, [[100, 9], [100, 9], [101, 9], [101, 9]]])  # category 9: 2 classes
-    with pytest.warns(RuntimeWarning, match="fewer than"):
+    with pytest.warns(RuntimeWarning, match="fewer than") as caught:
         sampler = HierarchicalBatchSampler(labels, 24, 2)  # half a batch = 6 classes
     assert all(9 not in labels[b, 1] for b in sampler)
+    # Issue 36, C-3: which categories, with their sizes, for a caller that knows their names.
+    left = caught[0].message
+    assert (left.categories, left.classes, left.needed, left.items) == ([9], [2], 6, len(labels))
+    assert "9 (2 classes)" in str(left)
 
 
 def test_hierarchical_determinism():

@@ -9,6 +9,7 @@ from PIL import Image
 from lab.viz.dashboard import (LEVEL_COLORS, ap_histogram, plot_ap_histograms, plot_embedding_map,
                                plot_retrieval_strip, plot_run_comparison, plot_score_histograms,
                                plot_training_curves, png_data_uri, score_histogram, spread_note, training_series)
+from lab.viz.dashboard import comparison_note, signed
 from lab.viz.retrieval import QUERY
 from lab.viz.style import NEGATIVE, POSITIVE, SERIES
 
@@ -87,7 +88,22 @@ def test_ap_histogram_counts_every_query_and_the_mean():
     fig = spec(plot_ap_histograms({"A": aps}, bins=4))
     assert fig["data"][0]["y"] == h["counts"]
     assert "mAP 0.550" in fig["data"][0]["name"]
-    assert fig["layout"]["shapes"][0]["x0"] == pytest.approx(0.55)
+    mean = fig["data"][1]  # the dotted line is a trace: it has a legend entry (issue 36, C-7)
+    assert mean["x"] == [pytest.approx(0.55)] * 2 and mean["line"]["dash"] == "dot"
+    assert mean["name"] == "A: mean AP (dotted line)" and mean.get("showlegend", True)
+
+
+def test_the_threshold_labels_sit_above_the_tallest_bars():
+    # Issue 36, C-7: "α = 0.90" ran into the tallest bars (the label sits at the top of the panel).
+    samples = {"A": ([0.95] * 50 + [0.5], [0.1, 0.2, 0.3]), "B": ([0.7, 0.8], [0.3] * 40)}
+    fig = spec(plot_score_histograms(samples, {"A": (0.9, 0.6, True), "B": (0.85, 0.5, False)}))
+    stats = fig["layout"]["meta"]["stats"]
+    for axis, label in (("yaxis", "A"), ("yaxis2", "B")):
+        tallest = max(stats[label]["pos"] + stats[label]["neg"])
+        assert fig["layout"][axis]["range"][1] >= 1.25 * tallest, axis
+    sides = {a["text"].split(" ")[0]: a for a in fig["layout"]["annotations"] if a["text"][0] in "αβ"}
+    # Both inside the band between the lines (not cut at the panel's edge), β's a line below α's.
+    assert sides["α"]["xanchor"] == "right" and sides["β"]["xanchor"] == "left" and sides["β"]["yshift"] < 0
 
 
 def test_embedding_map_points_carry_their_row_and_the_selection_is_drawn():
@@ -155,6 +171,27 @@ def test_run_comparison_zooms_to_the_values_and_shows_the_difference():
     assert meta["ranges"]["decomposability_gap"][0] < -0.009  # a negative gap is not cut at 0
     titles = [a["text"] for a in fig["layout"]["annotations"]]
     assert "mAP@R: B − A = -0.027" in titles and "R@1: B − A = +0.010" in titles
+    # Issue 36, D-9: a display name, not the raw key, and enough digits (+0.012 read "+0" when cut).
+    assert "decomp. gap: B − A = -0.021" in titles and not any("decomposability_gap" in t for t in titles)
+    assert all(len(t) <= 28 for t in titles)  # fits a quarter of the chart at 1280 px (13 px font)
+    assert len(fig["layout"]["title"]["text"]) <= 50  # the figure's title too: the note is a caption
+
+
+def test_a_difference_keeps_its_digits():
+    assert [signed(v) for v in (0.012, -0.1, 0.0, 3.2e-4, -1e-5)] == ["+0.012", "-0.100", "+0.000", "+3.2e-04",
+                                                                      "-1.0e-05"]
+
+
+def test_the_curve_panels_carry_each_runs_latest_value_in_its_colour():
+    # Issue 36, D-8: the metrics row is merged into the panel titles (one screen at 1280 x 720).
+    other = [dict(r, loss=r["loss"] + 1) if "loss" in r else r for r in HISTORY]
+    fig = spec(plot_training_curves({"A": HISTORY, "B": other}, rows=1))
+    titles = [a["text"] for a in fig["layout"]["annotations"]]
+    assert titles[0] == (f'training loss<br><span style="color:{SERIES[0]}">0.700</span> | '
+                         f'<span style="color:{SERIES[1]}">1.700</span>')
+    assert "0.400 · 0.200" in titles[2] and titles[2].startswith("held-out R@1 · mAP@R")
+    assert fig["layout"]["meta"]["latest"]["A"]["decomposability_gap"] == 0.2
+    assert {t["xaxis"] for t in fig["data"]} == {"x", "x2", "x3", "x4"} and fig["layout"]["xaxis4"]["domain"][0] > 0.7
 
 
 def test_run_comparison_error_bars_are_the_seed_spread_it_is_given():
@@ -169,3 +206,7 @@ def test_run_comparison_error_bars_are_the_seed_spread_it_is_given():
     note = spread_note(spread)
     assert "mAP@R by 1.3 points" in note and "by 0.8 points" in note and "results/methods.json" in note
     assert spread_note({}) == ""
+    # Issue 36, D-10: why v1's spread (short runs) is the yardstick of a dashboard run; none for v2's.
+    assert "Why protocol v1's short runs" in note and "dashboard run is as short" in note
+    assert "Why" not in spread_note(dict(spread, source="results/v2/methods.json"))
+    assert "error bars: ±1 seed-to-seed std" in comparison_note(spread) and "error" not in comparison_note({})

@@ -1,6 +1,8 @@
 """Retrieval grid, PCA and t-SNE maps, neighbour agreement, the retrieval browser's sliders (notebook 04)."""
 import itertools
 
+from pathlib import Path
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -94,6 +96,20 @@ def test_largest_groups_by_default_ties_in_label_order():
     groups = torch.tensor([4, 4, 1, 1, 1, 2, 2])
     fig = plot_embedding_2d(p, groups, max_groups=2)
     assert [t.name for t in fig.data] == ["other groups", "1", "2"]  # 1 is largest; 2 and 4 tie: 2 first
+
+
+
+def test_the_grey_points_are_named_as_what_they_are():
+    # Issue 36, C-6: notebook 04's class t-SNE called its grey points "other groups"; they are classes.
+    fig = plot_embedding_2d(torch.zeros(7, 2), torch.tensor([4, 4, 1, 1, 1, 2, 2]), highlight=[1],
+                            rest_name="other classes")
+    assert [t.name for t in fig.data] == ["other classes", "1"]
+
+
+def test_notebook_04_names_the_grey_points_of_its_class_map_other_classes():
+    source = (Path(__file__).resolve().parents[1] / "notebooks" / "04_train_retrieve_visualise.py").read_text()
+    call = source[source.index('plot_embedding_2d(tsne["points"], tsne["fine"]'):].split("\n\n", 1)[0]
+    assert 'rest_name="other classes"' in call
 
 
 def test_tsne_is_seeded_and_keeps_clusters():

@@ -5,7 +5,8 @@ values, bounds, validation, TrainConfig), ``urlstate`` (settings in the URL), ``
 two stepwise trainers and their Start / Pause / Step / Reset), ``worker`` (the thread that trains a
 running session), ``view`` (the copy of a session a page draws), ``registry`` (sessions by page id:
 a browser reload finds its run), ``heldout`` (held-out embeddings: neighbours, similarities,
-per-query AP, projections). Figures: :mod:`lab.viz.dashboard`.
+per-query AP, projections), ``reproduction`` (the Reproduction view's table rows and its cache of
+what the studies' verdicts derive from results/). Figures: :mod:`lab.viz.dashboard`.
 """
 from .hparams import calibration_thresholds, loss_defaults, loss_sliders, slider_options
 from .settings import Settings, escape_markdown, run_labels, to_configs, validate

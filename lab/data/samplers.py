@@ -152,6 +152,19 @@ class MPerClassBatchSampler(Sampler[list[int]]):
             yield batch[self.rank * size : (self.rank + 1) * size].tolist()
 
 
+class LeftOutCategories(RuntimeWarning):
+    """HierarchicalBatchSampler's warning: coarse categories with fewer than batch_size/(2m) classes,
+    left out of every batch. ``categories`` (their label ids), ``classes`` (each one's number of
+    classes), ``needed`` (batch_size/(2m)) and ``items`` (the sampled labels' length): a caller that
+    knows the categories' names can say which they are (:mod:`lab.experiments.hierarchical` does)."""
+
+    def __init__(self, categories: list[int], classes: list[int], needed: int, items: int):
+        self.categories, self.classes, self.needed, self.items = categories, classes, needed, items
+        listed = ", ".join(f"{c} ({n} class{'es' if n != 1 else ''})" for c, n in zip(categories, classes))
+        super().__init__(f"{len(categories)} coarse categories of these {items} items have fewer than batch_size/(2m) "
+                         f"= {needed} classes and are left out of HierarchicalBatchSampler's batches: {listed}")
+
+
 class HierarchicalBatchSampler(MPerClassBatchSampler):
     """FastAP's hard batches: batch_size/(2m) classes x m items from each of two coarse categories.
 
@@ -184,8 +197,7 @@ class HierarchicalBatchSampler(MPerClassBatchSampler):
         names, sizes = np.unique(coarse, return_counts=True)
         small = names[sizes < half]
         if len(small):
-            warnings.warn(f"{len(small)} coarse categories have fewer than batch_size/(2m) = {half} classes and are "
-                          f"left out of HierarchicalBatchSampler's batches: {small.tolist()[:10]}", RuntimeWarning)
+            warnings.warn(LeftOutCategories(small.tolist(), sizes[sizes < half].tolist(), half, len(arr)))
         kept = names[sizes >= half]
         if len(kept) < 2:
             raise ValueError(f"HierarchicalBatchSampler needs >= 2 coarse categories with >= batch_size/(2m) = {half} "

@@ -10,8 +10,8 @@
 
 Runs use :class:`lab.train.Trainer` on the glyphs dataset. In fast mode (``LAB_FAST=1``, see
 :func:`lab.core.env.fast_mode`) they are a few steps on a 24-class subset: the notebooks execute,
-the numbers mean nothing. Full mode has the reproduction study's budget (300 steps of 128), with a
-progress bar; the comparisons that the study already trained (``results/*.json``, 3 seeds) are
+the numbers mean nothing. Full mode has the reproduction study's budget (300 steps of 128), with
+progress lines; the comparisons that the study already trained (``results/*.json``, 3 seeds) are
 read from there (:mod:`lab.experiments.cached`, mean ± std over seeds) unless ``retrain=True``.
 Trained runs are cached per process, so a notebook can show one run in several figures.
 """
@@ -29,7 +29,7 @@ from .cached import cached_rows
 
 # The two sizes of every run. Fast: seconds on 2 CPU cores, quiet. Full: the reproduction study's
 # budget (lab/studies/spec.py FULL_BASE: 300 steps of 128, ~2.6 epochs; 1.5-4 min per run on one
-# core of a shared 2-core machine), with a progress bar.
+# core of a shared 2-core machine), with progress lines (text: a saved notebook shows them).
 FAST_RUN = dict(steps=3, batch_size=32, dataset_kwargs={"num_classes": 24, "instances_per_class": 8},
                 probe_batches=2, eval_max_items=None, progress=False)
 # Full: evaluation on a fixed ~2,000-image subset of the test classes (whole classes): the exact
@@ -87,9 +87,26 @@ def _trained(key: str):
     start = time.perf_counter()
     with run_threads():
         trainer = Trainer(cfg)
-        trainer.fit(cfg.steps)  # fit: the trainer's progress bar (full mode); no evaluation, no checkpoint here
+        train_with_text_progress(trainer, cfg.steps, cfg.progress)  # no evaluation, no checkpoint here
     trainer.train_seconds = time.perf_counter() - start
     return trainer
+
+
+PROGRESS_LINES = 4  # a line at every quarter of a run
+
+
+def train_with_text_progress(trainer, steps: int, progress: bool = True) -> None:
+    """Train ``trainer`` to step ``steps`` (the notebooks' runs evaluate and checkpoint nothing while
+    they train), printing a line of text at every quarter of the way when ``progress``: a saved
+    notebook shows where the run got to. (tqdm's notebook bar is a widget whose text, saved with the
+    notebook, stays at the 0 % it was first drawn with: issue 36, C-5.)"""
+    first, start = trainer.step_count, time.perf_counter()
+    marks = {first + round((steps - first) * k / PROGRESS_LINES) for k in range(1, PROGRESS_LINES + 1)}
+    while trainer.step_count < steps:
+        metrics = trainer.step()
+        if progress and trainer.step_count in marks:
+            print(f"train {trainer.config.loss}: step {trainer.step_count} / {steps}, loss {metrics['loss']:.4f}, "
+                  f"{time.perf_counter() - start:.0f} s", flush=True)
 
 
 def heldout_gap(trainer, max_items: Optional[int]) -> float:
@@ -142,7 +159,9 @@ def _run(key: str) -> dict[str, Any]:
     cfg = trainer.config
     start = time.perf_counter()
     with run_threads():
-        result = trainer.evaluate(progress=cfg.progress)
+        if cfg.progress:
+            print(f"evaluate {cfg.loss}: ranking the held-out images…", flush=True)
+        result = trainer.evaluate()  # no tqdm bar: a saved notebook would show it at 0 % (issue 36, C-5)
         gap_heldout = heldout_gap(trainer, cfg.eval_max_items)
     return {"loss": cfg.loss, "loss_kwargs": cfg.loss_kwargs, "batch_size": cfg.batch_size, "steps": cfg.steps,
             "eval_max_items": cfg.eval_max_items, "seed": cfg.seed,

@@ -154,6 +154,23 @@ GAPS = (("gap_heldout", "solid", "held-out: a fixed N test images in N/B batches
         ("gap", "dot", "train probe: a fixed number of training batches of B (8 in full mode)"))
 
 
+def _went(first: float, last: float, sizes: tuple[str, str] = ("", "")) -> str:
+    """'rose from 0.051 (B = 32) to 0.171 (B = 256)', 'fell from ...' or 'stayed at 0.200' (3 decimals, as printed)."""
+    if round(first, 3) == round(last, 3):
+        return f"stayed at {first:.3f}"
+    return f"{'rose' if last > first else 'fell'} from {first:.3f}{sizes[0]} to {last:.3f}{sizes[1]}"
+
+
+def two_gaps_sentence(rows: Sequence[dict[str, Any]]) -> str:
+    """What :func:`lab.experiments.runs.gap_by_batch_size`'s rows (one model cut into batches of
+    each size) say from the smallest batch to the largest, with the digits the notebook prints
+    (notebook 02, section 5): generated, so the prose says what this run measured."""
+    a, b = min(rows, key=lambda r: r["batch_size"]), max(rows, key=lambda r: r["batch_size"])
+    sizes = (f" (B = {a['batch_size']})", f" (B = {b['batch_size']})")
+    return (f"In this run the probe's gap {_went(a['probe'], b['probe'], sizes)}, while the held-out gap of the "
+            f"same model {_went(a['heldout'], b['heldout'])}.")
+
+
 def plot_batch_size_study(rows: list[dict[str, Any]]) -> go.Figure:
     """ROADMAP Fig. 5 and supp. Table 9 across batch sizes: mAP@R of each loss, the relative mAP@R
     gain of ROADMAP over SupAP (%), and the decomposability gap of each trained model: held-out

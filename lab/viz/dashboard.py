@@ -16,14 +16,14 @@ import plotly.graph_objects as go
 import torch
 from plotly.subplots import make_subplots
 
-from .comparisons import zoomed_range
 from .retrieval import QUERY
 from .style import CATEGORIES, CATEGORY_MARKERS, NEGATIVE, POSITIVE, SERIES, TEMPLATE, floats
+from .training_curves import (COMPARED, CURVES, DISPLAY, comparison_note, curve_titles, latest_values,  # noqa: F401
+                              plot_run_comparison, plot_training_curves, run_differences, scale_note, signed,
+                              sized_layout, spread_note, training_series)
 
 SAME_COARSE = "#ff7f0e"  # orange: not the query's class, but its coarse class
 LEVEL_COLORS = {"class": POSITIVE, "coarse": SAME_COARSE, "other": NEGATIVE}
-CURVES = (("loss", "training loss"), ("batch_ap", "batch AP (train)"), ("R@1", "held-out R@1 and mAP@R (dashed)"),
-          ("decomposability_gap", "decomposability gap (train probe)"))
 # The embedding map's groups: the lab's categorical palette (colour-blind-safe blocks, one marker
 # shape per block, far from the relevance green and red) with its vermillion, too close to the
 # orange of a "same coarse class" ring (CIELAB ΔE 15), replaced by a blue diamond: 20 (colour,
@@ -31,108 +31,6 @@ CURVES = (("loss", "training loss"), ("batch_ap", "batch AP (train)"), ("R@1", "
 NEAR_RINGS = ("#D55E00",)
 MAP_STYLES = [(c, m) for c, m in zip(CATEGORIES, CATEGORY_MARKERS) if c not in NEAR_RINGS] + [("#1E90FF", "diamond")]
 
-
-def _layout(fig: go.Figure, title: str, height: int) -> go.Figure:
-    fig.update_layout(template=TEMPLATE, title=title, height=height, margin=dict(l=50, r=20, t=70, b=40))
-    return fig
-
-
-# ------------------------------------------------------------------------- training curves
-def training_series(history: Sequence[Mapping[str, Any]]) -> dict[str, tuple[list[float], list[float]]]:
-    """{metric: (steps, values)} from a trainer's history: train records give ``loss`` and
-    ``batch_ap``; eval records ``R@1``, ``mAP@R`` and ``decomposability_gap``."""
-    out: dict[str, tuple[list[float], list[float]]] = {}
-    for record in history:
-        keys = ("loss", "batch_ap") if record.get("kind") == "train" else ("R@1", "mAP@R", "decomposability_gap")
-        for key in keys:
-            if key in record:
-                steps, values = out.setdefault(key, ([], []))
-                steps.append(float(record["step"]))
-                values.append(float(record[key]))
-    return out
-
-
-def plot_training_curves(histories: Mapping[str, Sequence[Mapping[str, Any]]], title: str = "") -> go.Figure:
-    """2 x 2 panels (loss, batch AP, held-out R@1 / mAP@R, decomposability gap), one colour per run."""
-    fig = make_subplots(rows=2, cols=2, subplot_titles=[t for _, t in CURVES], vertical_spacing=0.16,
-                        horizontal_spacing=0.1)
-    for i, (label, history) in enumerate(histories.items()):
-        series = training_series(history)
-        color = SERIES[i % len(SERIES)]
-        for panel, (key, _) in enumerate(CURVES):
-            row, col = panel // 2 + 1, panel % 2 + 1
-            for name, dash in ((key, "solid"), ("mAP@R", "dash")) if key == "R@1" else ((key, "solid"),):
-                steps, values = series.get(name, ([], []))
-                fig.add_trace(go.Scatter(x=steps, y=values, name=label, legendgroup=label,
-                                         showlegend=panel == 0, mode="lines+markers" if key != "loss" else "lines",
-                                         line=dict(color=color, dash=dash), marker=dict(size=4)), row=row, col=col)
-    fig.update_xaxes(title_text="step", row=2)
-    fig.update_layout(legend=dict(orientation="h", y=1.12, x=1, xanchor="right"))
-    return _layout(fig, title or "Training", 520)
-
-
-COMPARED = ("R@1", "mAP@R", "mAP", "decomposability_gap")
-
-
-def run_differences(summaries: Mapping[str, Mapping[str, float]],
-                    metrics: Sequence[str] = COMPARED) -> dict[str, float]:
-    """{metric: last run's value - first run's} for the metrics every run has (B - A in compare
-    mode); {} for a single run."""
-    values = list(summaries.values())
-    if len(values) < 2:
-        return {}
-    return {m: float(values[-1][m]) - float(values[0][m]) for m in metrics if all(m in v for v in values)}
-
-
-def plot_run_comparison(summaries: Mapping[str, Mapping[str, float]], metrics: Sequence[str] = COMPARED,
-                        spread: Optional[Mapping[str, Any]] = None) -> go.Figure:
-    """Each run's latest held-out metrics (compare mode), one panel per metric, its y axis zoomed to
-    the values (:func:`lab.viz.comparisons.zoomed_range`): two losses a point apart do not look
-    alike. Each panel's title gives the difference B - A (:func:`run_differences`). ``spread``
-    (:func:`lab.experiments.cached.seed_spread`): an error bar of one seed-to-seed std of the
-    reproduction study on each value, for the metrics it has. ``layout.meta``: differences, ranges."""
-    shown = [m for m in metrics if all(m in s for s in summaries.values())]
-    differences = run_differences(summaries, shown)
-    single = dict((spread or {}).get("single", {}))
-    titles = [f"{m}: B − A = {differences[m]:+.3f}" if m in differences else m for m in shown]
-    fig = make_subplots(rows=1, cols=max(1, len(shown)), subplot_titles=titles or None, horizontal_spacing=0.07)
-    ranges = {}
-    for col, m in enumerate(shown, start=1):
-        values = [float(s[m]) for s in summaries.values()]
-        std = single.get(m, 0.0)
-        for i, (label, value) in enumerate(zip(summaries, values)):
-            fig.add_trace(go.Scatter(x=[float(i)], y=[value], mode="markers+text", text=[f"{value:.3f}"],
-                                     textposition="middle right", name=label, legendgroup=label, showlegend=col == 1,
-                                     marker=dict(size=12, color=SERIES[i % len(SERIES)]),
-                                     error_y=dict(type="data", array=[std], visible=m in single)), row=1, col=col)
-        ranges[m] = zoomed_range([v - std for v in values], [v + std for v in values])
-        fig.update_yaxes(range=ranges[m], row=1, col=col)
-        fig.update_xaxes(range=[-0.5, len(values) - 0.2], showticklabels=False, row=1, col=col)
-    note = "each panel zoomed to its values" + (": error bars ±1 seed-to-seed std of the reproduction study"
-                                                 if single else "")
-    fig.update_layout(meta={"differences": differences, "ranges": ranges},
-                      legend=dict(orientation="h", y=-0.08, x=0.5, xanchor="center"))
-    return _layout(fig, f"Latest held-out evaluation ({note})", 340)
-
-
-def spread_note(spread: Mapping[str, Any]) -> str:
-    """A sentence for a one-seed comparison: how much the reproduction study's results moved from
-    seed to seed (:func:`lab.experiments.cached.seed_spread`); "" without study results."""
-    if not spread:
-        return ""
-    single, paired = spread["single"], spread.get("paired", {})
-    metrics = [m for m in ("R@1", "mAP@R") if m in single]
-    one = " and ".join(f"{m} by {100 * single[m]:.1f}" for m in metrics)
-    text = (f"One seed at this scale: in the reproduction study ({spread['source']}, {spread['settings']} losses × "
-            f"{spread['seeds']} seeds, {'/'.join(map(str, spread['steps']))} steps of "
-            f"{'/'.join(map(str, spread['batch_size']))}) one run's {one} points from seed to seed (std)")
-    both = [m for m in metrics if m in paired]
-    if both:
-        text += (", and the difference between two losses trained from the same seed by "
-                 + " and ".join(f"{100 * paired[m]:.1f}" for m in both) + " points")
-    return (text + ". These two runs share one seed: a difference of less than about twice that may be this "
-            "seed's luck, not the loss. This page evaluates fewer images than the study, so its numbers vary at "
-            "least as much.")
 
 
 # ------------------------------------------------------------------------- score histograms
@@ -161,6 +59,9 @@ def score_histogram(pos: Sequence[float], neg: Sequence[float], alpha: float, be
     return out
 
 
+HEADROOM = 1.3  # y axes reach 1.3 x the tallest bar: the threshold labels never cross a bar
+
+
 def plot_score_histograms(samples: Mapping[str, tuple[Sequence[float], Sequence[float]]],
                           thresholds: Mapping[str, tuple[float, float, bool]], bins: int = 50) -> go.Figure:
     """One panel per run: positive (green) and negative (red) similarity densities of held-out pairs,
@@ -175,16 +76,20 @@ def plot_score_histograms(samples: Mapping[str, tuple[Sequence[float], Sequence[
         for kind, color, name in (("pos", POSITIVE, "positive pairs"), ("neg", NEGATIVE, "negative pairs")):
             fig.add_trace(go.Bar(x=s["centres"], y=s[kind], width=s["width"], name=name, legendgroup=kind,
                                  showlegend=row == 1, marker=dict(color=color), opacity=0.55), row=row, col=1)
-        for x, name in ((alpha, "α"), (beta, "β")):
+        # The labels sit in the headroom above the bars (HEADROOM), inside the band between the two
+        # lines (never cut at the panel's edge), β's a line lower (never on α's when the lines are close).
+        for x, name, side, shift in ((alpha, "α", "top left", 0), (beta, "β", "top right", -16)):
             fig.add_vline(x=x, line=dict(color="black", dash="solid" if own else "dash", width=1.5), row=row, col=1,
-                          annotation_text=f"{name} = {x:.2f}" + ("" if own else " (reference)"))
+                          annotation_text=f"{name} = {x:.2f}" + ("" if own else " (reference)"),
+                          annotation_position=side, annotation_yshift=shift, annotation_bgcolor="rgba(255,255,255,0.8)")
+        fig.update_yaxes(range=[0, HEADROOM * max(s["pos"] + s["neg"] + [1e-9])], row=row, col=1)
     fig.update_layout(barmode="overlay", meta={"stats": stats})
     lo = min(s["range"][0] for s in stats.values())
     hi = max(s["range"][1] for s in stats.values())
     fig.update_xaxes(range=[lo, hi])
     fig.update_xaxes(title_text="cosine similarity to the query", row=len(labels))
     fig.update_yaxes(title_text="density")
-    return _layout(fig, "Held-out similarities: what calibration separates", 300 * len(labels) + 60)
+    return sized_layout(fig, "Held-out similarities: what calibration separates", 300 * len(labels) + 60)
 
 
 def ap_histogram(aps: Sequence[float], bins: int = 20) -> dict[str, Any]:
@@ -202,12 +107,15 @@ def plot_ap_histograms(aps: Mapping[str, Sequence[float]], bins: int = 20) -> go
     stats = {label: ap_histogram(values, bins) for label, values in aps.items()}
     for i, (label, s) in enumerate(stats.items()):
         color = SERIES[i % len(SERIES)]
-        fig.add_trace(go.Bar(x=s["centres"], y=s["counts"], width=s["width"], name=f"{label} (mAP {s['mean']:.3f})",
+        fig.add_trace(go.Bar(x=s["centres"], y=s["counts"], width=s["width"], name=f"{label} (mAP {s['mean']:.3f})", legendgroup=label,
                              marker=dict(color=color), opacity=0.6))
-        fig.add_vline(x=s["mean"], line=dict(color=color, dash="dot", width=2))
+        # The mean as a dotted line with its own legend entry (a shape has none): a vertical line trace.
+        fig.add_trace(go.Scatter(x=[s["mean"], s["mean"]], y=[0, max(s["counts"] + [1.0])], mode="lines",
+                                 name=f"{label}: mean AP (dotted line)", legendgroup=label,
+                                 line=dict(color=color, dash="dot", width=2), hoverinfo="skip"))
     fig.update_layout(barmode="overlay", meta={"stats": stats}, xaxis=dict(title="AP of one query", range=[0, 1]),
                       yaxis=dict(title="queries"))
-    return _layout(fig, "Per-query AP on the held-out images", 340)
+    return sized_layout(fig, "Per-query AP on the held-out images", 340)
 
 
 # ------------------------------------------------------------------------- embedding map
@@ -239,7 +147,7 @@ def plot_embedding_map(points: Sequence[Sequence[float]], groups: Sequence[int],
                                  marker=dict(size=18, symbol="star", color=QUERY, line=dict(color="white", width=1))))
     fig.update_layout(showlegend=len(members) <= 20, clickmode="event+select", dragmode="pan",
                       xaxis=dict(showticklabels=False), yaxis=dict(showticklabels=False))
-    return _layout(fig, title, 520)
+    return sized_layout(fig, title, 520)
 
 
 # ------------------------------------------------------------------------- retrievals

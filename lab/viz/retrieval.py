@@ -236,12 +236,14 @@ def class_tsne(embeddings: Tensor, labels: Tensor, class_names: Optional[dict[in
 
 def plot_embedding_2d(points: Tensor, groups: Tensor, group_names: Optional[dict[int, str]] = None,
                       max_groups: int = len(CATEGORIES), title: str = "PCA of the test embeddings",
-                      highlight: Optional[Sequence[int]] = None, axis_title: str = "PC") -> go.Figure:
+                      highlight: Optional[Sequence[int]] = None, axis_title: str = "PC",
+                      rest_name: str = "other groups") -> go.Figure:
     """Scatter of (N, 2) points coloured by group (N,) (a class, a coarse label).
 
     ``highlight``: the groups that get a colour and marker each (``CATEGORIES``,
     ``CATEGORY_MARKERS``), in this order (at most 20); default: the ``max_groups`` largest groups
-    (all the glyphs' 20 scripts). Every other point is grey, drawn first (underneath).
+    (all the glyphs' 20 scripts). Every other point is grey, drawn first (underneath), named
+    ``rest_name`` in the legend ("other classes" when the groups are classes).
     ``axis_title``: "PC" (PCA) or "t-SNE", numbered 1 and 2.
     """
     names = group_names or {}
@@ -255,7 +257,7 @@ def plot_embedding_2d(points: Tensor, groups: Tensor, group_names: Optional[dict
     fig = go.Figure()
     rest = ~torch.isin(groups, torch.tensor(highlight, dtype=groups.dtype))
     if rest.any():
-        fig.add_trace(go.Scatter(x=floats(points[rest, 0]), y=floats(points[rest, 1]), mode="markers", name="other groups",
+        fig.add_trace(go.Scatter(x=floats(points[rest, 0]), y=floats(points[rest, 1]), mode="markers", name=rest_name,
                                  marker=dict(size=5, color=NEUTRAL, opacity=0.3)))
     for i, g in enumerate(highlight):
         sel = groups == g

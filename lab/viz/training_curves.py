@@ -1,0 +1,196 @@
+"""The dashboard's Training view: the training curves and, in compare mode, the latest held-out
+evaluation of both runs, with the notes that say how to read them. Pure functions, built from
+Python lists (plotly 7 would base64-encode arrays); re-exported by :mod:`lab.viz.dashboard`.
+
+Sized for one screen at a projector's 1280 x 720 (issue 36): panel titles carry the latest values
+(the metrics row they replace cost the held-out panels' height) under the metrics' display names.
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping, Optional, Sequence
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from .comparisons import zoomed_range
+from .style import SERIES, TEMPLATE
+
+
+CURVES = (("loss", "training loss"), ("batch_ap", "batch AP (train)"), ("R@1", "held-out R@1 · mAP@R (dashed)"),
+          ("decomposability_gap", "decomp. gap (train probe)"))
+# The metrics' names in panel titles: the raw key "decomposability_gap" is a code name, not a title.
+DISPLAY = {"R@1": "R@1", "mAP@R": "mAP@R", "mAP": "mAP", "decomposability_gap": "decomp. gap", "loss": "loss",
+           "batch_ap": "batch AP"}
+# The legend on the figure title's line, at its right end: not on the panel titles, not under the panels.
+LEGEND_IN_TITLE_ROW = dict(orientation="h", yref="container", y=0.985, yanchor="top", x=1, xanchor="right")
+TITLE_FONT = 13  # panel titles: the default 16 px cuts a title with the latest values at 1280 px
+
+def sized_layout(fig: go.Figure, title: str, height: int) -> go.Figure:
+    """The dashboard's template, title, height and margins (every figure of the dashboard)."""
+    fig.update_layout(template=TEMPLATE, title=title, height=height, margin=dict(l=50, r=20, t=70, b=40))
+    return fig
+
+
+
+# ------------------------------------------------------------------------- training curves
+def training_series(history: Sequence[Mapping[str, Any]]) -> dict[str, tuple[list[float], list[float]]]:
+    """{metric: (steps, values)} from a trainer's history: train records give ``loss`` and
+    ``batch_ap``; eval records ``R@1``, ``mAP@R`` and ``decomposability_gap``."""
+    out: dict[str, tuple[list[float], list[float]]] = {}
+    for record in history:
+        keys = ("loss", "batch_ap") if record.get("kind") == "train" else ("R@1", "mAP@R", "decomposability_gap")
+        for key in keys:
+            if key in record:
+                steps, values = out.setdefault(key, ([], []))
+                steps.append(float(record["step"]))
+                values.append(float(record[key]))
+    return out
+
+
+def latest_values(series: Mapping[str, tuple[list[float], list[float]]]) -> dict[str, float]:
+    """{metric: its last value} of :func:`training_series`'s output (the metrics row of the panel titles)."""
+    return {key: values[-1] for key, (_, values) in series.items() if values}
+
+
+def signed(value: float) -> str:
+    """A difference with enough digits to read: +0.012, -0.100, +3.2e-04 (never a bare +0)."""
+    return f"{value:+.3f}" if value == 0 or abs(value) >= 5e-4 else f"{value:+.1e}"
+
+
+def _coloured(text: str, color: str) -> str:
+    return f'<span style="color:{color}">{text}</span>'
+
+
+def curve_titles(latest: Mapping[str, Mapping[str, float]]) -> list[str]:
+    """The four panel titles with each run's latest value in its colour: the metrics row, merged
+    into the charts (``latest``: {run label: :func:`latest_values`})."""
+    titles = []
+    for key, title in CURVES:
+        values = []
+        for i, last in enumerate(latest.values()):
+            color = SERIES[i % len(SERIES)]
+            if key == "R@1" and "R@1" in last:
+                values.append(_coloured(f"{last['R@1']:.3f} · {last.get('mAP@R', float('nan')):.3f}", color))
+            elif key in last:
+                values.append(_coloured(f"{last[key]:.3f}", color))
+        titles.append(f"{title}<br>" + " | ".join(values) if values else title)
+    return titles
+
+
+def plot_training_curves(histories: Mapping[str, Sequence[Mapping[str, Any]]], title: str = "",
+                         height: int = 460, rows: int = 2) -> go.Figure:
+    """Panels of loss, batch AP, held-out R@1 / mAP@R and decomposability gap, one colour per run:
+    2 x 2 (``rows=2``) or 1 x 4 (``rows=1``). Each panel's title ends with every run's latest value
+    (:func:`curve_titles`); ``layout.meta["latest"]`` holds them."""
+    all_series = {label: training_series(history) for label, history in histories.items()}
+    latest = {label: latest_values(series) for label, series in all_series.items()}
+    cols = 4 // rows
+    fig = make_subplots(rows=rows, cols=cols, subplot_titles=curve_titles(latest),
+                        vertical_spacing=0.2 if rows == 2 else 0.1, horizontal_spacing=0.1 if rows == 2 else 0.06)
+    for i, (label, series) in enumerate(all_series.items()):
+        color = SERIES[i % len(SERIES)]
+        for panel, (key, _) in enumerate(CURVES):
+            row, col = panel // cols + 1, panel % cols + 1
+            for name, dash in ((key, "solid"), ("mAP@R", "dash")) if key == "R@1" else ((key, "solid"),):
+                steps, values = series.get(name, ([], []))
+                fig.add_trace(go.Scatter(x=steps, y=values, name=label, legendgroup=label,
+                                         showlegend=panel == 0, mode="lines+markers" if key != "loss" else "lines",
+                                         line=dict(color=color, dash=dash), marker=dict(size=4)), row=row, col=col)
+    fig.update_xaxes(title_text="step", title_standoff=8, row=rows)
+    fig.update_annotations(font_size=TITLE_FONT)
+    fig.update_layout(legend=LEGEND_IN_TITLE_ROW,
+                      meta={"latest": latest}, title_font_size=15)
+    sized_layout(fig, title or "Training", height)
+    fig.update_layout(margin=dict(l=45, r=15, t=75, b=42))
+    return fig
+
+
+COMPARED = ("R@1", "mAP@R", "mAP", "decomposability_gap")
+COMPARISON_TITLE = "Latest held-out evaluation: B − A per panel"
+
+
+def run_differences(summaries: Mapping[str, Mapping[str, float]],
+                    metrics: Sequence[str] = COMPARED) -> dict[str, float]:
+    """{metric: last run's value - first run's} for the metrics every run has (B - A in compare
+    mode); {} for a single run."""
+    values = list(summaries.values())
+    if len(values) < 2:
+        return {}
+    return {m: float(values[-1][m]) - float(values[0][m]) for m in metrics if all(m in v for v in values)}
+
+
+def comparison_note(spread: Optional[Mapping[str, Any]]) -> str:
+    """What the comparison's axes and bars mean (a caption under the chart: its title stays short)."""
+    single = (spread or {}).get("single", {})
+    return "Each panel is zoomed to its values" + (
+        f"; error bars: ±1 seed-to-seed std of the reproduction study ({', '.join(single)})." if single else ".")
+
+
+def plot_run_comparison(summaries: Mapping[str, Mapping[str, float]], metrics: Sequence[str] = COMPARED,
+                        spread: Optional[Mapping[str, Any]] = None, height: int = 260) -> go.Figure:
+    """Each run's latest held-out metrics (compare mode), one panel per metric, its y axis zoomed to
+    the values (:func:`lab.viz.comparisons.zoomed_range`): two losses a point apart do not look
+    alike. Each panel's title gives the difference B - A (:func:`run_differences`) under the metric's
+    display name (``DISPLAY``). ``spread`` (:func:`lab.experiments.cached.seed_spread`): an error bar
+    of one seed-to-seed std of the reproduction study on each value, for the metrics it has
+    (:func:`comparison_note` says so). ``layout.meta``: differences, ranges."""
+    shown = [m for m in metrics if all(m in s for s in summaries.values())]
+    differences = run_differences(summaries, shown)
+    single = dict((spread or {}).get("single", {}))
+    titles = [f"{DISPLAY.get(m, m)}: B − A = {signed(differences[m])}" if m in differences else DISPLAY.get(m, m)
+              for m in shown]
+    fig = make_subplots(rows=1, cols=max(1, len(shown)), subplot_titles=titles or None, horizontal_spacing=0.07)
+    ranges = {}
+    for col, m in enumerate(shown, start=1):
+        values = [float(s[m]) for s in summaries.values()]
+        std = single.get(m, 0.0)
+        for i, (label, value) in enumerate(zip(summaries, values)):
+            fig.add_trace(go.Scatter(x=[float(i)], y=[value], mode="markers+text", text=[f"{value:.3f}"],
+                                     textposition="middle right", name=label, legendgroup=label, showlegend=col == 1,
+                                     marker=dict(size=12, color=SERIES[i % len(SERIES)]),
+                                     error_y=dict(type="data", array=[std], visible=m in single)), row=1, col=col)
+        ranges[m] = zoomed_range([v - std for v in values], [v + std for v in values])
+        fig.update_yaxes(range=ranges[m], row=1, col=col)
+        fig.update_xaxes(range=[-0.5, len(values) - 0.2], showticklabels=False, row=1, col=col)
+    fig.update_annotations(font_size=TITLE_FONT)
+    fig.update_layout(meta={"differences": differences, "ranges": ranges}, title_font_size=15,
+                      legend=LEGEND_IN_TITLE_ROW)
+    sized_layout(fig, COMPARISON_TITLE, height)
+    fig.update_layout(margin=dict(l=45, r=15, t=60, b=10))
+    return fig
+
+
+def spread_note(spread: Mapping[str, Any]) -> str:
+    """A sentence for a one-seed comparison: how much the reproduction study's results moved from
+    seed to seed (:func:`lab.experiments.cached.seed_spread`); "" without study results."""
+    if not spread:
+        return ""
+    single, paired = spread["single"], spread.get("paired", {})
+    metrics = [m for m in ("R@1", "mAP@R") if m in single]
+    one = " and ".join(f"{m} by {100 * single[m]:.1f}" for m in metrics)
+    text = (f"One seed at this scale: in the reproduction study ({spread['source']}, {spread['settings']} losses × "
+            f"{spread['seeds']} seeds, {'/'.join(map(str, spread['steps']))} steps of "
+            f"{'/'.join(map(str, spread['batch_size']))}) one run's {one} points from seed to seed (std)")
+    both = [m for m in metrics if m in paired]
+    if both:
+        text += (", and the difference between two losses trained from the same seed by "
+                 + " and ".join(f"{100 * paired[m]:.1f}" for m in both) + " points")
+    return (text + ". These two runs share one seed: a difference of less than about twice that may be this "
+            "seed's luck, not the loss. This page evaluates fewer images than the study, so its numbers vary at "
+            "least as much." + scale_note(spread))
+
+
+def scale_note(spread: Mapping[str, Any]) -> str:
+    """Why a short study's spread is the yardstick of a dashboard run (issue 36, D-10): a page's run
+    is hundreds of steps ranked on a few hundred held-out images, as short as protocol v1's runs;
+    protocol v2's long runs on the whole test split measure nearly converged models, whose numbers
+    vary less from seed to seed. "" for a spread read from v2."""
+    if str(spread.get("source", "")).startswith("results/v2/"):
+        return ""
+    return (" Why protocol v1's short runs: a dashboard run is as short (hundreds of steps, a few hundred held-out "
+            "images); protocol v2's runs are far longer and rank the whole test split, where one run varies less "
+            "from seed to seed — a yardstick for converged models, not for this page's.")
+
+
+__all__ = ["training_series", "latest_values", "signed", "curve_titles", "plot_training_curves", "run_differences",
+           "comparison_note", "plot_run_comparison", "spread_note", "scale_note", "sized_layout", "CURVES", "DISPLAY", "COMPARED"]

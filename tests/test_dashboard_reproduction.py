@@ -1,0 +1,111 @@
+"""The Reproduction view's data (lab.dashboard.reproduction): today's verdict paragraphs split into
+table rows with a badge each, and the cache that keeps what they cost to derive (issue 36, D-11)."""
+from __future__ import annotations
+
+import shutil
+import threading
+
+import pytest
+
+from lab.dashboard.reproduction import (StudyCache, StudyView, badge, results_fingerprint, verdict_parts,
+                                        verdict_table, verdict_tone)
+from lab.studies.results_page import PAGE, TITLES
+from lab.studies.verdicts import RESULTS, study_verdict
+
+PARAGRAPH = ("**Reproduction study, protocol v1** (`results/bins.json`, 3 seeds, `python -m lab study bins`). "
+             "*Paper:* R@1 peaks around 10 bins.\n\n*Measured:* FastAP: best mean R@1 at 20 bins. "
+             "**Verdict: partly (1 of 2).** Most likely reasons: few seeds.")
+
+
+def test_a_verdict_paragraph_splits_into_its_fields():
+    p = verdict_parts(PARAGRAPH)
+    assert p["protocol"] == "v1" and p["seeds"] == "3" and p["claim"] == "R@1 peaks around 10 bins."
+    assert p["measured"] == "FastAP: best mean R@1 at 20 bins" and p["verdict"] == "partly (1 of 2)"
+    assert p["reasons"] == "few seeds."
+    assert verdict_parts("The reproduction study has no full-mode results for `bins`.") is None
+
+
+def test_every_study_of_the_committed_results_gives_a_row():
+    # The parser follows lab.studies.verdicts' paragraph: a change of its form fails here, not silently.
+    for name in PAGE:
+        p = verdict_parts(study_verdict(name))
+        assert p is not None and p["verdict"] and p["measured"] and p["protocol"] in ("v1", "v2"), name
+
+
+@pytest.mark.parametrize("verdict, tone", [("reproduces", "good"), ("partly (2 of 4)", "mixed"),
+                                           ("same direction, not significant", "mixed"),
+                                           ("0 of 5 adjacent pairs resolved as in the paper, 2 reversed", "bad"),
+                                           ("does not reproduce", "bad"), (None, "none")])
+def test_a_verdict_has_a_tone_and_a_badge(verdict, tone):
+    assert verdict_tone(verdict) == tone
+    assert badge(verdict).startswith({"good": ":green-badge[", "mixed": ":orange-badge[", "bad": ":red-badge[",
+                                      "none": ":gray-badge["}[tone])
+
+
+def test_the_table_has_one_row_per_study_a_badge_each_and_marks_the_chosen_one():
+    studies = [StudyView("bins", "4. Number of bins", PARAGRAPH, verdict_parts(PARAGRAPH)),
+               StudyView("gap", "5. Gap", "The reproduction study has no full-mode results for `gap`.", None),
+               StudyView("odd", "6. Odd", "A paragraph of another form " + "x" * 300, None)]
+    table = verdict_table(studies, selected="bins").splitlines()
+    assert len(table) == 2 + 3
+    assert table[2].startswith("| ▶ **4\\. Number of bins** | :orange-badge[partly] partly \\(1 of 2\\) |")
+    assert "v1 · n = 3" in table[2]
+    assert ":gray-badge[not run] | no full-mode results" in table[3] and "▶" not in table[3]
+    assert table[4].count("x") < 200 and table[4].endswith("… | – |")  # its first words; the rest in the expander
+    assert verdict_table(studies[:1]).count("| reproduces") == 0  # a badge's word is not repeated
+
+
+def test_the_cache_computes_each_study_once_per_state_of_the_results(tmp_path):
+    root = tmp_path / "results"
+    shutil.copytree(RESULTS, root)
+    calls = []
+
+    def compute(name):
+        calls.append(name)
+        return StudyView(name, TITLES[name], f"verdict of {name} #{len(calls)}", None, "", (b"png",))
+
+    cache = StudyCache(compute, root, store=tmp_path / "store")
+    first = cache.all(["bins", "gap"])
+    assert cache.all(["bins", "gap"]) == first and calls == ["bins", "gap"] and cache.ready(["bins", "gap"])
+    (root / "bins.json").write_text((root / "bins.json").read_text() + " ")  # a new result
+    assert not cache.ready(["bins"]) and cache.get("bins").verdict == "verdict of bins #3"
+    # A new server on the same results reads the stored views: nothing computed again.
+    again = StudyCache(lambda name: pytest.fail(f"computed {name} again"), root, store=tmp_path / "store")
+    assert again.get("bins") == cache.get("bins") and again.get("bins").figures == (b"png",)
+    assert len(list((tmp_path / "store").iterdir())) == 1  # the older results' folder is gone
+
+
+def test_the_warm_up_thread_fills_the_cache_and_a_reader_waits_for_it_instead_of_recomputing(tmp_path):
+    started, release, calls = threading.Event(), threading.Event(), []
+
+    def slow(name):
+        calls.append(name)
+        started.set()
+        release.wait(10)
+        return StudyView(name, name, "v", None)
+
+    cache = StudyCache(slow, RESULTS)
+    thread = cache.warm(["bins"])
+    assert cache.warm(["bins"]) is thread  # one warm-up at a time
+    started.wait(10)
+    reader = threading.Thread(target=cache.get, args=("bins",))
+    reader.start()
+    release.set()
+    reader.join(10)
+    thread.join(10)
+    assert calls == ["bins"] and cache.ready(["bins"])
+
+
+def test_the_fingerprint_follows_the_contents(tmp_path):
+    (tmp_path / "v2").mkdir()
+    (tmp_path / "v2" / "a.json").write_text("{}")
+    before = results_fingerprint(tmp_path)
+    assert results_fingerprint(tmp_path) == before
+    (tmp_path / "v2" / "a.json").write_text("{ }")
+    assert results_fingerprint(tmp_path) != before
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "rule.py").write_text("VERDICT = 1")
+    with_code = results_fingerprint(tmp_path, [code])
+    (code / "rule.py").write_text("VERDICT = 2")  # a new rule: the stored verdicts are not the page's any more
+    assert results_fingerprint(tmp_path, [code]) != with_code
