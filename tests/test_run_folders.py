@@ -174,8 +174,10 @@ def test_a_damaged_log_line_is_one_line_naming_the_file_and_line(tmp_path, capsy
     log = out / "metrics.jsonl"
     lines = log.read_text().splitlines()
     log.write_text("\n".join([lines[0], line, *lines[1:]]) + "\n")
-    err = fails(capsys, "train", "--resume", "--out", out, "--steps", 3, "--no-progress").splitlines()
-    assert err[-1].startswith(f"python -m lab train: error: {log}, line 2: {why}") and "Traceback" not in err
+    err = fails(capsys, "train", "--resume", "--out", out, "--steps", 3, "--no-progress")
+    assert err.startswith(f"python -m lab train: error: {log}, line 2: {why}") and err.count("\n") == 1
+    with pytest.raises(ValueError, match=f"line 2: {why}"):  # the Trainer itself refuses it too
+        Trainer.from_checkpoint(out / "checkpoint.pt")
 
 
 # ------------------------------------------------------------------ defect 4: checksums, the previous checkpoint

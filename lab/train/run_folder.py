@@ -129,6 +129,8 @@ class RunFolder:
             raise RunFolderError(f"--out {self.out} holds another run ({describe_run(self.out)}): --resume "
                                  "continues it, --overwrite replaces it (Trainer(..., overwrite=True)), or choose "
                                  "another --out")
+        if (self.out / "metrics.jsonl").is_file():
+            read_log(self.out / "metrics.jsonl")  # a damaged line: said now, before anything is built
         saved = saved_config(self.out)
         diff = config_diff(saved, config) if saved is not None and config is not None else {}
         if diff:
@@ -160,18 +162,14 @@ def _holder(lock: Path) -> Optional[int]:
     return int(text) if text.isdigit() else None
 
 
-def repair_log(path: Path, step: int) -> None:
-    """Keep the records of a metrics log with ``step <= step`` (atomic rewrite), after cutting off
-    a last line without its newline (kept in ``.bak``, with a warning). A line that is not a JSON
-    record with a ``step``: a ValueError naming the file and the line."""
-    if not path.exists():
-        return
+def read_log(path: Path) -> tuple[list[tuple[int, bytes]], bytes]:
+    """([(step, line)] of a metrics log's complete lines, the bytes after its last newline). A line
+    that is not a JSON record with an integer ``step``: a ValueError naming the file and the line."""
     raw = path.read_bytes()
     complete, _, tail = raw.rpartition(b"\n")
-    kept, changed = [], False
+    records = []
     for number, line in enumerate(complete.split(b"\n") if complete else [], start=1):
         if not line.strip():
-            changed = True
             continue
         try:
             record = json.loads(line)
@@ -181,15 +179,23 @@ def repair_log(path: Path, step: int) -> None:
         if not isinstance(record, dict) or not isinstance(record.get("step"), int):
             raise ValueError(f"{path}, line {number}: a record without an integer \"step\"; move the file away to "
                              "resume with a new log")
-        if record["step"] <= step:
-            kept.append(line + b"\n")
-        else:
-            changed = True  # written after the checkpoint: written again
+        records.append((record["step"], line + b"\n"))
+    return records, tail
+
+
+def repair_log(path: Path, step: int) -> None:
+    """Keep the records of a metrics log with ``step <= step`` (atomic rewrite), after cutting off
+    a last line without its newline (kept in ``.bak``, with a warning); see :func:`read_log`."""
+    if not path.exists():
+        return
+    raw = path.read_bytes()
+    records, tail = read_log(path)
     if tail.strip(b"\0 \t\r"):
         backup = path.with_name(path.name + ".bak")
         write_atomic(backup, lambda f: f.write(raw))
         warnings.warn(f"{path}: its last line was cut short ({len(tail)} bytes without a newline: a crash or a full "
                       f"disk while writing it); removed it, the original is kept as {backup}", RuntimeWarning,
                       stacklevel=2)
-    if changed or tail:
-        write_atomic(path, lambda f: f.write(b"".join(kept)))
+    kept = b"".join(line for s, line in records if s <= step)  # later ones are written again
+    if kept != raw:
+        write_atomic(path, lambda f: f.write(kept))
