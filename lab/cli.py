@@ -177,9 +177,9 @@ def choose_amp(cfg, args: argparse.Namespace):
 
 def train(args: argparse.Namespace) -> None:
     from .train import Trainer
-    from .train.run_folder import RunFolder
     from .train.distributed import cleanup
     from .train.evaluation import describe_subset
+    from .train.run_folder import RunFolder
 
     if args.resume and args.overwrite:
         raise ValueError("--resume continues the run in --out and --overwrite replaces it: give one of them")

@@ -323,6 +323,8 @@ class Trainer:
             lines = ", ".join(f"{k}: {a!r} in the checkpoint vs {b!r} now" for k, (a, b) in diff.items())
             raise ValueError(f"cannot resume {path}: it was trained with a different config ({lines}). "
                              f"Use the run's config.yaml (flags may only change {', '.join(sorted(RESUME_FREE))}).")
+        if self.folder is not None:  # before any state changes: refused, this trainer stays as it was
+            self.folder.claim("resume", self.config.to_dict())
         self.model.load_state_dict(state["model"])
         self.loss_fn.load_state_dict(state["loss"])
         self.optimizer.load_state_dict(state["optimizer"])
@@ -337,7 +339,6 @@ class Trainer:
         self.last_checkpoint = used
         self._keep_previous = used == Path(path)
         if self.folder is not None:
-            self.folder.claim("resume", self.config.to_dict())
             # Records written after the checkpoint go (they will be written again); a last line cut short too.
             repair_log(self.out / "metrics.jsonl", self.step_count)
         return self
