@@ -15,7 +15,7 @@ from typing import Any, Iterator, Optional, Union
 import numpy as np
 import torch
 
-from .files import remove_strays, write_atomic
+from .files import write_atomic
 
 
 FORMAT = 1  # bump when the layout of Trainer.state_dict() changes
@@ -95,10 +95,7 @@ def save_checkpoint(state: dict[str, Any], path: Union[str, Path], keep_previous
     """
     path = Path(path)
     stored = {**state, CHECKSUM: state_digest(state)} if isinstance(state, dict) else state
-    write_atomic(path, lambda f: torch.save(stored, f), previous_path(path) if keep_previous else None)
-    remove_strays(path)
-    remove_strays(previous_path(path))
-    return path
+    return write_atomic(path, lambda f: torch.save(stored, f), previous_path(path) if keep_previous else None)
 
 
 def load_checkpoint(path: Union[str, Path], map_location: Union[str, torch.device] = "cpu") -> Any:

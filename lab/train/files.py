@@ -66,8 +66,10 @@ def write_atomic(path: PathLike, write: Callable[[IO[bytes]], None], previous: O
     """``write(f)`` into a temporary file of this process beside ``path``, fsync, then os.replace.
 
     os.replace is atomic on POSIX: a reader (or a crash) sees the old file or the new one, never a
-    partial one. The temporary file is removed if writing fails, also on Ctrl-C. ``previous``: the
-    file replaced stays there (hard-linked first, so that ``path`` exists at every moment).
+    partial one. The temporary file is removed if writing fails, also on Ctrl-C; after a success,
+    the strays of ``path`` (and ``previous``) that :func:`remove_strays` may remove go too.
+    ``previous``: the file replaced stays there (hard-linked first, so that ``path`` exists at every
+    moment).
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -85,6 +87,9 @@ def write_atomic(path: PathLike, write: Callable[[IO[bytes]], None], previous: O
             os.unlink(tmp)
         raise
     fsync_dir(path.parent)  # the rename itself survives a power loss
+    for target in (path, previous):
+        if target is not None:
+            remove_strays(target)
     return path
 
 
