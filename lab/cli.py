@@ -3,7 +3,8 @@
 ``train`` takes every :class:`lab.train.TrainConfig` field as a flag (``--batch-size 64``,
 ``--loss-kwargs lam=0.3 tau=0.05``, ``--no-pretrained``) on top of an optional
 ``--config recipes/X.yaml`` (``--loss-kwargs`` merges into the recipe's); ``--out DIR`` receives
-config.yaml, metrics.jsonl, checkpoint.pt. A bad flag, recipe or file is one line on stderr and exit status 2.
+config.yaml, metrics.jsonl, checkpoint.pt (and the previous checkpoint), and a folder holding another
+run is refused without ``--resume`` or ``--overwrite``. A bad flag, recipe or file is one line on stderr and exit status 2.
 """
 from __future__ import annotations
 
@@ -104,8 +105,8 @@ def resume_path(args: argparse.Namespace) -> Optional[Path]:
 
 def config_from_args(args: argparse.Namespace):
     """--config (or, when resuming without one, the checkpoint's own config) + the flags given."""
-    from .train import TrainConfig, field_names, load_checkpoint, load_config
-    from .train.checkpoint import check_format
+    from .train import TrainConfig, field_names, load_config
+    from .train.checkpoint import load_with_fallback
     from .train.config import check_loss_values, check_out_dir, merge_overrides
 
     overrides = {name: getattr(args, name) for name in field_names()}
@@ -114,7 +115,7 @@ def config_from_args(args: argparse.Namespace):
             overrides[name] = _key_values(overrides[name], f"--{name.replace('_', '-')}")
     checkpoint = resume_path(args)
     if args.config is None and checkpoint is not None:
-        saved = check_format(load_checkpoint(checkpoint), checkpoint)["config"]
+        saved = load_with_fallback(checkpoint)[0]["config"]
         cfg = TrainConfig.from_dict(merge_overrides(saved, overrides))
     else:
         cfg = load_config(args.config, **overrides)
@@ -154,8 +155,7 @@ def choose_amp(cfg, args: argparse.Namespace):
     import os
 
     from .models import MODELS
-    from .train import load_checkpoint
-    from .train.checkpoint import check_format
+    from .train.checkpoint import load_with_fallback
     from .train.config import read_recipe
     from .train.optim import select_device
     from .train.runtime import auto_amp, bf16_supported
@@ -167,7 +167,7 @@ def choose_amp(cfg, args: argparse.Namespace):
     checkpoint = resume_path(args)
     if checkpoint is not None:
         if args.config is not None:  # the recipe is the base config: the checkpoint says how it was trained
-            saved = check_format(load_checkpoint(checkpoint), checkpoint)["config"]
+            saved = load_with_fallback(checkpoint)[0]["config"]
             cfg = dataclasses.replace(cfg, amp=saved.get("amp", cfg.amp))
         return cfg, f"amp {cfg.amp} (the checkpoint's)"
     device = select_device(cfg.device, int(os.environ.get("LOCAL_RANK", 0)))
@@ -179,9 +179,18 @@ def train(args: argparse.Namespace) -> None:
     from .train import Trainer
     from .train.distributed import cleanup
     from .train.evaluation import describe_subset
+    from .train.run_folder import RunFolder
 
+    if args.resume and args.overwrite:
+        raise ValueError("--resume continues the run in --out and --overwrite replaces it: give one of them")
     cfg, amp_note = choose_amp(interactive_eval(config_from_args(args), args), args)
-    trainer = Trainer(cfg)
+    if cfg.out is not None:  # refused now, not after the datasets are built; the Trainer checks again, locked
+        checkpoint = resume_path(args)
+        own = checkpoint is not None and checkpoint.resolve().parent == Path(cfg.out).resolve()
+        # Resuming the folder's own checkpoint: the Trainer compares the configs, naming the checkpoint.
+        RunFolder(cfg.out).check("resume" if args.resume else "overwrite" if args.overwrite else "new",
+                                 None if own else cfg.to_dict())
+    trainer = Trainer(cfg, overwrite=args.overwrite)
     if trainer.dist.is_main:
         print(f"{trainer.device}: {trainer.plan.describe()}; {amp_note}", file=sys.stderr)
     checkpoint = resume_path(args)
@@ -278,6 +287,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--resume", nargs="?", const="auto", metavar="CHECKPOINT",
                    help="continue a run from CHECKPOINT (default: OUT/checkpoint.pt); without --config, "
                         "its own config is used")
+    p.add_argument("--overwrite", action="store_true",
+                   help="--out holds another run: remove its files and start this one there (without --overwrite "
+                        "or --resume, a folder that holds a run is refused)")
     p.add_argument("--eval-images", type=eval_images, default=NOT_GIVEN, metavar="N|all",
                    help=f"images evaluated (a fixed random subset of whole classes), 'all': the whole split "
                         f"(default: {EVAL_IMAGES} without --config, else the recipe's eval_max_items)")

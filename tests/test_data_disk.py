@@ -111,22 +111,57 @@ def test_corrupt_image_is_skipped_counted_and_replaced(cub_root):
     assert ds.num_skipped == 1  # a known-bad file is not read (nor counted) again
 
 
-def test_a_class_without_any_readable_image_gives_a_black_stand_in(cub_root):
+@pytest.mark.parametrize("damage", ["empty", "garbage"])
+def test_a_class_without_any_readable_image_is_dropped_with_one_warning(cub_root, damage):
+    # Issue 34, defect 12: main made each such image a black 256x256 stand-in, one warning line each.
     for path in (cub_root / "images" / "001.Bird_number_1").iterdir():
-        path.write_bytes(b"")
+        path.write_bytes(b"" if damage == "empty" else b"not an image at all")
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        ds = build_dataset("cub", root=str(cub_root))
+        images = [ds[j][0] for j in range(len(ds))]
+    assert [str(w.message) for w in record] == [
+        "train split: dropped 1 class(es) with no readable image ('Bird number 1'; e.g. "
+        f"{cub_root / 'images' / '001.Bird_number_1' / 'Bird_Number_1_0000_1.jpg'}): 3 images of 1 classes remain "
+        "(dataset.dropped_classes)"]
+    assert ds.labels[:, 0].tolist() == [1, 1, 1] and ds.dropped_classes == {0: "Bird number 1"}
+    assert ds.class_names == {1: "Bird number 2"} and ds.num_skipped == 3
+    assert all(x.shape == (3, 30, 40) and x.max() > 0 for x in images)  # no black stand-in
+    assert ds.image(0).getpixel((0, 0))[0] == 2  # class 2's own first image
+    with pytest.raises(ValueError, match="the train split has no readable image"):
+        for path in (cub_root / "images" / "002.Bird_number_2").iterdir():
+            path.write_bytes(b"")
+        build_dataset("cub", root=str(cub_root))
+
+
+def test_a_class_whose_files_open_but_do_not_decode_stops_with_its_name(cub_root):
+    # Cut short after the header: found only when read; a black image would be trained as the class.
+    for path in (cub_root / "images" / "001.Bird_number_1").iterdir():
+        path.write_bytes(path.read_bytes()[:-10])
     ds = build_dataset("cub", root=str(cub_root))
-    with pytest.warns(RuntimeWarning) as record:
-        x, y, _ = ds[0]
-    assert any("every image of class 'Bird number 1'" in str(w.message) for w in record)
-    assert x.shape == (3, 256, 256) and x.max() == 0 and y.tolist() == [0] and ds.num_skipped == 3
-    assert ds[3][0].shape == (3, 30, 40)  # the other class is unaffected
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(ValueError, match="every image of class 'Bird number 1' of the train split is unreadable"):
+            ds[0]
+
+
+def test_a_16_bit_png_is_scaled_to_8_bits_not_clipped(cub_root):
+    # Issue 34, defect 12: convert("RGB") clipped I;16 at 255, an almost white image, without a word.
+    path = cub_root / "images" / "001.Bird_number_1" / "Bird_Number_1_0000_1.jpg"
+    ramp = (np.arange(30 * 40).reshape(30, 40) * 50).astype(np.uint16)  # 0 .. 59950
+    Image.fromarray(ramp).save(path, format="PNG")  # a PNG under the listed name: PIL reads the content
+    assert Image.open(path).mode == "I;16"
+    pixels = np.asarray(build_dataset("cub", root=str(cub_root)).image(0))
+    assert pixels.shape == (30, 40, 3) and np.array_equal(pixels[..., 0], pixels[..., 2])
+    assert np.abs(pixels[..., 0].astype(int) - np.rint(ramp / 257.0)).max() == 0
+    assert 100 < pixels.mean() < 130  # the ramp's mean, 116.4; clipped it was 254
 
 
 def test_skips_in_dataloader_workers_reach_the_main_process(cub_root):
     (cub_root / "images" / "002.Bird_number_2" / "Bird_Number_2_0000_4.jpg").write_bytes(b"")
-    ds = build_dataset("cub", root=str(cub_root))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
+        ds = build_dataset("cub", root=str(cub_root))  # the class's first file: found when the dataset is built
         batches = list(DataLoader(ds, batch_size=3, num_workers=1))
     assert sum(len(b[0]) for b in batches) == 6 and ds.num_skipped == 1
 

@@ -1,9 +1,12 @@
 """The papers' datasets read from disk in their published layouts, plus class-per-folder.
 
 ``root`` is the dataset folder (or its parent); without it, ``$RANKLAB_DATA/<folder>``. Images
-are decoded when read, as RGB. An unreadable image is skipped: a warning (once per process),
-the count in ``dataset.num_skipped`` (shared with DataLoader workers) and another image of the
-same class in its place, so a bad file never stops a long run.
+are decoded when read, as RGB (16-bit greyscale scaled to 8 bits, not clipped). An unreadable
+image is skipped: a warning (once per process), the count in ``dataset.num_skipped`` (shared with
+DataLoader workers) and another image of the same class in its place, so a bad file never stops
+a long run. A class with no readable image at all (every file empty, missing or not an image) is
+dropped when the dataset is built, with one warning for all such classes: it is neither trained
+nor evaluated (its images would all be stand-ins).
 """
 from __future__ import annotations
 
@@ -87,13 +90,52 @@ class ImageFiles(LabeledImages):
         self.split, self.paths, self.transform = split, [Path(p) for p in paths], transform
         self.labels = torch.as_tensor(np.asarray(labels, dtype=np.int64).reshape(len(paths), -1))
         self.level_names, self.class_names, self.coarse_names = level_names, class_names, coarse_names
-        fine = self.labels[:, 0].numpy()
-        order = np.argsort(fine, kind="stable")
-        starts = np.flatnonzero(np.r_[True, fine[order][1:] != fine[order][:-1]])
-        self._same_class = {int(fine[order[s]]): order[s:e] for s, e in zip(starts, np.r_[starts[1:], len(order)])}
         self._skipped = torch.zeros(1, dtype=torch.long).share_memory_()  # workers add to the same counter
         self.skipped_paths: set[Path] = set()  # this process's
         self._warned = False
+        self.dropped_classes: dict[int, str] = {}
+        self._same_class = self._group()
+        self._drop_unreadable_classes()
+
+    def _group(self) -> dict[int, np.ndarray]:
+        """Fine class -> its items' indices, sorted."""
+        fine = self.labels[:, 0].numpy()
+        order = np.argsort(fine, kind="stable")
+        starts = np.flatnonzero(np.r_[True, fine[order][1:] != fine[order][:-1]])
+        return {int(fine[order[s]]): order[s:e] for s, e in zip(starts, np.r_[starts[1:], len(order)])}
+
+    def _drop_unreadable_classes(self) -> None:
+        """Drop the classes none of whose files opens as an image. Each class's files are tried in
+        order up to the first that opens (its header only: one file per class when all is well), so
+        this costs about a file per class; a file cut short after its header is found when read."""
+        bad: dict[int, list[Path]] = {}  # class -> its files that do not open, tried in order
+        dropped = []
+        for c, items in self._same_class.items():
+            for i in items:
+                if _opens(self.paths[i]):
+                    break
+                bad.setdefault(c, []).append(self.paths[i])
+            else:
+                dropped.append(c)
+        for c, paths in bad.items():
+            for path in paths:  # counted like those found when read; warned about once, not in a dropped class
+                self._skip(path, None, warn=c not in dropped)
+        if not dropped:
+            return
+        example = bad[dropped[0]][0]
+        keep = ~torch.isin(self.labels[:, 0], torch.tensor(dropped))
+        if not keep.any():
+            raise ValueError(f"the {self.split} split has no readable image ({self.num_skipped} files empty, missing "
+                             f"or not an image, e.g. {example})")
+        self.dropped_classes = {c: self.class_names.pop(c, f"class {c}") for c in dropped}
+        self.paths = [p for p, k in zip(self.paths, keep.tolist()) if k]
+        self.labels = self.labels[keep]
+        self._same_class = self._group()
+        names = ", ".join(repr(n) for n in list(self.dropped_classes.values())[:5])
+        names += ", ..." if len(dropped) > 5 else ""
+        warnings.warn(f"{self.split} split: dropped {len(dropped)} class(es) with no readable image ({names}; e.g. "
+                      f"{example}): {len(self.paths):,} images of {len(self._same_class):,} classes remain "
+                      "(dataset.dropped_classes)", RuntimeWarning, stacklevel=3)
 
     @property
     def num_skipped(self) -> int:
@@ -110,21 +152,44 @@ class ImageFiles(LabeledImages):
                 continue
             try:
                 with Image.open(path) as img:
-                    return img.convert("RGB")  # decodes now: a truncated file fails here, not later
-            except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as err:  # PIL's bad-file errors
+                    return to_rgb(img)  # decodes now: a truncated file fails here, not later
+            except BAD_FILE_ERRORS as err:
                 self._skip(path, err)
-        # Every image of the class is unreadable: a black stand-in keeps the run (and the batch) going.
-        warnings.warn(f"every image of class {self.class_names.get(int(self.labels[i, 0]))!r} is unreadable "
-                      f"(e.g. {self.paths[i]}); using a black image", RuntimeWarning)
-        return Image.new("RGB", (256, 256))
+        # Every file opened when the dataset was built, but none decodes (all cut short): no stand-in
+        # can carry this label (a black image would be trained as the class), so stop, saying which.
+        raise ValueError(f"every image of class {self.class_names.get(int(self.labels[i, 0]))!r} of the {self.split} "
+                         f"split is unreadable (e.g. {self.paths[i]}): repair or remove its files")
 
-    def _skip(self, path: Path, err: Exception) -> None:
+    def _skip(self, path: Path, err: Optional[Exception], warn: bool = True) -> None:
         self.skipped_paths.add(path)
         self._skipped += 1
-        if not self._warned:
+        if warn and not self._warned:
             self._warned = True
-            warnings.warn(f"skipping unreadable image {path} ({type(err).__name__}: {err}); another image of its "
+            why = f"{type(err).__name__}: {err}" if err is not None else "empty, missing or not an image"
+            warnings.warn(f"skipping unreadable image {path} ({why}); another image of its "
                           f"class is used instead. Further ones are counted in dataset.num_skipped.", RuntimeWarning)
+
+
+BAD_FILE_ERRORS = (OSError, ValueError, SyntaxError, Image.DecompressionBombError)  # what PIL raises on one
+
+
+def _opens(path: Path) -> bool:
+    """Whether ``path`` opens as an image (its header: size and mode; the pixels are not decoded)."""
+    try:
+        with Image.open(path) as img:
+            return img.size[0] > 0 and img.size[1] > 0
+    except BAD_FILE_ERRORS:
+        return False
+
+
+def to_rgb(img: Image.Image) -> Image.Image:
+    """``img`` as 8-bit RGB. 16-bit greyscale (``I;16``, a 16-bit PNG) is scaled to 8 bits:
+    convert("RGB") clips it at 255, which turns nearly every pixel white. Mode ``I`` (32-bit, how
+    older Pillow opens those PNGs) is scaled the same way when it holds values above 255."""
+    if img.mode.startswith("I;16") or (img.mode == "I" and img.getextrema()[1] > 255):
+        values = np.asarray(img, dtype=np.float64)
+        return Image.fromarray(np.clip(np.rint(values / 257.0), 0, 255).astype(np.uint8)).convert("RGB")
+    return img.convert("RGB")
 
 
 def _check_first_image(name: str, root: Path, paths: Sequence[Path]) -> None:

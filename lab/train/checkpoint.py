@@ -3,13 +3,10 @@ and the guards that keep a bad or interrupted step out of them."""
 from __future__ import annotations
 
 import contextlib
-import glob
-import json
-import os
+import hashlib
 import pickle
 import random
 import signal
-import tempfile
 import threading
 import warnings
 from pathlib import Path
@@ -17,6 +14,8 @@ from typing import Any, Iterator, Optional, Union
 
 import numpy as np
 import torch
+
+from .files import write_atomic
 
 
 FORMAT = 1  # bump when the layout of Trainer.state_dict() changes
@@ -49,46 +48,60 @@ def check_format(state: Any, path: Union[str, Path]) -> dict[str, Any]:
     return state
 
 
-def save_checkpoint(state: dict[str, Any], path: Union[str, Path]) -> Path:
-    """torch.save to a temporary file in the same folder, fsync, then os.replace.
+CHECKSUM = "sha256"  # the entry save_checkpoint adds: the digest of everything else in the file
 
-    os.replace is atomic on POSIX: a reader (or a crash) sees the old file or the new one,
-    never a partial one. The temporary file is removed if writing fails; those left by a
-    process killed while writing (SIGKILL, power loss) are removed by the next successful save.
+
+def state_digest(state: Any) -> str:
+    """sha256 of a state's values: every tensor's dtype, shape and bytes, every plain value's repr,
+    in the order of the containers (the order torch.save keeps). 4 KB of zeros written over a
+    tensor change it; loading never runs code, so only the values can be checked, not the bytes."""
+    digest = hashlib.sha256()
+    _feed(digest, state)
+    return digest.hexdigest()
+
+
+def _feed(digest: Any, value: Any) -> None:
+    if isinstance(value, torch.Tensor):
+        t = value.detach()
+        digest.update(f"T{t.dtype}{tuple(t.shape)}".encode())
+        if t.numel():
+            digest.update(t.cpu().contiguous().reshape(-1).view(torch.uint8).numpy())
+    elif isinstance(value, dict):
+        digest.update(f"D{len(value)}".encode())
+        for key, item in value.items():
+            _feed(digest, key)
+            _feed(digest, item)
+    elif isinstance(value, (list, tuple)):
+        digest.update(f"{type(value).__name__}{len(value)}".encode())
+        for item in value:
+            _feed(digest, item)
+    else:
+        digest.update(f"V{type(value).__name__}:{value!r}".encode())
+
+
+def previous_path(path: Union[str, Path]) -> Path:
+    """Where :func:`save_checkpoint` keeps the checkpoint it replaced: checkpoint.pt -> checkpoint.prev.pt."""
+    path = Path(path)
+    return path.with_name(f"{path.stem}.prev{path.suffix}")
+
+
+def save_checkpoint(state: dict[str, Any], path: Union[str, Path], keep_previous: bool = True) -> Path:
+    """torch.save with the state's sha256 (:func:`state_digest`) to a temporary file of this
+    process, fsync, then os.replace (atomic: a reader or a crash sees the old file or the new one).
+
+    ``keep_previous``: the file it replaces stays as :func:`previous_path` (hard-linked, so that
+    ``path`` exists at every moment), the last 2 checkpoints. Temporary files left by this process
+    or by a process that is gone (SIGKILL, power loss) are removed; another live process's are not.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            torch.save(state, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:  # also KeyboardInterrupt in the middle of a write
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-    _fsync_dir(path.parent)  # the rename itself survives a power loss
-    for stray in path.parent.glob(f".{glob.escape(path.name)}.*.tmp"):
-        with contextlib.suppress(FileNotFoundError):
-            stray.unlink()
-    return path
-
-
-def _fsync_dir(folder: Path) -> None:
-    with contextlib.suppress(OSError):  # not every platform or file system can open a folder
-        fd = os.open(folder, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+    stored = {**state, CHECKSUM: state_digest(state)} if isinstance(state, dict) else state
+    return write_atomic(path, lambda f: torch.save(stored, f), previous_path(path) if keep_previous else None)
 
 
 def load_checkpoint(path: Union[str, Path], map_location: Union[str, torch.device] = "cpu") -> Any:
     """Load a file written by :func:`save_checkpoint`: tensors and plain Python values only
-    (``weights_only``: loading never runs code from the file). :func:`check_format` then says
-    whether it is a training checkpoint.
+    (``weights_only``: loading never runs code from the file), its sha256 verified when it has
+    one. :func:`check_format` then says whether it is a training checkpoint.
 
     A missing path is a FileNotFoundError; a folder, an empty, damaged or cut-short file, or a
     pickled object (``torch.save(model)``) a one-line ValueError naming the path.
@@ -105,7 +118,7 @@ def load_checkpoint(path: Union[str, Path], map_location: Union[str, torch.devic
     try:
         with warnings.catch_warnings():  # a foreign pickle warns about its protocol before failing
             warnings.simplefilter("ignore")
-            return torch.load(path, map_location=map_location, weights_only=True)
+            state = torch.load(path, map_location=map_location, weights_only=True)
     except MemoryError:
         raise
     except pickle.UnpicklingError as e:
@@ -117,6 +130,40 @@ def load_checkpoint(path: Union[str, Path], map_location: Union[str, torch.devic
         if isinstance(e, RuntimeError) and "zip archive" not in str(e):
             raise  # e.g. a CUDA map_location without CUDA: not the file's fault, torch's own message
         raise not_a_checkpoint(path, DAMAGED) from None
+    if isinstance(state, dict) and CHECKSUM in state:
+        stored = state.pop(CHECKSUM)
+        if stored != state_digest(state):
+            raise DamagedCheckpointError(f"{path} is damaged: its values do not match the sha256 written with them "
+                                         "(a disk, copy or storage error changed the file)")
+    return state
+
+
+class DamagedCheckpointError(ValueError):
+    """A checkpoint whose values changed after it was written (its sha256 does not match)."""
+
+
+def load_with_fallback(path: Union[str, Path], map_location: Union[str, torch.device] = "cpu"
+                       ) -> tuple[dict[str, Any], Path]:
+    """(state, the path it came from): ``path``'s training checkpoint, or, when that one is damaged,
+    cut short or missing, the previous one kept beside it (:func:`previous_path`), with a warning.
+    Neither usable: the error about ``path`` (naming the previous one's problem too)."""
+    path = Path(path)
+    try:
+        return check_format(load_checkpoint(path, map_location), path), path
+    except (ValueError, FileNotFoundError) as error:
+        previous = previous_path(path)
+        damaged = isinstance(error, FileNotFoundError) or DAMAGED in str(error) or \
+            isinstance(error, DamagedCheckpointError) or "the file is empty" in str(error)
+        if not damaged or not previous.is_file():
+            raise
+        try:
+            state = check_format(load_checkpoint(previous, map_location), previous)
+        except (ValueError, FileNotFoundError) as other:
+            raise type(error)(f"{error}; the previous checkpoint is unusable too: {other}") from None
+        why = " ".join(str(error).split())
+    warnings.warn(f"{why}; resuming from the previous checkpoint {previous} "
+                  f"(step {state['step']}) instead", RuntimeWarning)  # one location: shown once per process
+    return state, previous
 
 
 def rng_state() -> dict[str, Any]:
@@ -189,13 +236,3 @@ def deferred_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGINT, previous)
         if received:
             raise KeyboardInterrupt
-
-
-def truncate_jsonl(path: Path, step: int) -> None:
-    """Keep the lines of a metrics log with ``"step" <= step`` (atomic rewrite)."""
-    if not path.exists():
-        return
-    kept = [line for line in path.read_text().splitlines() if line and json.loads(line)["step"] <= step]
-    tmp = path.with_suffix(".jsonl.tmp")
-    tmp.write_text("".join(line + "\n" for line in kept))
-    os.replace(tmp, path)

@@ -12,6 +12,7 @@ import torch
 import yaml
 
 from ..losses import LOSSES, build_loss, check_loss_kwargs, loss_kwargs_of
+from .files import write_text_atomic
 
 OPTIMIZERS = ("adam", "adamw")
 SCHEDULERS = ("none", "multistep", "cosine")
@@ -162,7 +163,7 @@ class TrainConfig:
         return cls(**{k: coerce(k, v, cls) for k, v in values.items()})
 
     def save_yaml(self, path: Union[str, Path]) -> None:
-        Path(path).write_text(yaml.safe_dump(self.to_dict(), sort_keys=False))
+        write_text_atomic(path, yaml.safe_dump(self.to_dict(), sort_keys=False))
 
 
 def field_names() -> list[str]:

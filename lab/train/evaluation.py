@@ -70,29 +70,46 @@ def _pixel_batches(dataset, indices: Optional[Sequence[int]], batch_size: int, d
         yield dataset.transform.batch(chunk), labels[start : start + batch_size]
 
 
+MIN_EVAL_CLASSES = 2  # with one class every item is a positive: R@1 = mAP = 1 whatever the model
+
+
 def class_subset(labels: Tensor, max_items: Optional[int], seed: int = 0) -> Optional[list[int]]:
     """Indices of a fixed random subset of classes (finest level) holding about ``max_items``
-    images, every image of a chosen class kept, so each query keeps all its positives. None: all."""
+    images, every image of a chosen class kept, so each query keeps all its positives; at least
+    ``MIN_EVAL_CLASSES`` classes, even when that means more images. None: all."""
     if max_items is None or max_items >= len(labels):
         return None
     fine = labels.view(len(labels), -1)[:, 0]
     classes, counts = torch.unique(fine, return_counts=True)
     order = torch.randperm(len(classes), generator=torch.Generator().manual_seed(seed))
     take = int(torch.searchsorted(counts[order].cumsum(0), torch.tensor(max_items))) + 1
-    chosen = classes[order[:take]]
+    chosen = classes[order[:max(take, MIN_EVAL_CLASSES)]]
     return torch.nonzero(torch.isin(fine, chosen)).squeeze(1).tolist()
+
+
+def subset_size(labels: Tensor, max_items: Optional[int], seed: int = 0) -> dict[str, int]:
+    """What :func:`class_subset` evaluates, recorded with every result: num_images and num_classes
+    (finest level) of the subset, split_images and split_classes of the whole split. Fewer than
+    ``MIN_EVAL_CLASSES`` classes is a ValueError: such a result would be perfect by construction."""
+    fine = labels.view(len(labels), -1)[:, 0]
+    indices = class_subset(labels, max_items, seed)
+    kept = fine if indices is None else fine[indices]
+    size = {"num_images": len(kept), "num_classes": len(torch.unique(kept)), "split_images": len(fine),
+            "split_classes": len(torch.unique(fine))}
+    if size["num_classes"] < MIN_EVAL_CLASSES:
+        raise ValueError(f"evaluation needs at least {MIN_EVAL_CLASSES} classes, and the evaluated split holds "
+                         f"{size['num_classes']} ({size['num_images']} images): every query would retrieve only "
+                         "its own class (R@1 = mAP = 1 for any model)")
+    return size
 
 
 def describe_subset(labels: Tensor, max_items: Optional[int], seed: int = 0, split: str = "test") -> str:
     """One line saying what :func:`class_subset` evaluates: images and classes (finest level), of how many."""
-    fine = labels.view(len(labels), -1)[:, 0]
-    indices = class_subset(labels, max_items, seed)
-    kept = fine if indices is None else fine[indices]
-    images, classes = len(kept), len(torch.unique(kept))
-    if indices is None:
-        return f"evaluated on the whole {split} split: {images:,} images, {classes:,} classes"
-    return (f"evaluated on {images:,} of {len(fine):,} {split} images, {classes:,} of {len(torch.unique(fine)):,} "
-            f"classes (a fixed random subset of whole classes)")
+    size = subset_size(labels, max_items, seed)
+    if size["num_images"] == size["split_images"]:
+        return f"evaluated on the whole {split} split: {size['num_images']:,} images, {size['num_classes']:,} classes"
+    return (f"evaluated on {size['num_images']:,} of {size['split_images']:,} {split} images, "
+            f"{size['num_classes']:,} of {size['split_classes']:,} classes (a fixed random subset of whole classes)")
 
 
 def evaluate_embeddings(embeddings: Tensor, labels: Tensor, backend: str = "faiss",
@@ -136,11 +153,13 @@ def evaluate_split(model: nn.Module, dataset: Dataset, device: torch.device, cfg
                    ks: Sequence[int] = EVAL_KS, backend: Optional[str] = None, progress: bool = False,
                    transform=None) -> tuple[dict[str, float], Tensor, Tensor]:
     """(metrics, embeddings, labels): :func:`embed_split` then :func:`evaluate_embeddings` with the
-    config's backend (unless ``backend``). ``cfg`` is the run's :class:`lab.train.TrainConfig`."""
+    config's backend (unless ``backend``); the metrics also say what was evaluated (:func:`subset_size`).
+    ``cfg`` is the run's :class:`lab.train.TrainConfig`."""
+    size = subset_size(dataset.labels, max_items, cfg.seed)  # first: a refusal costs no embedding
     emb, labels = embed_split(model, dataset, device, cfg, max_items, progress, transform)
     metrics = evaluate_embeddings(emb, labels, backend or cfg.eval_backend, getattr(dataset, "level_names", None),
                                   device, ks=ks)
-    return metrics, emb, labels
+    return {**metrics, **size}, emb, labels
 
 
 def batch_ap(embeddings: Tensor, labels: Tensor) -> float:

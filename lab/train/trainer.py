@@ -28,8 +28,8 @@ from ..data.base import batchable
 from ..losses import LOSSES, build_loss
 from ..models import TimmBackbone, check_model_name
 from .backprop import plain_backward, staged_backward
-from .checkpoint import (FORMAT, NonFiniteLossError, all_finite, check_format, deferred_interrupt, load_checkpoint,
-                         preserved_rng, rng_state, save_checkpoint, seed_everything, set_rng_state, truncate_jsonl)
+from .checkpoint import (FORMAT, NonFiniteLossError, all_finite, deferred_interrupt, load_with_fallback,
+                         preserved_rng, rng_state, save_checkpoint, seed_everything, set_rng_state)
 from .config import RESUME_FREE, TrainConfig, config_diff
 from .distributed import average_gradients, init_distributed
 from .evaluation import batch_ap, embed_dataset, embed_split, evaluate_split, export_embeddings, probe_gap
@@ -37,6 +37,7 @@ from .loading import (BatchStream, DeviceBatchStream, build_batch_sampler, build
                       transform_of)
 from .memory import CrossBatchMemory, exclude_self
 from .optim import amp_dtype, build_optimizer, build_scheduler, param_groups, select_device
+from .run_folder import RunFolder, repair_log
 from .runtime import runtime_plan
 
 HISTORY_MAX = 20_000  # records kept in Trainer.history (the dashboard's curves); metrics.jsonl keeps all
@@ -47,10 +48,14 @@ class Trainer:
 
     Datasets, model and loss may be passed in (tests, notebooks); otherwise they are built
     from the config with :mod:`lab.data`, :func:`lab.models.build_model` and :func:`lab.losses.build_loss`.
+
+    ``config.out`` is a run folder (lab.train.run_folder): the trainer locks it from its first write
+    until ``fit`` ends or ``close()``, and refuses one that holds another run unless it
+    resumes that run (:meth:`resume`) or ``overwrite`` is True (which removes the old run's files).
     """
 
     def __init__(self, config: TrainConfig, *, train_set=None, test_set=None, model: Optional[nn.Module] = None,
-                 loss: Optional[nn.Module] = None, eval_transform=None) -> None:
+                 loss: Optional[nn.Module] = None, eval_transform=None, overwrite: bool = False) -> None:
         self.config = cfg = config
         cfg.validate()
         self.device = select_device(cfg.device, int(os.environ.get("LOCAL_RANK", 0)))
@@ -101,7 +106,11 @@ class Trainer:
         self.history: list[dict[str, Any]] = []
         self.last_checkpoint: Optional[Path] = None
         self.out = Path(cfg.out) if cfg.out else None
+        self.folder = RunFolder(self.out) if self.out is not None and self.dist.is_main else None
+        self.overwrite = overwrite
         self._out_ready = False  # config.yaml is written with the first log line or checkpoint
+        self._keep_previous = True  # False after falling back from a damaged checkpoint: never keep that one
+        self._saved_step: Optional[tuple[Path, int]] = None  # (path, step) of this trainer's last save
         seed_everything(cfg.seed + self.dist.rank)  # ranks draw different augmentations
         self._committed_rng = rng_state()  # RNG as of the last finished step: what checkpoints store
 
@@ -250,11 +259,19 @@ class Trainer:
             del self.history[: HISTORY_MAX // 2]
 
     def _prepare_out(self) -> None:
-        # Not in __init__: a resume refused for a different config must not overwrite config.yaml.
+        # Not in __init__: a resume refused for a different config must not overwrite config.yaml,
+        # and a trainer that never writes (a dashboard's, a resumed one being inspected) never locks.
+        if self.folder is not None:
+            self.folder.claim("overwrite" if self.overwrite else "new")
         if not self._out_ready:
             self.out.mkdir(parents=True, exist_ok=True)
             self.config.save_yaml(self.out / "config.yaml")
             self._out_ready = True
+
+    def close(self) -> None:
+        """Unlock the run folder (``fit`` does it when it ends); a later write locks it again."""
+        if self.folder is not None:
+            self.folder.release()
 
     def _log(self, record: dict[str, Any]) -> None:
         if self.out is not None and self.dist.is_main:
@@ -287,17 +304,27 @@ class Trainer:
             raise NonFiniteLossError(self.step_count, "the model state", self._last_good(), "it was not saved")
         if self.out is not None:
             self._prepare_out()
-        self.last_checkpoint = save_checkpoint(self.state_dict(), path)
+        # The file it replaces is kept (the last 2 checkpoints), unless it is damaged or of this same step
+        # (fit's final save after a checkpoint_every one): two copies of one state are not two checkpoints.
+        same_step = self._saved_step == (path, self.step_count)
+        self.last_checkpoint = save_checkpoint(self.state_dict(), path,
+                                               keep_previous=self._keep_previous and not same_step)
+        self._keep_previous, self._saved_step = True, (path, self.step_count)
         return self.last_checkpoint
 
     def resume(self, path: Union[str, Path]) -> "Trainer":
-        """Continue a saved run on the same trajectory (bit-identical on CPU with num_workers=0)."""
-        state = check_format(load_checkpoint(path, map_location=self.device), path)
+        """Continue a saved run on the same trajectory (bit-identical on CPU with num_workers=0).
+
+        A damaged or missing ``path`` falls back to the previous checkpoint kept beside it, with a
+        warning; the next save then replaces the damaged file instead of keeping it."""
+        state, used = load_with_fallback(path, map_location=self.device)
         diff = config_diff(state["config"], self.config.to_dict())
         if diff:
             lines = ", ".join(f"{k}: {a!r} in the checkpoint vs {b!r} now" for k, (a, b) in diff.items())
             raise ValueError(f"cannot resume {path}: it was trained with a different config ({lines}). "
                              f"Use the run's config.yaml (flags may only change {', '.join(sorted(RESUME_FREE))}).")
+        if self.folder is not None:  # before any state changes: refused, this trainer stays as it was
+            self.folder.claim("resume", self.config.to_dict())
         self.model.load_state_dict(state["model"])
         self.loss_fn.load_state_dict(state["loss"])
         self.optimizer.load_state_dict(state["optimizer"])
@@ -309,19 +336,17 @@ class Trainer:
         self.stream.seek(self.epoch, self.position)
         set_rng_state(state["rng"])
         self._committed_rng = state["rng"]
-        self.last_checkpoint = Path(path)
-        self._truncate_log()
+        self.last_checkpoint = used
+        self._keep_previous = used == Path(path)
+        if self.folder is not None:
+            # Records written after the checkpoint go (they will be written again); a last line cut short too.
+            repair_log(self.out / "metrics.jsonl", self.step_count)
         return self
-
-    def _truncate_log(self) -> None:
-        """Drop metrics.jsonl lines written after the checkpoint (they will be written again)."""
-        if self.out is not None and self.dist.is_main:
-            truncate_jsonl(self.out / "metrics.jsonl", self.step_count)
 
     @classmethod
     def from_checkpoint(cls, path: Union[str, Path], **overrides: Any) -> "Trainer":
         """A trainer rebuilt from the config stored in a checkpoint (plus overrides), resumed."""
-        saved = check_format(load_checkpoint(path), path)["config"]
+        saved = load_with_fallback(path)[0]["config"]
         return cls(TrainConfig.from_dict({**saved, **overrides})).resume(path)
 
     # ------------------------------------------------------------------ whole run
@@ -335,7 +360,18 @@ class Trainer:
         cfg, until = self.config, steps or self.total_steps
         bar = tqdm(total=until, initial=self.step_count, desc="train", unit="step", dynamic_ncols=True,
                    disable=not (cfg.progress and self.dist.is_main))
-        metrics: dict[str, Any] = {}
+        try:
+            metrics = self._train_until(until, bar)
+            final = self.evaluate() if self.test_set is not None and cfg.eval_every else {}
+            self.save()
+        finally:
+            bar.close()
+            self.close()  # the run folder is free for another process once the run is done
+        return {**metrics, **{k: v for k, v in final.items() if k not in ("kind", "step")}}
+
+    def _train_until(self, until: int, bar: tqdm) -> dict[str, Any]:
+        """fit's loop: the metrics of the last step; on Ctrl-C a checkpoint of the last finished step."""
+        cfg, metrics = self.config, {}
         try:
             while self.step_count < until:
                 metrics = self.step()
@@ -354,8 +390,4 @@ class Trainer:
                     print(f"\ninterrupted at step {self.step_count}: checkpoint saved to {path} "
                           "(continue with --resume)", file=sys.stderr)
             raise
-        finally:
-            bar.close()
-        final = self.evaluate() if self.test_set is not None and cfg.eval_every else {}
-        self.save()
-        return {**metrics, **{k: v for k, v in final.items() if k not in ("kind", "step")}}
+        return metrics

@@ -1,0 +1,107 @@
+"""Files of a run folder written atomically, through temporary files that belong to one process.
+
+A temporary file is ``.{name}.{pid}.{token}.tmp`` beside its target: the pid says whose it is, so a
+process removes only its own strays and those of processes that are gone (killed while writing),
+never the file another live process is writing into the same folder.
+"""
+from __future__ import annotations
+
+import contextlib
+import glob
+import os
+import secrets
+from pathlib import Path
+from typing import IO, Callable, Optional, Union
+
+PathLike = Union[str, Path]
+
+
+def temporary_path(path: PathLike) -> Path:
+    """A fresh temporary name beside ``path``, owned by this process."""
+    path = Path(path)
+    return path.parent / f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
+
+
+def owner_pid(temporary: Path, name: str) -> int:
+    """The pid in a temporary name of :func:`temporary_path` for ``name``; -1 for another pattern."""
+    middle = temporary.name[len(name) + 2 : -len(".tmp")]  # "{pid}.{token}"
+    pid = middle.split(".", 1)[0]
+    return int(pid) if pid.isdigit() else -1
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether a process ``pid`` exists (a zombie not yet reaped counts as alive)."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process: alive
+        return True
+    return True
+
+
+def remove_strays(path: PathLike) -> None:
+    """Remove the temporary files of ``path`` left by this process or by processes that are gone;
+    those of a live process (another run writing here) and of unknown patterns are left alone."""
+    path = Path(path)
+    for stray in path.parent.glob(f".{glob.escape(path.name)}.*.tmp"):
+        pid = owner_pid(stray, path.name)
+        if pid == os.getpid() or (pid > 0 and not pid_alive(pid)):
+            with contextlib.suppress(FileNotFoundError):
+                stray.unlink()
+
+
+def fsync_dir(folder: Path) -> None:
+    with contextlib.suppress(OSError):  # not every platform or file system can open a folder
+        fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def write_atomic(path: PathLike, write: Callable[[IO[bytes]], None], previous: Optional[Path] = None) -> Path:
+    """``write(f)`` into a temporary file of this process beside ``path``, fsync, then os.replace.
+
+    os.replace is atomic on POSIX: a reader (or a crash) sees the old file or the new one, never a
+    partial one. The temporary file is removed if writing fails, also on Ctrl-C; after a success,
+    the strays of ``path`` (and ``previous``) that :func:`remove_strays` may remove go too.
+    ``previous``: the file replaced stays there (hard-linked first, so that ``path`` exists at every
+    moment).
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = temporary_path(path)
+    try:
+        with open(tmp, "xb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        if previous is not None and path.is_file():
+            _keep(path, previous)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    fsync_dir(path.parent)  # the rename itself survives a power loss
+    for target in (path, previous):
+        if target is not None:
+            remove_strays(target)
+    return path
+
+
+def _keep(path: Path, previous: Path) -> None:
+    link = temporary_path(previous)
+    try:
+        os.link(path, link)
+    except OSError:  # a file system without hard links: a moment without `path` (a resume falls back)
+        os.replace(path, previous)
+        return
+    os.replace(link, previous)
+
+
+def write_text_atomic(path: PathLike, text: str) -> Path:
+    return write_atomic(path, lambda f: f.write(text.encode("utf-8")))
