@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import typing
 import warnings
 from dataclasses import InitVar, dataclass, field
@@ -172,9 +173,16 @@ def field_names() -> list[str]:
 
 def field_type(name: str, config: Optional[type] = None) -> Any:
     """The runtime type of a field of ``config`` (default TrainConfig): Optional[X] -> X."""
-    hint = typing.get_type_hints(config or TrainConfig)[name]
+    hint = _hints(config or TrainConfig)[name]
     args = [a for a in typing.get_args(hint) if a is not type(None)]
     return args[0] if typing.get_origin(hint) is Union else hint
+
+
+@functools.lru_cache(maxsize=8)
+def _hints(config: type) -> dict[str, Any]:
+    # get_type_hints evaluates every annotation string again (~1 ms): once per class, not once per field
+    # of every config built (reading results/ builds ~400 configs to key their runs).
+    return typing.get_type_hints(config)
 
 
 def coerce(name: str, value: Any, config: Optional[type] = None) -> Any:
