@@ -35,6 +35,8 @@ HELP = {
     "stage_size": "staged backprop: images per re-forward stage (formerly --chunk-size)", "amp": "mixed precision",
     "out": "output folder (config.yaml, metrics.jsonl, checkpoint.pt)", "eval_every": "steps between evaluations (0: never)",
     "loss_kwargs": "the loss's hyper-parameters, merged into the recipe's (lab.losses.loss_kwargs_of lists them)",
+    "deterministic": "torch's deterministic algorithms: on CUDA the same seed gives the same run (slower); "
+                     "CPU runs are deterministic already",
 }
 
 

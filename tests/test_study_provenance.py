@@ -251,3 +251,30 @@ def test_reading_stored_runs_evaluates_the_config_annotations_once(monkeypatch):
     for _, _, path in _stored()[:3]:
         runner.load_results(path)
     assert 0 < len(calls) <= 2  # TrainConfig (and a subclass a test made), not once per field of every run
+
+
+def test_deterministic_turns_on_torchs_deterministic_algorithms_and_keeps_the_cpu_run():
+    """--deterministic (a TrainConfig field added after keys were frozen: the stored runs stay found, above)."""
+    import argparse
+
+    from lab.cli import add_config_flags
+
+    parser = argparse.ArgumentParser()
+    add_config_flags(parser)
+    assert parser.parse_args(["--deterministic"]).deterministic is True
+    was = (torch.are_deterministic_algorithms_enabled(), torch.backends.cudnn.benchmark,
+           torch.backends.cudnn.deterministic)
+    try:
+        plain = Trainer(_quick(steps=3))
+        plain.step(3)
+        assert not torch.are_deterministic_algorithms_enabled()
+        chosen = Trainer(_quick(steps=3, deterministic=True))
+        assert torch.are_deterministic_algorithms_enabled() and torch.backends.cudnn.deterministic
+        chosen.step(3)
+        assert _weights(chosen) == _weights(plain)  # on the CPU the run was deterministic already
+    finally:
+        torch.use_deterministic_algorithms(was[0])
+        torch.backends.cudnn.benchmark, torch.backends.cudnn.deterministic = was[1], was[2]
+    spec = study_spec.study_runs("methods", protocol="v2")[0]
+    assert study_spec.config_key({**spec.config, "deterministic": True}) != spec.key
+    assert study_spec.config_key({**spec.config, "deterministic": False}) == spec.key

@@ -87,6 +87,9 @@ class TrainConfig:
     eval_backend: str = "faiss"
     probe_batches: int = 8  # decomposability-gap probe: this many sampler batches of the train split
     seed: int = 0
+    # torch's deterministic algorithms (lab.train.runtime.apply_determinism): on CUDA the same seed then gives
+    # the same run (slower); on the CPU every run is deterministic already (tests/test_study_provenance.py).
+    deterministic: bool = False
     device: str = "auto"
     out: Optional[str] = None
     checkpoint_every: int = 0

@@ -112,3 +112,18 @@ def auto_amp(device: Union[str, torch.device], cfg: TrainConfig, *, timm_backbon
 def bf16_supported(device: torch.device) -> bool:
     """Whether ``device`` runs bf16 autocast natively (CUDA only asks the device)."""
     return device.type != "cuda" or torch.cuda.is_bf16_supported()
+
+
+def apply_determinism(enabled: bool) -> None:
+    """``deterministic=True`` (``--deterministic``): torch's deterministic algorithms for the rest of the process.
+
+    On CUDA a float ``index_add`` / ``scatter_add`` and cuDNN's convolution backward sum in an order that
+    varies from run to run, so two runs of one seed drift apart; cuBLAS needs a fixed workspace for
+    reproducible products. An op without a deterministic implementation warns (torch names it) rather
+    than stopping the run. On the CPU this changes nothing: every run is deterministic already."""
+    if not enabled:
+        return
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    torch.backends.cudnn.benchmark = False
+    torch.backends.cudnn.deterministic = True

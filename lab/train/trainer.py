@@ -38,7 +38,7 @@ from .loading import (BatchStream, DeviceBatchStream, build_batch_sampler, build
 from .memory import CrossBatchMemory, exclude_self
 from .optim import amp_dtype, build_optimizer, build_scheduler, param_groups, select_device
 from .run_folder import RunFolder, repair_log
-from .runtime import runtime_plan
+from .runtime import apply_determinism, runtime_plan
 
 HISTORY_MAX = 20_000  # records kept in Trainer.history (the dashboard's curves); metrics.jsonl keeps all
 
@@ -61,6 +61,7 @@ class Trainer:
         self.device = select_device(cfg.device, int(os.environ.get("LOCAL_RANK", 0)))
         self.dist = init_distributed(self.device.type)
         self.amp_dtype = amp_dtype(cfg.amp)
+        apply_determinism(cfg.deterministic)
         seed_everything(cfg.seed)
         # Names are checked before the (possibly slow) datasets are built.
         if loss is None and cfg.loss not in LOSSES:
