@@ -1,9 +1,10 @@
 """Protocol v2's primary table (issue 33): the papers' claims as data, each tested by paired t and Holm within
 its family (against a by-hand computation), the power plan's figure (against a by-hand t-distribution
-integral), and the verdicts the dashboard reads."""
+integral), the verdicts the dashboard reads, and the README's headline (generated, word for word)."""
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -195,3 +196,16 @@ def test_the_memory_claim_compares_cpu_time():
                for m, cpu in (("ROADMAP", 0.38), ("SupAP + XBM", 0.54)) for s in range(3)]
     assert cpu_per_step(records, "SupAP + XBM") / cpu_per_step(records, "ROADMAP") == pytest.approx(0.54 / 0.38)
 
+
+def test_the_readme_headline_is_generated_from_the_results():
+    """README.md carries lab.studies.headline.readme_headline() word for word (line breaks aside), so its
+    numbers are the page's; and the study's verdict line on the page is the same claims sentence."""
+    if not (ROOT / "results" / "v2" / "methods.json").exists():
+        pytest.skip("no raw results")
+    from lab.studies.headline import readme_headline
+
+    words = lambda text: " ".join(text.split())  # noqa: E731
+    headline = readme_headline()
+    assert words(headline) in words((ROOT / "README.md").read_text())
+    claims = re.search(r"of the papers' \d+ claims, [^(]*\([^)]*\)[^(]*not resolved", headline).group(0)
+    assert f"**Verdict: {claims}" in (ROOT / "docs" / "results.md").read_text()
