@@ -209,3 +209,18 @@ def test_the_readme_headline_is_generated_from_the_results():
     assert words(headline) in words((ROOT / "README.md").read_text())
     claims = re.search(r"of the papers' \d+ claims, [^(]*\([^)]*\)[^(]*not resolved", headline).group(0)
     assert f"**Verdict: {claims}" in (ROOT / "docs" / "results.md").read_text()
+
+
+def test_notebook_05_says_what_the_claims_table_says_of_l_dg_star():
+    """Notebook 05's prose on ROADMAP with L_DG* against SupAP states a direction; the committed results'
+    claims row must have it (v1's "about 6 points below" outlived the runs it described)."""
+    if not (ROOT / "results" / "v2" / "methods.json").exists():
+        pytest.skip("no raw results")
+    from lab.studies.verdicts import claims_rows
+
+    text = " ".join((ROOT / "notebooks" / "05_hierarchical_ranking.py").read_text().replace("#", " ").split())
+    row = next(r for r in claims_rows("methods") if r["claim"] == "ROADMAP (L_DG*) > SupAP")
+    assert "ROADMAP with this proxy loss ends above SupAP on mAP@R" in text
+    assert row["delta"] > 0 and row["verdict"] == pc.HOLDS
+    assert "6 points of mAP@R below SupAP" not in text
+
