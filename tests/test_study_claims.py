@@ -224,3 +224,14 @@ def test_notebook_05_says_what_the_claims_table_says_of_l_dg_star():
     assert row["delta"] > 0 and row["verdict"] == pc.HOLDS
     assert "6 points of mAP@R below SupAP" not in text
 
+
+def test_docs_figures_says_the_seeds_its_comparisons_are_read_from():
+    """docs/figures.md's intro gives the seeds of the loss and recall comparisons: those of the study's records
+    the figures read (5 once protocol v2's study 1 is complete), as its sections say."""
+    if not (ROOT / "results" / "methods.json").exists():
+        pytest.skip("no raw results")
+    from lab.studies.verdicts import reproduction_rows
+
+    seeds = "/".join(str(n) for n in sorted({len(r["seeds"]) for r in reproduction_rows("methods")}))
+    intro = (ROOT / "docs" / "figures.md").read_text().split("<!-- figure: ", 1)[0]
+    assert f"The loss comparison and the recall losses (mean ± std over {seeds} seeds)" in intro
