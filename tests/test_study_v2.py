@@ -1,5 +1,5 @@
 """Protocol v2 (issue 21): the plateau rule, the v2 budget and its runs, a resumable pilot, and a page on
-which v2 supersedes v1's studies 1, 2 and 5 with adjacent pairs in the paper's order, Holm-corrected."""
+which v2 supersedes v1's studies 1, 2 and 5 with the papers' claims, Holm-corrected within each family."""
 from __future__ import annotations
 
 import json
