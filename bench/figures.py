@@ -361,6 +361,8 @@ def previous_measurements(doc: Path = DOC) -> dict[str, str]:
 
 def write_doc(entries: list[Entry], measured: dict[str, str], out: Path = OUT, doc: Path = DOC) -> None:
     full = runs.run_settings(fast=False)
+    # the comparisons are read where the notebooks read them: v2's 5 seeds once its study 1 is complete, v1's 3 before
+    seeds = "/".join(str(n) for n in sorted({len(r["seeds"]) for r in reproduction_rows("methods")})) or "the study's"
     lines = ["# Figures", "",
              "Each figure of the notebooks, rendered by `python bench/figures.py` (trained-model figures: "
              "`--training`), next to the statement of the paper it reproduces and the numbers measured when it was "
@@ -375,7 +377,7 @@ def write_doc(entries: list[Entry], measured: dict[str, str], out: Path = OUT, d
              f"~{retrieval.FULL_TSNE_ITEMS} points). These are the models the notebooks train in full mode, one run "
              "per setting: differences of a point or two are within seed-to-seed noise. The times in brackets were "
              "measured on 2 CPU cores shared with other jobs. The loss comparison and the recall losses (mean ± std "
-             "over 3 seeds) and the batch-size, gap and bin-count figures come from the reproduction study "
+             f"over {seeds} seeds) and the batch-size, gap and bin-count figures come from the reproduction study "
              "([results.md](results.md), `results/*.json`): no training.", ""]
     for e in entries:
         lines += [f"<!-- figure: {e.name} -->", f"## {e.title} — {e.source}", "",

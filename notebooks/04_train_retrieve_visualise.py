@@ -58,7 +58,7 @@ from lab.experiments.cached import study_rows
 from lab.experiments.runs import (ABLATION, RETRIEVAL, evaluation_embeddings, loss_comparison, run_settings, source_note,
                                   train_and_evaluate, trained_model, untrained_metrics)
 from lab.viz.comparisons import metrics_table, plot_loss_comparison
-from lab.studies.verdicts import claims_table, reproduction_rows, study_verdict
+from lab.studies.verdicts import claims_markdown, reproduction_rows, study_verdict
 
 print("fast mode:", fast_mode(), "| run settings:", {k: v for k, v in run_settings().items() if k in ("steps", "batch_size", "dataset_kwargs", "seed")})
 
@@ -99,21 +99,21 @@ Markdown(metrics_table(rows))
 plot_loss_comparison(rows)
 
 # %% [markdown]
-# Are the two steps of the ablation significant? Paired t-tests over the study's seeds (a seed is
-# the same initial weights, batches and evaluation classes for every loss), with the verdict rule
-# of [docs/results.md](../docs/results.md), read in any mode: from protocol v2 (`results/v2/`: the
-# whole test split, 5 seeds) once its study 1 is complete, from protocol v1 (`results/methods.json`,
-# 3 seeds) until then. The line above the table says which.
+# Are the two steps of the ablation significant? The two rows of the ablation in the results
+# page's table of the papers' claims ([docs/results.md](../docs/results.md), study 1): a paired
+# t-test on mAP@R, the primary metric, over the study's seeds (a seed is the same initial weights,
+# batches and evaluation classes for every loss), Holm-corrected over the two steps, read in any
+# mode: from protocol v2 (`results/v2/`: the whole test split, 5 seeds) once its study 1 is
+# complete, from protocol v1 (`results/methods.json`, 3 seeds) until then. The line above the table
+# says which.
 
 # %%
-Markdown(claims_table("methods", [("Table 2, H⁻", "SupAP", "SmoothAP", "mAP@R"), ("Table 2, H⁻", "SupAP", "SmoothAP", "R@1"),
-                                  ("Table 2, L_calibr.", "ROADMAP", "SupAP", "mAP@R"),
-                                  ("Table 2, L_calibr.", "ROADMAP", "SupAP", "R@1")]))
+Markdown(claims_markdown("methods", ("ablation",)))
 
 # %% [markdown]
 # These three losses are half of the papers' main question: which AP loss is better? The study
-# answers it for all of them at this scale, with the paper's claim, what was measured, the
-# verdict and, where the papers' order does not hold here, the most likely reasons (the protocol
+# answers it for all of them at this scale, with the papers' claims, what was measured, the
+# verdict and, where a claim does not hold here, the most likely reasons (the protocol
 # is named in the first line; the tables and the rank plot are on the results page):
 
 # %%
@@ -236,7 +236,7 @@ explore(retrieval_browser(embeddings, labels, images, names), RETRIEVAL_SLIDERS)
 #   seeds (3 in protocol v1, 5 in v2) give the spread, and paired tests say which differences
 #   are more than noise. And an order measured in one setting (here a small CNN trained from
 #   scratch on glyphs) need not be the papers' (a pretrained ResNet-50 on photos): the study's
-#   verdict above says which of their pairs hold here.
+#   verdict above says which of their claims hold here.
 # * R@$K$ asks for one relevant item in the top $K$, mAP@$R$ for all relevant items at the top.
 # * Retrieved images and 2-D maps (PCA: global directions; t-SNE: neighbourhoods) show *which*
 #   mistakes a model makes — fonts, similar shapes, scripts — which the metrics alone do not.

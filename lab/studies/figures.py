@@ -181,14 +181,14 @@ def plot_memory(records: Records) -> Figure:
 
 
 def plot_ranks(records: Records, order: Sequence[str]) -> Figure:
-    """Protocol v2, study 1: paper order against measured order, readable at a glance. Left: mAP@R of
-    each loss in the paper's order (worst first), mean and 95 % t interval, seeds as dots; a loss
-    beating its left neighbour keeps the line rising. Right: each loss's rank per seed (mean ± std)
-    against its paper rank; on the diagonal, the measured order is the paper's."""
+    """Protocol v2, study 1, descriptive: the row order of the papers' tables (not a claim of the papers)
+    against the measured ranks. Left: mAP@R of each loss in that row order (bottom row first), mean and 95 %
+    t interval, seeds as dots. Right: each loss's rank per seed (mean ± std, 1 = best) against its row's
+    rank (1 = best, as everywhere on the page); on the diagonal, the measured order is the row order."""
     from .stats import paired_interval, seed_ranks
 
     order = [m for m in order if select(records, method=m)]
-    fig, (left, right) = _figure(9.5, 3.9, 2, "Paper order vs measured order", _n(records).replace("± std", "± 95 % CI"))
+    fig, (left, right) = _figure(9.5, 3.9, 2, "Papers' row order vs measured ranks (descriptive, not a claim)", _n(records).replace("± std", "± 95 % CI"))
     means = []
     for i, method in enumerate(order):
         values = [r["mAP@R"] for r in select(records, method=method)]
@@ -200,19 +200,19 @@ def plot_ranks(records: Records, order: Sequence[str]) -> Figure:
     left.plot(range(len(order)), means, color="#bbbbbb", linewidth=1, zorder=0)
     left.set_xticks(range(len(order)), order, rotation=35, ha="right", fontsize=8)
     left.set_ylabel("mAP@R")
-    left.set_title("paper order, worst → best", fontsize=10)
+    left.set_title("papers' row order (bottom row first)", fontsize=10)
     ranks = seed_ranks(records, order, "mAP@R")
     n = len(order)
-    right.plot([1, n], [n, 1], color="#bbbbbb", linewidth=1, zorder=0, label="measured = paper")
+    right.plot([1, n], [n, 1], color="#bbbbbb", linewidth=1, zorder=0, label="measured = row order")
     for i, method in enumerate(order):
         s = mean_std(ranks[method])
         if s.n:
             right.errorbar([i + 1], [s.mean], yerr=[0 if s.n < 2 else s.std], fmt="o", capsize=4, markersize=7,
                            color=CATEGORIES[i % len(CATEGORIES)])
-    right.set_xticks(range(1, n + 1), [f"{i + 1}\n{m}" for i, m in enumerate(order)], fontsize=7)
+    right.set_xticks(range(1, n + 1), [f"{n - i}\n{m}" for i, m in enumerate(order)], fontsize=7)
     right.set_yticks(range(1, n + 1))
     right.invert_yaxis()
-    right.set_xlabel("paper rank, worst → best")
+    right.set_xlabel("rank of the paper's row (1 = best)")
     right.set_ylabel("measured rank per seed (1 = best)")
     right.legend(frameon=False, fontsize=8, loc="lower left")
     return fig

@@ -1,12 +1,9 @@
-"""Protocol v2's study 1: do the AP losses come in the paper's order? And the pilot that fixed its budget.
+"""Protocol v2's study 1: the papers' claims that one loss beats another, and the pilot that fixed its budget.
 
-The paper ranks them FastAP < SoftBinAP < BlackBoxAP < SmoothAP < SupAP < ROADMAP (ROADMAP supp.
-Table 4, 5 runs, paired t-tests). Here each adjacent pair gets:
-- the paired difference of mAP@R (the primary metric; R@1 is secondary) over the seeds;
-- its 95 % interval;
-- a verdict by the rule of ``stats.adjacent_verdict``, fixed before the results: Holm-corrected
-  over the 5 pairs, family-wise alpha = 0.05.
-SupRank's two claims on the other losses form a second family, corrected the same way.
+The primary table is one row per claim (:mod:`lab.studies.paper_claims`: the claims as data, Holm within
+each family), followed by the power plan for the claims 5 seeds leave unresolved (:mod:`lab.studies.power`).
+The row order of the papers' tables is not a claim: the losses' means and ranks are shown as a description,
+never tested.
 """
 from __future__ import annotations
 
@@ -14,101 +11,73 @@ import math
 from typing import Any, Sequence
 
 from ..core.hparams import DELTA, TAU
-from .claims import PAPER_METHODS, Section, points, table
+from .claims import PAPER_METHODS, Section, table
+from .paper_claims import (CONTRADICTED, HOLDS, PAPER_TABLES, UNRESOLVED, ClaimTest, adjacent_row_differences, below_in,
+                           claim_tests, claims_headline, claims_table_rows, delta_cell, families_text, said)
+from .power import plan_section
 from .spec import PAPER_ORDER, PILOT_FIRST_STEPS, PLATEAU_GAIN, PLATEAU_WINDOW
-from .stats import (RESOLVED, REVERSED, UNRESOLVED, Records, adjacent_pairs, fmt, fmt_p, holm, mean_std, paired,
-                    paired_interval, paired_ttest, adjacent_verdict, seed_ranks, summarise)
-
-SUPRANK_CLAIMS = [("SupRank T. II", "Sup-R@k", "Smooth-R@k"), ("SupRank T. II, L_DG*", "ROADMAP (L_DG*)", "SupAP")]
-
-
-def _interval(values: Sequence[float]) -> str:
-    i = paired_interval(values)
-    if i.n < 2:
-        return points(mean_std(values))
-    return f"{100 * i.mean:+.2f} [{100 * i.low:+.2f}, {100 * i.high:+.2f}]"
-
-
-def pair_rows(records: Records, order: Sequence[str] = PAPER_ORDER) -> tuple[list[list[str]], list[dict]]:
-    """Rows of the adjacent-pairs table (mAP@R with its interval, R@1, t, p, Holm p, verdict)."""
-    pairs = adjacent_pairs(records, order, "mAP@R")
-    r1 = {(r["better"], r["worse"]): r for r in adjacent_pairs(records, order, "R@1")}
-    rows = []
-    for r in pairs:
-        t = "—" if math.isnan(r["test"].t) else f"{r['test'].t:.2f}"
-        rows.append([f"{r['better']} > {r['worse']}", _interval(r["diffs"]),
-                     _interval(r1[r["better"], r["worse"]]["diffs"]), t, fmt_p(r["test"].p), fmt_p(r["p_holm"]),
-                     r["verdict"]])
-    return rows, pairs
-
-
-def suprank_rows(records: Records) -> list[list[str]]:
-    methods = {r["method"] for r in records}
-    claims = [c for c in SUPRANK_CLAIMS if c[1] in methods and c[2] in methods]
-    tests = []
-    for _, better, worse in claims:
-        a, b = paired(records, "mAP@R", {"method": better}, {"method": worse})
-        tests.append(([x - y for x, y in zip(a, b)], paired_ttest(a, b)))
-    rows = []
-    for (source, better, worse), (diffs, test), p in zip(claims, tests, holm([t.p for _, t in tests])):
-        rows.append([f"{better} > {worse} ({source})", _interval(diffs), fmt_p(test.p), fmt_p(p),
-                     adjacent_verdict(mean_std(diffs).mean, p)])
-    return rows
-
+from .stats import SIGNIFICANCE, Records, fmt, mean_std, seed_ranks, summarise
 
 def measured_order(records: Records, order: Sequence[str] = PAPER_ORDER) -> list[str]:
-    """The methods of ``order`` from the worst to the best measured mean mAP@R."""
-    return sorted(order, key=lambda m: summarise(records, "mAP@R", method=m).mean)
+    """The methods of ``order`` from the best to the worst measured mean mAP@R."""
+    return sorted(order, key=lambda m: -summarise(records, "mAP@R", method=m).mean)
+
+
+def _n(tests: Sequence[ClaimTest]) -> str:
+    counts = sorted({t.test.n for t in tests})  # seeds both losses of a claim have: the paired n
+    return f"{counts[0]}" if len(counts) == 1 else f"{counts[0]}-{counts[-1]}"
+
+
+def claims_verdict(tests: Sequence[ClaimTest]) -> str:
+    """The study's verdict line: the claims headline with the rule it applies."""
+    return f"{claims_headline(tests)} (mAP@R, paired t, Holm within each family, n = {_n(tests)})"
 
 
 def analyse_methods_v2(records: Records) -> Section:
     methods = list(dict.fromkeys(r["method"] for r in records))
     order = [m for m in PAPER_ORDER if m in methods]
     ranks = seed_ranks(records, order, "mAP@R")
+    best_first = measured_order(records, order)
     rows = []
     for m in methods:
         ref = PAPER_METHODS.get(m)
         s = summarise(records, "mAP@R", method=m)
         rank = mean_std(ranks[m]) if m in ranks else None
         rows.append([m, fmt(summarise(records, "R@1", method=m)), fmt(s, digits=2),
-                     f"{order.index(m) + 1} of {len(order)}" if m in order else "—",
+                     f"{best_first.index(m) + 1} of {len(order)}" if m in order else "—",
                      f"{rank.mean:.1f} ± {rank.std:.1f}" if rank and rank.n > 1 else "—",
                      f"{ref[0]} / {ref[1]} ({ref[2]})" if ref else "—"])
-    pair_table, pairs = pair_rows(records, order)
-    measured = measured_order(records, order)
-    resolved = sum(p["verdict"] == RESOLVED for p in pairs)
-    reversed_ = sum(p["verdict"] == REVERSED for p in pairs)
-    agrees = measured == list(order)
-    verdict = ("reproduces" if resolved == len(pairs) else
-               f"{resolved} of {len(pairs)} adjacent pairs resolved as in the paper, {reversed_} reversed")
-    counts = sorted({len(p["diffs"]) for p in pairs})  # seeds both losses of a pair have: the paired n
-    n = f"{counts[0]}" if len(counts) == 1 else f"{counts[0]}-{counts[-1]}"
+    tests = claim_tests(records)
+    below, settings = below_in("BlackBoxAP", "SoftBinAP")
     body = "\n\n".join([
-        table(["method", "R@1", "mAP@R", "paper order (1 = worst)", "measured rank per seed (1 = best)",
+        "**The papers' claims** (the primary table): each claim is a paper saying one loss beats another. Each is "
+        f"tested on mAP@R by a two-sided paired t-test over the n seeds both losses have (same seed = same initial "
+        "weights, batches and augmentations), Δ = claimed-better minus claimed-worse in points with its 95 % t "
+        "interval, and Holm's correction within its family. The families were fixed from the papers' text before "
+        "these tests were read:",
+        families_text(tests),
+        f"Rule: a claim is resolved when its Holm-adjusted p is below {SIGNIFICANCE}: {HOLDS} when Δ > 0, "
+        f"{CONTRADICTED} when Δ < 0; otherwise {UNRESOLVED}. The paper's numbers are mAP@R (%) of the claimed-better "
+        "vs the claimed-worse loss.",
+        table(["family", "claim", "source", "paper mAP@R", "Δ mAP@R (pt) [95 % CI]", "p", "p (Holm)", "n",
+               "verdict"], claims_table_rows(tests)),
+        plan_section(tests),
+        "**Descriptive, not a claim of the papers:** every loss's mean over seeds and its rank (1 = best everywhere "
+        f"on this page). The row order of the papers' tables ({' > '.join(reversed(order))}) is not a ranking "
+        f"the papers claim: their own mAP@R puts BlackBoxAP below SoftBinAP in {below} of {settings} dataset × "
+        "backbone settings (ROADMAP Table 1, supp. Table 4, SupRank Table I), so it is shown, not tested.",
+        table(["method", "R@1", "mAP@R", "rank by mean mAP@R (1 = best)", "rank per seed (1 = best)",
                "paper R@1 / mAP@R"], rows),
-        f"Measured order by mean mAP@R, worst first: {' < '.join(measured)}. Paper: {' < '.join(order)}. "
-        + ("They agree." if agrees else "They differ."),
-        f"Adjacent pairs in the paper's order: paired differences over the n = {n} seeds both losses have (same seed = same initial "
-        "weights, batches and augmentations), in points, with 95 % t intervals; two-sided paired t-test; Holm's "
-        f"correction over the {len(pairs)} pairs. Rule, fixed before the results: a pair is resolved when its "
-        "Holm-adjusted p is below 0.05, in the paper's direction when the mean difference is positive. (An "
-        "interval can exclude 0 while the Holm-adjusted p stays above 0.05: the interval is per pair, the "
-        "verdict is corrected for testing five.)",
-        table(["paper: better > worse", "Δ mAP@R (pt) [95 % CI]", "Δ R@1 (pt) [95 % CI]", "t", "p", "p (Holm)",
-               "verdict"], pair_table)])
-    supr = suprank_rows(records)
-    if supr:
-        body += "\n\nSupRank's claims on the other losses, a second family (Holm over its 2 comparisons):\n\n" + \
-            table(["claim", "Δ mAP@R (pt) [95 % CI]", "p", "p (Holm)", "verdict"], supr)
-    claim = ("FastAP < SoftBinAP < BlackBoxAP < SmoothAP < SupAP < ROADMAP (ROADMAP supp. Table 4 on CUB, SOP and "
-             "iNaturalist, ResNet-50, B = 128, 5 runs; every difference with ROADMAP at paired p ≤ 0.001, supp. B.4). "
-             "SupRank Table II (SOP): Sup-R@k > Smooth-R@k; ROADMAP with L_DG* > Sup-AP.")
-    headline = (f"{resolved} of {len(pairs)} adjacent pairs resolved as in the paper, {reversed_} reversed, "
-                f"{len(pairs) - resolved - reversed_} not resolved (mAP@R, Holm-corrected, n = {n}); measured order "
-                f"{'agrees with' if agrees else 'differs from'} the paper's")
-    if_not = why_not_v2(records, pairs, order)
+        f"Measured order by mean mAP@R, best first: {' > '.join(best_first)}."])
+    claim = (f"The papers' {len(tests)} claims that one loss beats another, each with its source and numbers in the "
+             "table below: ROADMAP beats each AP baseline (supp. B.4 and Table 4, ResNet-50, B = 128, 5 runs, paired "
+             "t-test p ≤ 0.001 on every dataset); the two steps of ROADMAP's ablation (Table 2: SmoothAP → SupAP → "
+             "ROADMAP); SupRank Table II: Sup-R@k > Smooth-R@k and ROADMAP with L_DG* > Sup-AP.")
+    measured = "mAP@R (%), best first: " + ", ".join(
+        f"{m} {100 * summarise(records, 'mAP@R', method=m).mean:.1f}"
+        for m in sorted(methods, key=lambda m: -summarise(records, "mAP@R", method=m).mean))
     return Section("1. Rank losses compared (ROADMAP Tables 1-2, supp. Table 4; SupRank Tables I-II)", claim,
-                   headline, verdict, body, if_not)
+                   measured, claims_verdict(tests), body, why_not_v2(records, tests, order))
 
 
 def _kernel_widths() -> dict[str, float]:
@@ -123,37 +92,61 @@ def _kernel_widths() -> dict[str, float]:
     return {"FastAP": 2.0 / bins(FastAP), "SoftBinAP": 2.0 / (bins(SoftBinAP) - 1)}
 
 
-def why_not_v2(records: Records, pairs: Sequence[dict], order: Sequence[str]) -> str:
-    """The most likely reasons, from the pairs' verdicts: why pairs stay unresolved, and what the
-    reversed pairs have in common (the histogram losses), with the numbers that make the case."""
+ORDINALS = ("first", "second", "third", "fourth", "fifth", "sixth")
+
+
+def seed_positions(records: Records, order: Sequence[str], methods: Sequence[str]) -> str:
+    """'FastAP is first in 5 of 5 seeds, SoftBinAP second in 3 of 5': each of ``methods`` at its rank by mean
+    (among ``order``), and in how many seeds it holds that rank."""
+    ranks, best_first = seed_ranks(records, order, "mAP@R"), measured_order(records, order)
     parts = []
-    unresolved = [f"{p['better']} > {p['worse']}" for p in pairs if p["verdict"] == UNRESOLVED]
-    if unresolved:
+    for m in sorted(methods, key=best_first.index):
+        place = best_first.index(m) + 1
+        parts.append(f"{m} {ORDINALS[place - 1] if place <= len(ORDINALS) else place} in "
+                     f"{sum(r == place for r in ranks[m])} of {len(ranks[m])}")
+    return ", ".join(parts) + " seeds"
+
+
+def why_not_v2(records: Records, tests: Sequence[ClaimTest], order: Sequence[str]) -> str:
+    """The most likely reasons, from the claims' verdicts: why claims stay unresolved (their effects against
+    the seeds' spread, the papers' own differences), and what the contradicted ones share (the histogram
+    losses), with the numbers that make the case."""
+    parts = []
+    open_ = [t for t in tests if t.verdict == UNRESOLVED]
+    if open_:
+        gaps = [b - w for t in open_ for _, b, w in t.claim.paper]
+        effects = [abs(mean_std(t.diffs).mean) / mean_std(t.diffs).std for t in open_ if mean_std(t.diffs).std > 0]
+        low, high = adjacent_row_differences("supp. T. 4 ResNet-50")
+        all_low, all_high = adjacent_row_differences()
         parts.append(
-            f"Not resolved ({', '.join(unresolved)}): the papers' differences between adjacent AP losses are "
-            "0.2-1 point of mAP@R with a pretrained ResNet-50 after 100+ epochs. Here a small CNN is trained from "
-            "scratch, to the plateau of one loss, on glyphs: a pair is resolved only when its difference is "
-            "several times the paired seed-to-seed spread over 5 seeds.")
-    flipped = [p for p in pairs if p["verdict"] == REVERSED]
-    if not flipped:
+            f"Not resolved ({'; '.join(f'{said(t)}: Δ {delta_cell(t.interval)} pt' for t in open_)}): each mean "
+            + (f"is {min(effects):.1f}-{max(effects):.1f} times" if effects else "is within")
+            + " the paired seed-to-seed spread, too little for 5 seeds after Holm (the power plan gives the seeds "
+            f"that would resolve it). The papers' own gaps on these claims are {min(gaps):+.1f} to {max(gaps):+.1f} pt "
+            "of mAP@R (pretrained ResNet-50, 100+ epochs), and their differences between losses change size and "
+            f"sign from one setting to the next: adjacent rows of supp. Table 4 (ResNet-50) differ by {low:+.1f} to "
+            f"{high:+.1f} pt, and across the papers' {len(PAPER_TABLES)} settings by {all_low:+.1f} to {all_high:+.1f} pt.")
+    against = [t for t in tests if t.verdict == CONTRADICTED]
+    if not against:
         return " ".join(parts)
     widths = _kernel_widths()
-    said = "; ".join(f"{p['worse']} > {p['better']} by {-100 * mean_std(p['diffs']).mean:.1f} pt of mAP@R, in "
-                     f"{sum(d < 0 for d in p['diffs'])} of {len(p['diffs'])} seeds" for p in flipped)
-    text = f"Reversed ({said}). "
+    what = "; ".join(f"{said(t)} by {-100 * t.interval.mean:.1f} pt of mAP@R, in "
+                     f"{sum(d < 0 for d in t.diffs)} of {len(t.diffs)} seeds" for t in against)
+    text = f"Contradicted ({what}). "
     histogram = [m for m in widths if m in order]
-    if all(p["worse"] in widths or p["better"] in widths for p in flipped):
+    if histogram and all(t.claim.worse in widths or t.claim.better in widths for t in against):
         others = [m for m in order if m not in widths]
-        measured = measured_order(records, order)
-        rest = [m for m in measured if m not in widths]
+        best_first = measured_order(records, order)
+        rest = [m for m in best_first if m not in widths]
+        papers = list(reversed(others))
         tau = TAU.default  # SmoothAP's, SupAP's and ROADMAP's (the papers' value)
         fade = tau * math.log((1 + math.sqrt(0.95)) / (1 - math.sqrt(0.95)))  # sigma' = 5 % of its peak
-        on_top = set(measured[-len(histogram):]) == set(histogram)
+        on_top = set(best_first[:len(histogram)]) == set(histogram)
         text += (
-            f"{'Both reversals involve' if len(flipped) == 2 else 'Every reversal involves'} the histogram losses "
-            f"({', '.join(histogram)}), {'which come out on top here' if on_top else 'ranked higher here than in the paper'}; "
-            f"without them the measured order of the other {len(others)} "
-            + ("is the paper's" if rest == others else f"is {' < '.join(rest)}, the paper's {' < '.join(others)}")
+            f"{'It involves' if len(against) == 1 else 'Each involves'} a histogram loss; the histogram losses "
+            f"({', '.join(histogram)}) {f'take the first {len(histogram)} places here by mean mAP@R' if on_top else 'rank higher here than in the papers'} "
+            f"({seed_positions(records, order, histogram)}). Without them the other {len(others)} come in the "
+            + ("papers' row order" if rest == papers else f"order {' > '.join(rest)}, the papers' rows {' > '.join(papers)}")
             + ". In `lab` the two are one histogram AP (`binned_ap_loss`) with different triangular kernels ("
             + " and ".join(f"{m}'s reaches {w:.3f}" for m, w in widths.items())
             + " of cosine score on each side of a bin centre, so the bins cover every score and nearly every item "
@@ -162,7 +155,8 @@ def why_not_v2(records: Records, pairs: Sequence[dict], order: Sequence[str]) ->
             f"negative more than δ = {DELTA.default} above a positive). A hypothesis this study does not test: "
             "a small CNN trained from scratch starts from unsorted lists, where a gradient on every item counts "
             "most, while the papers' ResNet-50 starts pretrained, with lists already nearly sorted. A pretrained "
-            "backbone (`docs/reproduce-on-gpu.md`) would test it.")
+            "backbone (`docs/reproduce-on-gpu.md`) would test it. The budget is also the plateau of ROADMAP's "
+            "learning curve alone (the pilot): a loss that learns faster from scratch is favoured by it.")
     return " ".join(parts + [text.strip()])
 
 

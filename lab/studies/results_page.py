@@ -59,7 +59,7 @@ def _missing_settings(missing: list) -> str:
                      for k in sorted(seeds))
 
 
-def _timing(data: dict[str, Any], records: list[dict[str, Any]]) -> str:
+def _timing(data: dict[str, Any], records: list[dict[str, Any]], complete: bool = False) -> str:
     records = list({r["key"]: r for r in records}.values())  # a run that is several sweep points counts once
     own = [r for r in records if "shared_from" not in r]
     shared = sorted({r["shared_from"] for r in records if "shared_from" in r})
@@ -72,8 +72,11 @@ def _timing(data: dict[str, Any], records: list[dict[str, Any]]) -> str:
     if sessions:
         last = sessions[-1]
         text += f"; trained by `{last['command']}` (jobs = {last['jobs']}, threads = {last['threads']}; "
-        if last.get("stopped"):  # killed part-way (its runs in flight were lost), or rendered while it runs
-            n = last["trained"]
+        n = last.get("trained", 0)
+        if last.get("stopped") and complete:  # the invocation recorded no end, but this study lacks no run
+            text += (f"its last record: {n} run{'' if n == 1 else 's'} finished in {_minutes(last['elapsed_seconds'])} "
+                     f"of wall time, the last at {last['finished']}; every run of this study is done)")
+        elif last.get("stopped"):  # killed part-way (its runs in flight were lost), or rendered while it runs
             text += (f"that invocation has not recorded its end (stopped, or still running at this render): "
                      f"{n} run{'' if n == 1 else 's'} finished in "
                      f"{_minutes(last['elapsed_seconds'])} of wall time, the last at {last['finished']})")
@@ -164,7 +167,7 @@ def _section(name: str, data: dict[str, Any], quick: bool, seeds: Optional[int],
         for stem, fig in section_figures(name, records, protocol).items():
             path = save_png(fig, figures / f"{stem}.png")
             lines += [f"![{s.title}]({path.relative_to(docs).as_posix()})", ""]
-    lines.append(f"**Command and time.** `{command}`: {_timing(data, records)}.")
+    lines.append(f"**Command and time.** `{command}`: {_timing(data, records, complete=not missing)}.")
     if protocol == "v2":
         lines += ["", code_versions(records)]
     if missing or failed:

@@ -9,6 +9,8 @@ line saying how far v2 has got.
   not hold at this scale, the most likely reasons.
 * :func:`reproduction_rows`: its settings as mean ± std over seeds, for a notebook's table.
 * :func:`claims_table`: paired comparisons (Δ in points, t, p, verdict) of chosen methods of a study.
+* :func:`claims_rows` / :func:`claims_markdown`: the papers' claims a study tests, as on the page's primary
+  table (Holm within each family): plain dicts (the dashboard's Reproduction view) or Markdown (the notebooks).
 * :func:`study_details`: a study's tables and figures, as on the page (the dashboard's Reproduction view).
 """
 from __future__ import annotations
@@ -102,3 +104,39 @@ def study_details(name: str, results: Optional[Path] = None) -> tuple[str, list[
         return "", []
     body = (ANALYSE_V2 if protocol == "v2" else ANALYSE)[name](records).body
     return body, list(section_figures(name, records, protocol).values())
+
+
+def _claim_tests(name: str, results: Optional[Path], families: Optional[Sequence[str]]) -> tuple[list, str, int]:
+    from .paper_claims import claim_tests
+
+    records, protocol, _ = _records(name, results)
+    if name != "methods" or not records:  # the claims of one loss beating another are study 1's
+        return [], protocol, 0
+    tests = claim_tests(records)  # Holm over each whole family, as on the page, before any row is left out
+    keep = [t for t in tests if families is None or t.claim.family in families]
+    return keep, protocol, len({r["seed"] for r in records})
+
+
+def claims_rows(name: str, results: Optional[Path] = None,
+                families: Optional[Sequence[str]] = None) -> list[dict[str, Any]]:
+    """The papers' claims study ``name`` tests, one dict per claim as in the page's primary table: family,
+    claim, source, the paper's numbers, Δ mAP@R and its 95 % interval (points), p, Holm p within the family,
+    n, verdict. Read where :func:`study_verdict` reads; [] for a study that tests no such claim."""
+    from .paper_claims import claim_records
+
+    return claim_records(_claim_tests(name, results, families)[0])
+
+
+def claims_markdown(name: str, families: Optional[Sequence[str]] = None, results: Optional[Path] = None) -> str:
+    """The page's primary table of study ``name`` (the rows of ``families``, default all), with the line that
+    says which protocol's runs it reads; Holm is over each whole family, whichever rows are shown."""
+    from .paper_claims import claims_table_rows
+
+    tests, protocol, seeds = _claim_tests(name, results, families)
+    if not tests:
+        return f"No claims of the papers measured in `{name}` yet (`python -m lab study {name}`)."
+    where = "v2/" if protocol == "v2" else ""
+    return (f"Protocol {protocol} (`results/{where}{name}.json`, {seeds} seeds): mAP@R, paired t-test, Holm within "
+            "each family of the papers' claims (docs/results.md, study 1).\n\n"
+            + table(["family", "claim", "source", "paper mAP@R", "Δ mAP@R (pt) [95 % CI]", "p", "p (Holm)", "n",
+                     "verdict"], claims_table_rows(tests)))

@@ -1,0 +1,237 @@
+"""Protocol v2's primary table (issue 33): the papers' claims as data, each tested by paired t and Holm within
+its family (against a by-hand computation), the power plan's figure (against a by-hand t-distribution
+integral), the verdicts the dashboard reads, and the README's headline (generated, word for word)."""
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+
+import pytest
+
+from lab.studies import paper_claims as pc
+from lab.studies import power
+from lab.studies import spec as study_spec
+from lab.studies.sweeps import bins_verdict, cpu_per_step, tied_with_peak
+
+from .test_study import fake, fake_execute  # noqa: F401 (fixture)
+
+ROOT = Path(__file__).resolve().parents[1]
+METHODS = ["FastAP", "SoftBinAP", "BlackBoxAP", "SmoothAP", "SupAP", "ROADMAP", "ROADMAP (L_DG*)", "Smooth-R@k",
+           "Sup-R@k"]
+# per method, per seed (5 seeds): mAP@R chosen so that every kind of verdict occurs
+VALUES = {"FastAP": [0.70, 0.71, 0.69, 0.72, 0.70], "SoftBinAP": [0.64, 0.66, 0.63, 0.65, 0.64],
+          "BlackBoxAP": [0.60, 0.60, 0.61, 0.59, 0.60], "SmoothAP": [0.61, 0.62, 0.61, 0.60, 0.62],
+          "SupAP": [0.62, 0.61, 0.63, 0.61, 0.63], "ROADMAP": [0.65, 0.64, 0.66, 0.64, 0.65],
+          "ROADMAP (L_DG*)": [0.66, 0.66, 0.67, 0.65, 0.66], "Smooth-R@k": [0.59, 0.60, 0.58, 0.59, 0.60],
+          "Sup-R@k": [0.60, 0.60, 0.61, 0.60, 0.60]}
+
+
+def synthetic() -> list[dict]:
+    return [{"method": m, "seed": s, "mAP@R": v, "params": {}} for m in METHODS for s, v in enumerate(VALUES[m])]
+
+
+def t_by_hand(diffs: list[float]) -> tuple[float, float]:
+    """Paired t statistic and two-sided p, from the formula and the t distribution's survival function."""
+    from scipy.stats import t
+
+    n = len(diffs)
+    mean = sum(diffs) / n
+    sd = math.sqrt(sum((d - mean) ** 2 for d in diffs) / (n - 1))
+    stat = mean / (sd / math.sqrt(n))
+    return stat, 2 * float(t.sf(abs(stat), n - 1))
+
+
+def holm_by_hand(ps: list[float]) -> list[float]:
+    order = sorted(range(len(ps)), key=lambda i: ps[i])
+    out, running = [0.0] * len(ps), 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (len(ps) - rank) * ps[i]))
+        out[i] = running
+    return out
+
+
+def test_the_claims_are_the_papers_eight_in_three_families_each_with_its_reason():
+    assert len(pc.CLAIMS) == 8 and {c.family for c in pc.CLAIMS} == set(pc.FAMILIES)
+    assert [(c.better, c.worse) for c in pc.CLAIMS if c.family == "ROADMAP vs each baseline"] == [
+        ("ROADMAP", "FastAP"), ("ROADMAP", "SoftBinAP"), ("ROADMAP", "BlackBoxAP"), ("ROADMAP", "SmoothAP")]
+    assert all(c.better in study_spec.METHODS and c.worse in study_spec.METHODS for c in pc.CLAIMS)
+    # every claim's own numbers agree with it in the paper: the better loss is above in each setting cited
+    assert all(b > w for c in pc.CLAIMS for _, b, w in c.paper)
+    # supp. Table 4's ResNet-50 rows are the numbers the ROADMAP-vs-baseline claims cite
+    for c in pc.CLAIMS[:4]:
+        for dataset, better, worse in c.paper:
+            row = pc.PAPER_TABLES[f"supp. T. 4 ResNet-50, {dataset}"]
+            assert (better, worse) == (row[pc.TABLE_ROWS.index("ROADMAP")], row[pc.TABLE_ROWS.index(c.worse)])
+
+
+def test_the_row_order_is_not_kept_by_the_papers_own_numbers():
+    # by hand, mAP@R BlackBoxAP < SoftBinAP: T1 CUB 23.9<24.0, SOP 53.1<53.5, iNat 15.2<20.1; T4 ResNet-50 CUB
+    # 23.83<24.29, iNat 19.62<23.22; DeiT SOP 60.20<60.53; SupRank T. I iNat 15.2<25.4. Not: T4 R50 SOP, DeiT CUB
+    # and iNat, SupRank SOP.
+    assert pc.below_in("BlackBoxAP", "SoftBinAP") == (7, 11)
+    low, high = pc.adjacent_row_differences("supp. T. 4 ResNet-50")
+    assert low == pytest.approx(19.62 - 23.22) and high == pytest.approx(24.33 - 19.62)  # -3.6, +4.71
+    assert pc.adjacent_row_differences() == pytest.approx((15.2 - 25.4, 26.5 - 15.2))
+
+
+def test_each_claim_is_a_paired_t_test_with_holm_within_its_family_by_hand():
+    records = synthetic()
+    tests = pc.claim_tests(records)
+    assert [t.claim for t in tests] == list(pc.CLAIMS)
+    raw = []
+    for c in pc.CLAIMS:
+        diffs = [b - w for b, w in zip(VALUES[c.better], VALUES[c.worse])]
+        raw.append((diffs, *t_by_hand(diffs)))
+    expected_holm = {}
+    for family in pc.FAMILIES:
+        idx = [i for i, c in enumerate(pc.CLAIMS) if c.family == family]
+        for i, p in zip(idx, holm_by_hand([raw[i][2] for i in idx])):
+            expected_holm[i] = p
+    for i, t in enumerate(tests):
+        diffs, stat, p = raw[i]
+        assert t.diffs == pytest.approx(diffs) and t.test.t == pytest.approx(stat) and t.test.p == pytest.approx(p)
+        assert t.p_holm == pytest.approx(expected_holm[i]) and t.test.n == 5
+        mean = sum(diffs) / 5
+        want = pc.UNRESOLVED if expected_holm[i] >= 0.05 else (pc.HOLDS if mean > 0 else pc.CONTRADICTED)
+        assert t.verdict == want
+    verdicts = [t.verdict for t in tests]
+    assert {pc.HOLDS, pc.CONTRADICTED, pc.UNRESOLVED} <= set(verdicts)  # the data exercise all three
+    held, against = verdicts.count(pc.HOLDS), [t for t in tests if t.verdict == pc.CONTRADICTED]
+    assert pc.claims_headline(tests) == (
+        f"of the papers' 8 claims, {held} hold, {len(against)} contradicted ("
+        + ", ".join(f"{t.claim.worse} > {t.claim.better}" for t in against)
+        + f"), {verdicts.count(pc.UNRESOLVED)} not resolved")
+    assert "FastAP > ROADMAP" in pc.claims_headline(tests)
+
+
+def test_a_claim_whose_loss_was_not_run_is_left_out_and_holm_counts_only_the_tested():
+    records = [r for r in synthetic() if r["method"] != "FastAP"]
+    tests = pc.claim_tests(records)
+    assert len(tests) == 7 and all("FastAP" not in (t.claim.better, t.claim.worse) for t in tests)
+    family = [t for t in tests if t.claim.family == "ROADMAP vs each baseline"]
+    assert [t.p_holm for t in family] == pytest.approx(holm_by_hand([t.test.p for t in family]))
+    assert "Holm over 3" in pc.families_text(tests)
+
+
+def power_by_hand(effect: float, n: int, alpha: float) -> float:
+    """P(|T| > c), T = (Z + effect √n) / √(V / df), integrating over V ~ chi² (df = n - 1)."""
+    from scipy.integrate import quad
+    from scipy.stats import chi2, norm, t
+
+    df, nc = n - 1, effect * math.sqrt(n)
+    c = float(t.ppf(1 - alpha / 2, df))
+    upper = quad(lambda v: norm.sf(c * math.sqrt(v / df) - nc) * chi2.pdf(v, df), 0, math.inf)[0]
+    lower = quad(lambda v: norm.cdf(-c * math.sqrt(v / df) - nc) * chi2.pdf(v, df), 0, math.inf)[0]
+    return upper + lower
+
+
+@pytest.mark.parametrize("effect, n, alpha", [(0.8, 5, 0.05), (0.93, 10, 0.0125), (1.1, 15, 0.0125), (3.0, 5, 0.01),
+                                              (0.0, 8, 0.05)])
+def test_power_is_the_t_distributions(effect, n, alpha):
+    assert power.paired_power(effect, n, alpha) == pytest.approx(power_by_hand(effect, n, alpha), abs=1e-6)
+    assert power.paired_power(-effect, n, alpha) == pytest.approx(power.paired_power(effect, n, alpha))
+
+
+def test_seeds_for_power_is_the_first_n_that_reaches_it():
+    n = power.seeds_for_power(1.0, 0.025)
+    assert power_by_hand(1.0, n, 0.025) >= 0.8 > power_by_hand(1.0, n - 1, 0.025)
+    assert power.seeds_for_power(0.01, 0.05, most=50) is None
+
+
+def test_the_plan_is_fixed_before_its_runs_and_sized_by_the_unresolved_claims():
+    assert power.LOOKS == (10, 15) and power.MAX_SEEDS == 15 and power.LOOK_ALPHA == 0.025
+    tests = pc.claim_tests(synthetic())
+    open_ = [t for t in tests if t.verdict == pc.UNRESOLVED]
+    rows = power.plan_rows(tests)
+    assert [r[0] for r in rows] == [f"{t.claim.better} > {t.claim.worse}" for t in open_]
+    for t, row in zip(open_, rows):
+        m = sum(o.claim.family == t.claim.family for o in open_)
+        diffs = t.diffs
+        mean = sum(diffs) / len(diffs)
+        effect = abs(mean) / math.sqrt(sum((d - mean) ** 2 for d in diffs) / (len(diffs) - 1))
+        assert row[3] == f"{effect:.2f}" and row[4] == f"{0.05 / m:.4g} / {0.025 / m:.4g}"
+        assert row[5:8] == [f"{100 * power_by_hand(effect, n, a):.0f} %"
+                            for n, a in ((5, 0.05 / m), (10, 0.025 / m), (15, 0.025 / m))]
+    text = power.plan_section(tests)
+    assert power.POWER_PLAN in text and "No other looks" in text
+    losses = {m for t in open_ for m in (t.claim.better, t.claim.worse)}
+    assert f"{5 * len(losses)} runs per look, {10 * len(losses)} at most" in text
+    resolved = [{**r, "mAP@R": r["mAP@R"] + (0.05 if r["method"] in ("ROADMAP", "SupAP") else 0)} for r in synthetic()]
+    assert "no further seeds" in power.plan_section([t for t in pc.claim_tests(resolved) if t.verdict != pc.UNRESOLVED])
+
+
+def test_claims_rows_for_the_dashboard_are_the_pages_table(tmp_path, fake, monkeypatch):  # noqa: F811
+    from lab.studies import runner
+    from lab.studies.verdicts import claims_markdown, claims_rows
+
+    monkeypatch.setattr(study_spec, "V2_STEPS", 1000)
+    runner.run_studies(["methods"], tmp_path / "v2", quick=False, log=lambda _: None, protocol="v2")
+    records = [fake_execute(s) for s in study_spec.study_runs("methods", protocol="v2")]
+    tests = pc.claim_tests(records)
+    rows = claims_rows("methods", tmp_path)
+    assert len(rows) == 8 and rows == pc.claim_records(tests)
+    assert rows[0]["delta"] == pytest.approx(100 * tests[0].interval.mean) and rows[0]["n"] == 5
+    assert claims_rows("gap", tmp_path) == []
+    ablation = claims_markdown("methods", ("ablation",), tmp_path)
+    assert ablation.startswith("Protocol v2 (`results/v2/methods.json`, 5 seeds)")
+    assert ablation.count("| ablation |") == 2 and "| SupRank |" not in ablation
+
+
+def test_a_flat_bins_curve_is_not_a_peak():
+    def recs(r1: dict[int, list[float]]) -> list[dict]:
+        return [{"method": "FastAP", "seed": s, "R@1": v, "params": {"num_bins": b}} for b, vs in r1.items()
+                for s, v in enumerate(vs)]
+
+    flat = recs({2: [0.83, 0.84, 0.82], 10: [0.93, 0.92, 0.94], 20: [0.94, 0.92, 0.93], 40: [0.92, 0.93, 0.92]})
+    tied = tied_with_peak(flat, "FastAP", 20, [2, 10, 20, 40])
+    assert tied == [10, 40] and bins_verdict(20, [2, 10, 20, 40], tied).startswith("partly")
+    peak = recs({2: [0.83, 0.84, 0.82], 10: [0.93, 0.94, 0.95], 20: [0.90, 0.91, 0.91], 40: [0.88, 0.885, 0.89]})
+    tied = tied_with_peak(peak, "FastAP", 10, [2, 10, 20, 40])
+    assert 40 not in tied and 2 not in tied and bins_verdict(10, [2, 10, 20, 40], tied) == "reproduces"
+
+
+def test_the_memory_claim_compares_cpu_time():
+    records = [{"method": m, "seed": s, "train_cpu_seconds": cpu * 100, "steps": 100}
+               for m, cpu in (("ROADMAP", 0.38), ("SupAP + XBM", 0.54)) for s in range(3)]
+    assert cpu_per_step(records, "SupAP + XBM") / cpu_per_step(records, "ROADMAP") == pytest.approx(0.54 / 0.38)
+
+
+def test_the_readme_headline_is_generated_from_the_results():
+    """README.md carries lab.studies.headline.readme_headline() word for word (line breaks aside), so its
+    numbers are the page's; and the study's verdict line on the page is the same claims sentence."""
+    if not (ROOT / "results" / "v2" / "methods.json").exists():
+        pytest.skip("no raw results")
+    from lab.studies.headline import readme_headline
+
+    words = lambda text: " ".join(text.split())  # noqa: E731
+    headline = readme_headline()
+    assert words(headline) in words((ROOT / "README.md").read_text())
+    claims = re.search(r"of the papers' \d+ claims, [^(]*\([^)]*\)[^(]*not resolved", headline).group(0)
+    assert f"**Verdict: {claims}" in (ROOT / "docs" / "results.md").read_text()
+
+
+def test_notebook_05_says_what_the_claims_table_says_of_l_dg_star():
+    """Notebook 05's prose on ROADMAP with L_DG* against SupAP states a direction; the committed results'
+    claims row must have it (v1's "about 6 points below" outlived the runs it described)."""
+    if not (ROOT / "results" / "v2" / "methods.json").exists():
+        pytest.skip("no raw results")
+    from lab.studies.verdicts import claims_rows
+
+    text = " ".join((ROOT / "notebooks" / "05_hierarchical_ranking.py").read_text().replace("#", " ").split())
+    row = next(r for r in claims_rows("methods") if r["claim"] == "ROADMAP (L_DG*) > SupAP")
+    assert "ROADMAP with this proxy loss ends above SupAP on mAP@R" in text
+    assert row["delta"] > 0 and row["verdict"] == pc.HOLDS
+    assert "6 points of mAP@R below SupAP" not in text
+
+
+def test_docs_figures_says_the_seeds_its_comparisons_are_read_from():
+    """docs/figures.md's intro gives the seeds of the loss and recall comparisons: those of the study's records
+    the figures read (5 once protocol v2's study 1 is complete), as its sections say."""
+    if not (ROOT / "results" / "methods.json").exists():
+        pytest.skip("no raw results")
+    from lab.studies.verdicts import reproduction_rows
+
+    seeds = "/".join(str(n) for n in sorted({len(r["seeds"]) for r in reproduction_rows("methods")}))
+    intro = (ROOT / "docs" / "figures.md").read_text().split("<!-- figure: ", 1)[0]
+    assert f"The loss comparison and the recall losses (mean ± std over {seeds} seeds)" in intro
