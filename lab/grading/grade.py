@@ -1,14 +1,16 @@
 """Grade a folder of submissions in one command: a grade sheet, totals for an LMS, a feedback file per student.
 
     python -m lab.grading.grade SUBMISSIONS_DIR -o grades.csv [--assignment NAME] [--source assignments]
-                                [--timeout 120] [--jobs 1]
+                                [--timeout 120] [--jobs 1] [--memory 4] [--no-sandbox]
 
 SUBMISSIONS_DIR holds one entry per student, named after the student: ``NAME.zip`` (made by
 ``python -m lab.grading.collect``), or a folder ``NAME/`` holding the assignment's files, one such
 zip, or nbgrader's ``NAME/ASSIGNMENT/`` layout. The tests are the test cells of the solution
 notebook (self-check + hidden tests), each scored all or nothing with the points of the weight
-table in lab/grading/assignments.py. Every submission runs in its own process, in a scratch copy,
-with a time limit per test: a hang, a crash or an exit costs that submission its tests, never the batch.
+table in lab/grading/assignments.py. Every submission is graded by its own process, and the student's
+code runs only in a bubblewrap sandbox on a scratch copy (lab/grading/sandbox.py), with a time limit
+per test enforced from outside: a hang, a crash or an exit costs that submission its tests, never the
+batch; the checks, the reference values and the score are computed outside the sandbox.
 Writes ``grades.csv`` (one row per student and test), ``grades_totals.csv`` (one row per student)
 and ``grades_feedback/NAME.txt``. Written answers are graded by hand and are not in these points.
 """
@@ -35,6 +37,7 @@ from tqdm.auto import tqdm
 from .assignments import ASSIGNMENTS, Assignment, find_assignment
 from .grade_sheet import StudentResult, TestResult, write
 from .markers import notebook_tests
+from .sandbox import DEFAULT_MEMORY, GiB, NO_SANDBOX_GIVES_UP, SandboxUnavailable, require_sandbox
 from .submission import KINDS, MANIFEST, unpack, verify
 
 CHECKOUT_SOURCE = Path(__file__).resolve().parents[2] / "assignments"
@@ -150,8 +153,9 @@ def _ended(proc: subprocess.Popen, timed_out: bool, total: float) -> str:
             "os._exit() or crash the interpreter?")
 
 
-def run_submission(sub: Submission, tests: list[dict], timeout: float) -> StudentResult:
-    """Grade one submission in its own process."""
+def run_submission(sub: Submission, tests: list[dict], timeout: float, *, sandbox: bool = True,
+                   memory: int = DEFAULT_MEMORY) -> StudentResult:
+    """Grade one submission in its own process; its code runs in a sandbox unless ``sandbox=False``."""
     name, start = sub.assignment.name, time.perf_counter()
 
     def result(t, status, message, seconds=0.0):
@@ -171,8 +175,9 @@ def run_submission(sub: Submission, tests: list[dict], timeout: float) -> Studen
             return StudentResult(sub.student, name, [result(t, "missing", text) for t in tests], 0.0, sub.notes)
         (scratch / "tests.json").write_text(json.dumps(tests))
         cmd = [sys.executable, "-m", "lab.grading.grade_worker", "--assignment", name, "--tests",
-               str(scratch / "tests.json"), "--results", str(scratch / "results.jsonl"), "--timeout", str(timeout)]
-        total = STARTUP_S + timeout * len(tests)
+               str(scratch / "tests.json"), "--results", str(scratch / "results.jsonl"), "--timeout", str(timeout),
+               "--memory", str(memory)] + ([] if sandbox else ["--no-sandbox"])
+        total = (STARTUP_S + timeout) * (len(tests) + 1)  # a time-out restarts the student's process
         with open(scratch / "output.txt", "w") as log:
             # Its own session: on a time-out the whole process group goes, whatever the student started.
             proc = subprocess.Popen(cmd, cwd=work, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
@@ -216,10 +221,15 @@ def _pythonpath() -> str:
 # ----------------------------------------------------------------------------------- the batch
 def grade(folder: Path, output: Path, *, assignment: Optional[str] = None, source: Optional[Path] = None,
           timeout: float = 120, jobs: int = 1, totals: Optional[Path] = None,
-          feedback: Optional[Path] = None) -> list[StudentResult]:
-    """Grade every submission of ``folder``; write the grade sheet, the totals and the feedback files."""
+          feedback: Optional[Path] = None, sandbox: bool = True, memory: int = DEFAULT_MEMORY) -> list[StudentResult]:
+    """Grade every submission of ``folder``; write the grade sheet, the totals and the feedback files.
+    Raises SandboxUnavailable when ``sandbox`` and bubblewrap does not work here."""
     if not timeout > 0 or jobs < 1:
         raise ValueError(f"timeout must be > 0 seconds and jobs >= 1, got timeout={timeout}, jobs={jobs}")
+    if not memory >= 2**28:
+        raise ValueError(f"memory must be >= 0.25 GB (torch needs it), got {memory / GiB:g} GB")
+    if sandbox:
+        require_sandbox()
     folder = Path(folder)
     if not folder.is_dir():
         raise FileNotFoundError(f"{folder} is not a folder")
@@ -233,7 +243,7 @@ def grade(folder: Path, output: Path, *, assignment: Optional[str] = None, sourc
         if sub.assignment is None:
             return StudentResult(sub.student, "", [], 0.0, sub.notes)
         try:
-            return run_submission(sub, tests[sub.assignment.name], timeout)
+            return run_submission(sub, tests[sub.assignment.name], timeout, sandbox=sandbox, memory=memory)
         except Exception as exc:  # the grader's own trouble with this submission (disk, permissions): note it, go on
             return StudentResult(sub.student, sub.assignment.name, [], 0.0,
                                  sub.notes + [f"could not be graded: {type(exc).__name__}: {exc}"])
@@ -255,13 +265,20 @@ def main(argv: Optional[list[str]] = None) -> None:
                         "checkout's)")
     parser.add_argument("--timeout", type=float, default=120, help="seconds per test (default 120)")
     parser.add_argument("--jobs", type=int, default=1, help="submissions graded at once (default 1)")
+    parser.add_argument("--memory", type=float, default=DEFAULT_MEMORY / GiB,
+                        help=f"GB of memory for each student's code (default {DEFAULT_MEMORY // GiB})")
+    parser.add_argument("--no-sandbox", action="store_true", help="run student code without bubblewrap, "
+                        "unisolated (only where bwrap cannot run: see docs/teaching.md)")
     parser.add_argument("--totals", type=Path, help="default: OUTPUT_totals.csv")
     parser.add_argument("--feedback", type=Path, help="folder of the feedback files (default: OUTPUT_feedback/)")
     args = parser.parse_args(argv)
+    if args.no_sandbox:
+        print(f"grade: {NO_SANDBOX_GIVES_UP}", file=sys.stderr)
     try:
         results = grade(args.submissions, args.output, assignment=args.assignment, source=args.source,
-                        timeout=args.timeout, jobs=args.jobs, totals=args.totals, feedback=args.feedback)
-    except (OSError, ValueError) as exc:
+                        timeout=args.timeout, jobs=args.jobs, totals=args.totals, feedback=args.feedback,
+                        sandbox=not args.no_sandbox, memory=int(args.memory * GiB))
+    except (OSError, ValueError, SandboxUnavailable) as exc:
         parser.exit(2, f"grade: {exc}\n")
     for r in results:
         extra = "" if r.status == "complete" else f"  ({r.status}{': ' + '; '.join(r.notes) if r.notes else ''})"

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
+IMPORT_FAILED = "importing your module failed"  # how grade_worker's message for a failed import begins
 TEST_COLUMNS = ["student", "assignment", "test", "function", "points", "max_points", "status", "seconds", "feedback",
                 "feedback_file"]
 TOTAL_COLUMNS = ["student", "assignment", "points", "max_points", "percent", "seconds", "status", "notes",
@@ -54,10 +55,12 @@ class StudentResult:
 
     @property
     def status(self) -> str:
-        """complete, or the worst thing that happened: missing, crashed, timeout."""
+        """complete, or the worst thing that happened: missing, crashed, timeout, error (the import failed)."""
         for bad in ("missing", "crashed", "timeout"):
             if any(t.status == bad for t in self.tests):
                 return bad
+        if self.tests and all(t.status == "error" and t.message.startswith(IMPORT_FAILED) for t in self.tests):
+            return "error"  # nothing could be graded: not "complete"
         return "complete" if self.tests else "not graded"
 
 
