@@ -21,6 +21,8 @@ from lab.grading.generate import generate
 from lab.grading.grade import find_submissions, grade, load_tests, main
 from lab.grading.grade_sheet import first_paragraph
 
+from ._sandbox import require_sandbox
+
 ROOT = Path(__file__).resolve().parents[1]
 SOURCE = ROOT / "assignments"
 NAME = "03_histogram_losses_and_bin_width"  # the quickest notebook to execute
@@ -61,6 +63,7 @@ def _rows(path: Path) -> list[dict]:
 
 @pytest.mark.slow
 def test_grader_scores_correct_blank_and_partly_wrong(three, tmp_path):
+    require_sandbox()
     grade(three / "submissions", tmp_path / "grades.csv", jobs=2)
     rows = _rows(tmp_path / "grades.csv")
     got = {(r["student"], r["test"]): float(r["points"]) for r in rows}
@@ -101,6 +104,7 @@ def _with(solution: str, function: str, first_line: str) -> str:
 
 @pytest.mark.slow
 def test_a_bad_submission_costs_only_itself(three, tmp_path):
+    require_sandbox()
     solution = (SOURCE / NAME / A.modules[0]).read_text()
     notebook = three / "submissions" / "correct" / A.notebook
     subs = tmp_path / "subs"

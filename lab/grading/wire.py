@@ -87,7 +87,7 @@ def _safe_repr(value: Any) -> str:
 
 def _npy(array: np.ndarray, arrays: list[bytes]) -> int:
     buf = io.BytesIO()
-    np.save(buf, np.ascontiguousarray(array), allow_pickle=False)
+    np.save(buf, array, allow_pickle=False)  # not ascontiguousarray: it makes a 0-d array 1-d
     arrays.append(buf.getvalue())
     return len(arrays) - 1
 
