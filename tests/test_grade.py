@@ -194,7 +194,8 @@ def test_first_paragraph_is_one_line():
     (lambda p: p / "nowhere", [], "is not a folder"),
     (lambda p: p, [], "holds no submission"),
     (lambda p: p, ["--timeout", "0"], "timeout must be > 0 seconds"),
-], ids=["missing", "empty", "timeout"])
+    (lambda p: p, ["--memory", "0.1"], "memory must be >= 0.25 GB"),
+], ids=["missing", "empty", "timeout", "memory"])
 def test_cli_errors_are_one_line_with_status_2(tmp_path, capsys, make, extra, phrase):
     with pytest.raises(SystemExit) as info:
         main([str(make(tmp_path)), "-o", str(tmp_path / "g.csv"), *extra])

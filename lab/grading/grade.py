@@ -156,6 +156,8 @@ def _ended(proc: subprocess.Popen, timed_out: bool, total: float) -> str:
 def run_submission(sub: Submission, tests: list[dict], timeout: float, *, sandbox: bool = True,
                    memory: int = DEFAULT_MEMORY) -> StudentResult:
     """Grade one submission in its own process; its code runs in a sandbox unless ``sandbox=False``."""
+    if sandbox:
+        require_sandbox()
     name, start = sub.assignment.name, time.perf_counter()
 
     def result(t, status, message, seconds=0.0):
@@ -228,8 +230,6 @@ def grade(folder: Path, output: Path, *, assignment: Optional[str] = None, sourc
         raise ValueError(f"timeout must be > 0 seconds and jobs >= 1, got timeout={timeout}, jobs={jobs}")
     if not memory >= 2**28:
         raise ValueError(f"memory must be >= 0.25 GB (torch needs it), got {memory / GiB:g} GB")
-    if sandbox:
-        require_sandbox()
     folder = Path(folder)
     if not folder.is_dir():
         raise FileNotFoundError(f"{folder} is not a folder")
@@ -238,6 +238,8 @@ def grade(folder: Path, output: Path, *, assignment: Optional[str] = None, sourc
         raise ValueError(f"{folder} holds no submission (NAME.zip files or NAME/ folders)")
     source = Path(source) if source else (Path("assignments") if Path("assignments").is_dir() else CHECKOUT_SOURCE)
     tests = {a.name: load_tests(source, a) for a in {s.assignment for s in subs if s.assignment}}
+    if sandbox:  # after the checks of the arguments: their errors come first
+        require_sandbox()
 
     def one(sub: Submission) -> StudentResult:
         if sub.assignment is None:

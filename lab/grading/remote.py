@@ -75,8 +75,8 @@ class StudentProcess:
             try:
                 answer, arrays = receive(self.answers, time.monotonic() + seconds)
             except WireError as exc:
+                why = f"it did not finish within {seconds:g} s" if exc.reason == "deadline" else self._gone(exc)
                 self.kill()
-                why = (f"it did not finish within {seconds:g} s" if exc.reason == "deadline" else self.ended(str(exc)))
                 return {"type": "", "message": why, "where": "", "code": ""}
             if answer.get("event") == "import_failed":
                 self.kill()
@@ -106,6 +106,15 @@ class StudentProcess:
                 pass
         self.requests = self.answers = -1
 
+    def _gone(self, exc: WireError) -> str:
+        """Why the channel broke: a process that closed it is given a moment to end, to name its signal."""
+        if exc.reason == "ended" and self.proc is not None:
+            try:
+                self.proc.wait(2)
+            except subprocess.TimeoutExpired:
+                pass
+        return self.ended(str(exc))
+
     def ended(self, detail: str = "") -> str:
         """Why the process is gone, for the student."""
         if self.proc is not None and self.proc.poll() is None:
@@ -134,8 +143,7 @@ class StudentProcess:
             if exc.reason == "deadline":
                 self.kill()
                 raise TestTimeout() from None
-            time.sleep(0.05)  # let a dying process be reaped, to name its signal
-            raise StudentProcessEnded(self.ended(str(exc))) from None
+            raise StudentProcessEnded(self._gone(exc)) from None
 
     def forget(self) -> None:
         """The graphs of the test that ended are no longer needed."""

@@ -153,7 +153,7 @@ def receive(fd: int, deadline: Optional[float] = None) -> tuple[dict[str, Any], 
     try:
         header = json.loads(head)
         count = int(header.pop("arrays"))
-    except (ValueError, KeyError, TypeError, AttributeError):
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
         raise WireError("a message that is not a JSON header", "malformed") from None
     if not 0 <= count <= 4 * _ITEMS:
         raise WireError(f"{count} arrays in one message", "malformed")
