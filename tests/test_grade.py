@@ -144,6 +144,7 @@ def test_a_bad_submission_costs_only_itself(three, tmp_path):
     assert float(totals["zipped"]["points"]) == A.autograded_points
     assert "does not match its manifest" in totals["tampered"]["notes"]
     assert totals["exit_then_hang"]["status"] == "timeout" and totals["segfault"]["status"] == "crashed"
+    assert totals["exit_at_import"]["status"] == "error"  # nothing was graded: not "complete"
     assert float(totals["exit_then_hang"]["points"]) == 0 and totals["empty"]["status"] == "missing"
     assert "broken.zip is not a readable zip" in totals["broken"]["notes"]
 

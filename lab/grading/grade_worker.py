@@ -132,7 +132,7 @@ def main(argv: Optional[list[str]] = None) -> None:
                 _write(out, dict(cell=test["cell"], status=status, message=message,
                                  seconds=time.perf_counter() - start))
         finally:
-            student.kill()
+            student.close()
 
 
 if __name__ == "__main__":

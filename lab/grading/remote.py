@@ -9,6 +9,7 @@ the references, the comparison and the feedback all run here, in the grader.
 """
 from __future__ import annotations
 
+import ctypes
 import itertools
 import os
 import signal
@@ -54,18 +55,18 @@ class StudentProcess:
                 "--requests", str(req_r), "--answers", str(ans_w), *self.limits.args()]
         files = sorted(p for p in self.folder.iterdir() if p.is_file() and not p.is_symlink())
         fds: list[int] = []
-        if self.sandbox:
+        if self.sandbox:  # bwrap's --die-with-parent: it goes when this process goes
             cmd, fds = bwrap_command(argv, files, self.limits)
-            env, cwd = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}, None
+            env, cwd, pre = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}, None, None
         else:
-            cmd, cwd = argv, self.folder
+            cmd, cwd, pre = argv, self.folder, _die_with_parent
             env = {**os.environ, "PYTHONPATH": str(lab_package().parent), "OMP_NUM_THREADS": "1"}
         try:
             with open(self.log, "ab") as log:
                 # Its own session: killing its process group reaches all it started that did not setsid.
                 self.proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=log,
                                              stderr=subprocess.STDOUT, pass_fds=(req_r, ans_w, *fds),
-                                             start_new_session=True)
+                                             start_new_session=True, preexec_fn=pre)
         finally:
             for fd in (req_r, ans_w, *fds):
                 os.close(fd)
@@ -105,6 +106,17 @@ class StudentProcess:
             except OSError:
                 pass
         self.requests = self.answers = -1
+
+    def close(self) -> None:
+        """The end of grading: close its requests (it exits on its own, so its CPU time is accounted), then kill."""
+        if self.alive:
+            os.close(self.requests)
+            self.requests = -1
+            try:
+                self.proc.wait(2)
+            except subprocess.TimeoutExpired:
+                pass
+        self.kill()
 
     def _gone(self, exc: WireError) -> str:
         """Why the channel broke: a process that closed it is given a moment to end, to name its signal."""
@@ -152,6 +164,11 @@ class StudentProcess:
                 send(self.requests, {"op": "forget"}, [], time.monotonic() + 5)
             except WireError:
                 pass
+
+
+def _die_with_parent() -> None:
+    """In the unsandboxed child, before exec: SIGKILL when the grading process dies (prctl PR_SET_PDEATHSIG)."""
+    ctypes.CDLL(None).prctl(1, int(signal.SIGKILL), 0, 0, 0)
 
 
 class RemoteFunction:
