@@ -108,7 +108,7 @@ class StudentProcess:
         self.requests = self.answers = -1
 
     def close(self) -> None:
-        """The end of grading: close its requests (it exits on its own, so its CPU time is accounted), then kill."""
+        """The end of grading: close its requests so that it exits on its own, then kill whatever is left."""
         if self.alive:
             os.close(self.requests)
             self.requests = -1
