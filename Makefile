@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed-stamp
 # Never wait for the Hugging Face hub: pretrained weights are used when cached, else random init.
 export HF_HUB_OFFLINE ?= 1
 
-.PHONY: setup browser app lab test bench figures assignments clean
+.PHONY: setup browser sandbox app lab test bench figures assignments clean
 
 setup: $(STAMP)
 
@@ -33,8 +33,16 @@ browser:
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
 	  else echo "chromium not found (apt-get install chromium): the browser tests will be skipped"; fi; }
 
+# Grading runs student code in a bubblewrap sandbox (lab/grading/sandbox.py). Installed here when
+# missing and possible; otherwise grading refuses (or --no-sandbox) and its tests say how and skip.
+sandbox:
+	@command -v bwrap >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null; \
+	  else echo "bwrap not found (apt-get install bubblewrap): the grading sandbox tests will be skipped"; fi; }
+
 # Exit code 5 (no tests collected, e.g. with a -k filter) is not a failure.
-test: setup browser
+test: setup browser sandbox
 	$(BIN)/python -m pytest $(PYTEST_ARGS) || { rc=$$?; [ $$rc -eq 5 ] && echo "pytest: no tests collected" || exit $$rc; }
 
 # Student versions (the notebooks as nbgrader releases them: needs the dev extra), hidden tests and an

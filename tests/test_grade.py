@@ -21,6 +21,8 @@ from lab.grading.generate import generate
 from lab.grading.grade import find_submissions, grade, load_tests, main
 from lab.grading.grade_sheet import first_paragraph
 
+from ._sandbox import require_sandbox
+
 ROOT = Path(__file__).resolve().parents[1]
 SOURCE = ROOT / "assignments"
 NAME = "03_histogram_losses_and_bin_width"  # the quickest notebook to execute
@@ -61,6 +63,7 @@ def _rows(path: Path) -> list[dict]:
 
 @pytest.mark.slow
 def test_grader_scores_correct_blank_and_partly_wrong(three, tmp_path):
+    require_sandbox()
     grade(three / "submissions", tmp_path / "grades.csv", jobs=2)
     rows = _rows(tmp_path / "grades.csv")
     got = {(r["student"], r["test"]): float(r["points"]) for r in rows}
@@ -101,6 +104,7 @@ def _with(solution: str, function: str, first_line: str) -> str:
 
 @pytest.mark.slow
 def test_a_bad_submission_costs_only_itself(three, tmp_path):
+    require_sandbox()
     solution = (SOURCE / NAME / A.modules[0]).read_text()
     notebook = three / "submissions" / "correct" / A.notebook
     subs = tmp_path / "subs"
@@ -140,6 +144,7 @@ def test_a_bad_submission_costs_only_itself(three, tmp_path):
     assert float(totals["zipped"]["points"]) == A.autograded_points
     assert "does not match its manifest" in totals["tampered"]["notes"]
     assert totals["exit_then_hang"]["status"] == "timeout" and totals["segfault"]["status"] == "crashed"
+    assert totals["exit_at_import"]["status"] == "error"  # nothing was graded: not "complete"
     assert float(totals["exit_then_hang"]["points"]) == 0 and totals["empty"]["status"] == "missing"
     assert totals["exit_at_import"]["status"] == "error"  # not "complete" with 0 points (issue 32)
     assert "broken.zip is not a readable zip" in totals["broken"]["notes"]
@@ -191,7 +196,8 @@ def test_first_paragraph_is_one_line():
     (lambda p: p / "nowhere", [], "is not a folder"),
     (lambda p: p, [], "holds no submission"),
     (lambda p: p, ["--timeout", "0"], "timeout must be > 0 seconds"),
-], ids=["missing", "empty", "timeout"])
+    (lambda p: p, ["--memory", "0.1"], "memory must be >= 0.25 GB"),
+], ids=["missing", "empty", "timeout", "memory"])
 def test_cli_errors_are_one_line_with_status_2(tmp_path, capsys, make, extra, phrase):
     with pytest.raises(SystemExit) as info:
         main([str(make(tmp_path)), "-o", str(tmp_path / "g.csv"), *extra])

@@ -2,13 +2,16 @@
 
     python -m lab.grading.grade SUBMISSIONS_DIR -o grades.csv [--assignment NAME] [--source assignments]
                                 [--timeout 120] [--jobs 1] [--regrade] [--excel] [--max-unpacked-mb 50]
+                                [--memory 4] [--no-sandbox]
 
 SUBMISSIONS_DIR holds one entry per student, named after the student: ``NAME.zip`` (made by
 ``python -m lab.grading.collect``), or a folder ``NAME/`` holding the assignment's files, one such
 zip, or nbgrader's ``NAME/ASSIGNMENT/`` layout. The tests are the test cells of the solution
 notebook (self-check + hidden tests), each scored all or nothing with the points of the weight
-table in lab/grading/assignments.py. Every submission runs in its own process, in a scratch copy,
-with a time limit per test: a hang, a crash or an exit costs that submission its tests, never the batch.
+table in lab/grading/assignments.py. Every submission is graded by its own process, and the student's
+code runs only in a bubblewrap sandbox on a scratch copy (lab/grading/sandbox.py), with a time limit
+per test enforced from outside: a hang, a crash or an exit costs that submission its tests, never the
+batch; the checks, the reference values and the score are computed outside the sandbox.
 Writes ``grades.csv`` (one row per student and test), ``grades_totals.csv`` (one row per student)
 and ``grades_feedback/NAME.txt``, each student as soon as it is graded: the same command again resumes
 (``--regrade`` starts over; another batch's outputs are refused). Zips are read streamed and within limits
@@ -36,8 +39,9 @@ from tqdm.auto import tqdm
 
 from .assignments import ASSIGNMENTS, Assignment
 from .find import Submission, find_submissions
-from .grade_sheet import Sheet, StudentResult, TestResult
+from .grade_sheet import REFUSED, Sheet, StudentResult, TestResult
 from .markers import notebook_tests
+from .sandbox import DEFAULT_MEMORY, GiB, NO_SANDBOX_GIVES_UP, SandboxUnavailable, require_sandbox
 from .submission import KINDS, MANIFEST, unpack, verify
 from .unzip import Limits, UnsafeZip
 
@@ -87,8 +91,11 @@ def _ended(proc: subprocess.Popen, timed_out: bool, total: float) -> str:
             "os._exit() or crash the interpreter?")
 
 
-def run_submission(sub: Submission, tests: list[dict], timeout: float, limits: Limits = Limits()) -> StudentResult:
-    """Grade one submission in its own process."""
+def run_submission(sub: Submission, tests: list[dict], timeout: float, limits: Limits = Limits(), *,
+                   sandbox: bool = True, memory: int = DEFAULT_MEMORY) -> StudentResult:
+    """Grade one submission in its own process; its code runs in a sandbox unless ``sandbox=False``."""
+    if sandbox:
+        require_sandbox()
     name, start = sub.assignment.name, time.perf_counter()
 
     def result(t, status, message, seconds=0.0):
@@ -104,8 +111,8 @@ def run_submission(sub: Submission, tests: list[dict], timeout: float, limits: L
         try:
             _prepare(sub, work, limits)
         except (UnsafeZip, zipfile.BadZipFile) as exc:  # nothing of it is graded; the note says which limit
-            sub.notes.append(f"refused: {exc}")
-            return StudentResult(sub.student, name, [result(t, "error", f"refused: {exc}") for t in tests], 0.0,
+            sub.notes.append(f"{REFUSED}{exc}")
+            return StudentResult(sub.student, name, [result(t, "error", f"{REFUSED}{exc}") for t in tests], 0.0,
                                  sub.notes)
         missing = [m for m in sub.assignment.modules if not (work / m).is_file()]
         if missing:
@@ -113,8 +120,9 @@ def run_submission(sub: Submission, tests: list[dict], timeout: float, limits: L
             return StudentResult(sub.student, name, [result(t, "missing", text) for t in tests], 0.0, sub.notes)
         (scratch / "tests.json").write_text(json.dumps(tests))
         cmd = [sys.executable, "-m", "lab.grading.grade_worker", "--assignment", name, "--tests",
-               str(scratch / "tests.json"), "--results", str(scratch / "results.jsonl"), "--timeout", str(timeout)]
-        total = STARTUP_S + timeout * len(tests)
+               str(scratch / "tests.json"), "--results", str(scratch / "results.jsonl"), "--timeout", str(timeout),
+               "--memory", str(memory)] + ([] if sandbox else ["--no-sandbox"])
+        total = (STARTUP_S + timeout) * (len(tests) + 1)  # a time-out restarts the student's process
         with open(scratch / "output.txt", "w") as log:
             # Its own session: on a time-out the whole process group goes, whatever the student started.
             proc = subprocess.Popen(cmd, cwd=work, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
@@ -164,15 +172,18 @@ def batch_of(folder: Path, assignment: Optional[str]) -> dict:
 def grade(folder: Path, output: Path, *, assignment: Optional[str] = None, source: Optional[Path] = None,
           timeout: float = 120, jobs: int = 1, totals: Optional[Path] = None,
           feedback: Optional[Path] = None, max_unpacked_mb: float = 50, regrade: bool = False,
-          excel: bool = False) -> list[StudentResult]:
+          excel: bool = False, sandbox: bool = True, memory: int = DEFAULT_MEMORY) -> list[StudentResult]:
     """Grade every submission of ``folder``; write the grade sheet, the totals and the feedback files, each
     student as soon as it is graded. A re-run of the same batch (same folder and ``assignment``) skips the
     students already written, unless ``regrade``; outputs of another batch are refused (see grade_sheet.Sheet).
-    Returns the students graded by this run."""
+    Returns the students graded by this run. Raises SandboxUnavailable when ``sandbox`` and bubblewrap does
+    not work here (before anything is written)."""
     if not timeout > 0 or jobs < 1:
         raise ValueError(f"timeout must be > 0 seconds and jobs >= 1, got timeout={timeout}, jobs={jobs}")
     if not max_unpacked_mb > 0:
         raise ValueError(f"--max-unpacked-mb must be > 0, got {max_unpacked_mb}")
+    if not memory >= 2**28:
+        raise ValueError(f"memory must be >= 0.25 GB (torch needs it), got {memory / GiB:g} GB")
     limits = Limits(max_bytes=int(max_unpacked_mb * 2**20))
     folder = Path(folder)
     if not folder.is_dir():
@@ -182,6 +193,8 @@ def grade(folder: Path, output: Path, *, assignment: Optional[str] = None, sourc
         raise ValueError(f"{folder} holds no submission (NAME.zip files or NAME/ folders)")
     source = Path(source) if source else (Path("assignments") if Path("assignments").is_dir() else CHECKOUT_SOURCE)
     tests = {a.name: load_tests(source, a) for a in {s.assignment for s in subs if s.assignment}}
+    if sandbox:  # after the checks of the arguments (their errors come first), before anything is written
+        require_sandbox()
     output = Path(output)
     batch = batch_of(folder, assignment)
     sheet = Sheet(output, totals or output.with_name(f"{output.stem}_totals.csv"),
@@ -200,7 +213,8 @@ def grade(folder: Path, output: Path, *, assignment: Optional[str] = None, sourc
             result = StudentResult(sub.student, "", [], 0.0, sub.notes)
         else:
             try:
-                result = run_submission(sub, tests[sub.assignment.name], timeout, limits)
+                result = run_submission(sub, tests[sub.assignment.name], timeout, limits, sandbox=sandbox,
+                                        memory=memory)
             except BaseException as exc:  # noqa: B036
                 if not isinstance(exc, Exception):  # Ctrl-C, a SystemExit: the batch stops
                     stop.set()
@@ -231,6 +245,10 @@ def main(argv: Optional[list[str]] = None) -> None:
                         "checkout's)")
     parser.add_argument("--timeout", type=float, default=120, help="seconds per test (default 120)")
     parser.add_argument("--jobs", type=int, default=1, help="submissions graded at once (default 1)")
+    parser.add_argument("--memory", type=float, default=DEFAULT_MEMORY / GiB,
+                        help=f"GB of memory for each student's code (default {DEFAULT_MEMORY // GiB})")
+    parser.add_argument("--no-sandbox", action="store_true", help="run student code without bubblewrap, "
+                        "unisolated (only where bwrap cannot run: see docs/teaching.md)")
     parser.add_argument("--totals", type=Path, help="default: OUTPUT_totals.csv")
     parser.add_argument("--feedback", type=Path, help="folder of the feedback files (default: OUTPUT_feedback/)")
     parser.add_argument("--regrade", action="store_true", help="grade every student again, overwriting OUTPUT "
@@ -241,11 +259,14 @@ def main(argv: Optional[list[str]] = None) -> None:
     parser.add_argument("--max-unpacked-mb", type=float, default=50, help="a zip unpacking to more is refused "
                         "(default 50; collect packs at most 5)")
     args = parser.parse_args(argv)
+    if args.no_sandbox:
+        print(f"grade: {NO_SANDBOX_GIVES_UP}", file=sys.stderr)
     try:
         results = grade(args.submissions, args.output, assignment=args.assignment, source=args.source,
                         timeout=args.timeout, jobs=args.jobs, totals=args.totals, feedback=args.feedback,
-                        max_unpacked_mb=args.max_unpacked_mb, regrade=args.regrade, excel=args.excel)
-    except (OSError, ValueError) as exc:
+                        max_unpacked_mb=args.max_unpacked_mb, regrade=args.regrade, excel=args.excel,
+                        sandbox=not args.no_sandbox, memory=int(args.memory * GiB))
+    except (OSError, ValueError, SandboxUnavailable) as exc:
         parser.exit(2, f"grade: {exc}\n")
     except KeyboardInterrupt:
         parser.exit(130, f"grade: interrupted; the students graded so far are in {args.output}, and the same "

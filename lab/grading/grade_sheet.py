@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
+IMPORT_FAILED = "importing your module failed"  # how grade_worker's message for a failed import begins
+REFUSED = "refused: "  # how grade.py's message for a zip it would not open begins
 TEST_COLUMNS = ["student", "assignment", "test", "function", "points", "max_points", "status", "seconds", "feedback",
                 "feedback_file"]
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
@@ -63,11 +65,13 @@ class StudentResult:
 
     @property
     def status(self) -> str:
-        """complete, or the worst thing that happened: missing, crashed, timeout, error (the code raised
-        outside a check: a module that fails to import, a zip that was refused, sys.exit)."""
-        for bad in ("missing", "crashed", "timeout", "error"):
+        """complete, or the worst thing that happened: missing, crashed, timeout, error (nothing could be
+        graded: a module that fails to import or exits at import, a zip that was refused)."""
+        for bad in ("missing", "crashed", "timeout"):
             if any(t.status == bad for t in self.tests):
                 return bad
+        if any(t.status == "error" and t.message.startswith((IMPORT_FAILED, REFUSED)) for t in self.tests):
+            return "error"  # nothing could be graded: not "complete" (a function that raises is a failed test)
         return "complete" if self.tests else "not graded"
 
 
