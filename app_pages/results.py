@@ -65,8 +65,8 @@ def results_view() -> None:
     shown = next(s for s in studies if s.name == name)
     with st.container(key="repro_table"):
         if shown.claims:  # the papers' claims, one row each; the other studies are one pick away
-            st.markdown(study_heading(shown))
-            st.markdown(claims_table(shown.claims))
+            # One element, like the studies' table: a switch replaces it, no stale element left below it.
+            st.markdown(study_heading(shown) + "\n\n" + claims_table(shown.claims))
         else:
             st.markdown(verdict_table(studies, selected=name))
     with st.container(key="repro_figure"):
