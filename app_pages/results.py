@@ -3,9 +3,12 @@ it — the same verdicts, tables and figures, computed by :mod:`lab.studies.verd
 ``results/`` (protocol v2 for a study it has completed, v1 until then; the text says which).
 
 A screen to present (issue 36, D-11): one table with a verdict badge per study, the chosen study's
-figure under it, the paragraphs in expanders. What the verdicts derive from ``results/`` is computed
-once per state of its files (:class:`lab.dashboard.reproduction.StudyCache`), from a thread started
-with the server, so opening the view and switching studies only draws kept text and PNGs.
+figure under it, the paragraphs in expanders. A study that tests the papers' claims (study 1) shows
+its claims table instead, one row and badge per claim (:func:`lab.studies.verdicts.claims_rows`, the
+rows of docs/results.md's primary table), under a line with the study's own verdict. What the
+verdicts derive from ``results/`` is computed once per state of its files
+(:class:`lab.dashboard.reproduction.StudyCache`), from a thread started with the server, so opening
+the view and switching studies only draws kept text and PNGs.
 """
 from __future__ import annotations
 
@@ -16,9 +19,10 @@ from pathlib import Path
 import streamlit as st
 
 from lab import studies
-from lab.dashboard.reproduction import StudyCache, StudyView, png_bytes, verdict_parts, verdict_table
+from lab.dashboard.reproduction import (StudyCache, StudyView, claims_table, png_bytes, study_heading, verdict_parts,
+                                        verdict_table)
 from lab.studies.results_page import PAGE, TITLES
-from lab.studies.verdicts import RESULTS, study_details, study_verdict
+from lab.studies.verdicts import RESULTS, claims_rows, study_details, study_verdict
 
 # git ignores .cache/: one folder per state of results/ (bench/dashboard.py points it elsewhere to time a cold start)
 STORE = Path(os.environ.get("RANKLAB_REPRODUCTION_CACHE") or RESULTS.parent / ".cache" / "reproduction")
@@ -33,7 +37,8 @@ STYLE = ("<style>.st-key-repro_figure [data-stale='true'] {visibility: hidden !i
 def _compute(name: str) -> StudyView:
     verdict = study_verdict(name)
     body, figures = study_details(name)
-    return StudyView(name, TITLES[name], verdict, verdict_parts(verdict), body, tuple(png_bytes(f) for f in figures))
+    return StudyView(name, TITLES[name], verdict, verdict_parts(verdict), body, tuple(png_bytes(f) for f in figures),
+                     tuple(claims_rows(name)))
 
 
 @functools.lru_cache(maxsize=1)
@@ -59,7 +64,11 @@ def results_view() -> None:
         studies = cache().all(PAGE)  # everything is ready before anything is drawn: no stale pairing
     shown = next(s for s in studies if s.name == name)
     with st.container(key="repro_table"):
-        st.markdown(verdict_table(studies, selected=name))
+        if shown.claims:  # the papers' claims, one row each; the other studies are one pick away
+            # One element, like the studies' table: a switch replaces it, no stale element left below it.
+            st.markdown(study_heading(shown) + "\n\n" + claims_table(shown.claims))
+        else:
+            st.markdown(verdict_table(studies, selected=name))
     with st.container(key="repro_figure"):
         for i, png in enumerate(shown.figures):
             st.image(png, caption=f"{shown.title}: figure {i + 1} of {len(shown.figures)}")

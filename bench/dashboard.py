@@ -21,7 +21,8 @@ and max per view, the load averages seen; ``--note`` says what else ran beside i
     .venv/bin/python bench/dashboard.py --reproduction     # ~2 min: the Reproduction view (issue 36)
 
 ``--reproduction`` times the Reproduction view at 1280 x 720 instead, from the click to the chosen
-study's table row and figure on the page (``tests._browser.show_study``): its first open on a new
+study marked (its row of the studies' table, or for study 1 the line above its claims table) and its
+figure on the page (``tests._browser.show_study``): its first open on a new
 server with nothing stored (the warm-up thread still computing), then ``--trials`` opens (from the
 Training view) and switches through every study, then the first open on a second server reading
 what the first stored; and counts the frames where a figure of another study was visible. Writes
@@ -250,11 +251,12 @@ def reproduction_section(args: argparse.Namespace, times: dict[str, list[float]]
         "## The Reproduction view in chromium (`python bench/dashboard.py --reproduction`)", "",
         f"{machine()}; headless chromium at 1280 x 720, {time.strftime('%Y-%m-%d')}. Beside the dashboard: {beside}. "
         f"Load average (1 min) seen: {min(loads):.1f}-{max(loads):.1f} on 2 cores. Timed in the page from the click "
-        "(on the view's button, or on a study in the list) to the frame where the chosen study's row is marked in the "
-        "table and only its figures are visible. What `lab.studies.verdicts` derives from `results/` is computed "
+        "(on the view's button, or on a study in the list) to the frame where the chosen study is marked (its row of the "
+        "studies' table, or for study 1 the line above its claims table, one row per claim of the papers) and only its "
+        "figures are visible. What `lab.studies.verdicts` derives from `results/` is computed "
         "once per hash of the results files and of lab/studies' code by a thread started with the server, and stored in "
         "`.cache/reproduction/`; the first row is a server with nothing stored, opened as soon as the page "
-        f"loaded. Frames with another study's figure visible beside the marked row: {mixed}.", "",
+        f"loaded. Frames with another study's figure visible beside the marked study: {mixed}.", "",
         "| measurement | median | max | n |", "|---|---:|---:|---:|", *rows, "",
         "Goal (issue 36, D-11): open and switch within 1 s, once the studies are computed or stored: "
         + (f"**met** (max {worst:.2f} s)." if worst <= 1 else f"**missed** (max {worst:.2f} s)."), ""])

@@ -179,13 +179,14 @@ def fail_with_screenshot(page, what: str, problem: str, text_of: str = "body") -
 
 
 # The Reproduction view (app_pages/results.py) as the page shows it, on every animation frame from
-# a click until ``title``'s study is shown (its table row marked in bold, and only its figures
-# visible): the milliseconds from the click (caught on the document, so a Playwright click is timed
-# from when the page receives it) and every frame where a visible figure belonged to another study
-# than the marked row (a stale figure under a new verdict).
+# a click until ``title``'s study is shown (its title marked in bold: its row of the studies' table, or
+# the line above a study's claims table; and only its figures visible): the milliseconds from the
+# click (caught on the document, so a Playwright click is timed from when the page receives it) and
+# every frame where a visible figure belonged to another study than the marked one (a stale figure
+# under a new verdict).
 WATCH_STUDY = """([title, timeoutMs]) => { window.__study = new Promise(done => {
   const state = () => {
-    const row = document.querySelector('.st-key-repro_table td strong');
+    const row = document.querySelector('.st-key-repro_table strong');
     const captions = [...document.querySelectorAll('.st-key-repro_figure [data-testid="stImage"]')]
       .filter(e => getComputedStyle(e).visibility !== 'hidden' && e.getBoundingClientRect().height > 0)
       .map(e => (e.innerText || '').split(': figure')[0].trim());

@@ -415,11 +415,44 @@ def test_the_reproduction_view_shows_the_studys_verdict_tables_and_figures():
         shown = [m.value for m in at.markdown]
         assert study_verdict(name) in shown and body in shown
         assert len(at.get("image")) == len(figures) and not at.exception
+        if name == "methods":
+            continue  # its first table is the papers' claims (the next test)
         # First the table: a row and a badge per study, the chosen one marked (issue 36, D-11).
         table = next(m for m in shown if m.startswith("| study | verdict |")).splitlines()[2:]
         assert len(table) == len(PAGE) and all("-badge[" in row for row in table)
         assert [row for row in table if "▶" in row] == [table[PAGE.index(name)]]
     assert at.session_state["study"] == "bins" and not at.get("progress")  # no training status above the table
+
+
+def test_the_reproduction_views_first_table_for_study_1_is_the_papers_claims_of_claims_rows():
+    """Issue 36, D-11: one row per claim of lab.studies.verdicts.claims_rows (the page's primary table),
+    same claims, same verdicts, in its order, each verdict as its badge; a study without claims keeps
+    the studies' table."""
+    from lab.dashboard.reproduction import CLAIM_TONES, claim_cells
+    from lab.dashboard.settings import JOINER
+    from lab.studies.verdicts import claims_rows
+
+    rows = claims_rows("methods")
+    assert len(rows) == 8 and claims_rows("bins") == []
+    at = app()
+    at.segmented_control(key="view").set_value("Reproduction").run()
+    at.selectbox(key="study").set_value("methods").run()
+    shown = [m.value for m in at.markdown]
+    first = next(m for m in shown if "| verdict | family |" in m or "| study | verdict |" in m)
+    heading, table = first.split("\n\n")  # the claims come first, under the study's line
+    assert heading.startswith("▶ **1\\. Rank losses compared** · ") and table.startswith("| verdict | family | claim |")
+    table = table.splitlines()[2:]
+    cells = [[c.strip() for c in re.split(r"(?<!\\)\|", row)[1:-1]] for row in table]
+    plain = [[re.sub(r"\\(.)", r"\1", c).replace(JOINER, "") for c in row] for row in cells]
+    assert [row[2] for row in plain] == [r["claim"] for r in rows]  # same claims, in order
+    assert [row[1] for row in plain] == [r["family"] for r in rows]
+    assert [row[0] for row in cells] == [f":{CLAIM_TONES[r['verdict']]}-badge[{r['verdict']}]" for r in rows]
+    assert [row[1:] for row in plain] == [claim_cells(r)[1:] for r in rows]  # Δ [95 % CI], Holm p, n, paper
+    assert {r["verdict"] for r in rows} == set(CLAIM_TONES)  # the committed results have all three verdicts
+    assert at.get("image") and not at.exception  # then the figures
+    at.selectbox(key="study").set_value("gap").run()
+    assert not any("| verdict | family | claim |" in m.value for m in at.markdown)
+    assert any(m.value.startswith("| study | verdict |") for m in at.markdown)
 
 
 # A page that trains, in a process of its own: Start, one more run, then wait until the thread has

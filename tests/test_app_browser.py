@@ -318,22 +318,30 @@ def test_compare_mode_fits_both_runs_curves_and_the_comparison_on_a_1280x720_scr
     projector.screenshot(path=str(ARTIFACTS / "dashboard-1280x720-compare.png"))
 
 
-def test_the_reproduction_view_shows_its_verdict_table_on_a_1280x720_screen_and_never_a_stale_figure(
+def test_the_reproduction_view_shows_its_claims_or_verdict_table_on_a_1280x720_screen_and_never_a_stale_figure(
         server, projector):
     projector.goto(server)
     wait_idle(projector)
     # A fresh clone stores nothing yet: the first open waits for the server's warm-up (74 s at load 13).
     first = show_study(projector, "1. Rank losses compared", open_view=True, timeout_ms=300_000)
     assert first["ms"] is not None and first["mixed"] == [], first
-    table = boxes(projector, ".st-key-repro_table table")
-    assert_on_screen(table, "the verdict table")
+    # Study 1 tests the papers' claims: its first screen is their table, a badge per claim (issue 36, D-11).
+    assert_on_screen(boxes(projector, ".st-key-repro_table strong"), "the study's line above its claims")
+    assert_on_screen(boxes(projector, ".st-key-repro_table table"), "the claims table")
     rows = boxes(projector, ".st-key-repro_table tbody tr")
-    assert len(rows) == 6 and all("reproduce" in r["text"] or "partly" in r["text"] or "not run" in r["text"]
-                                  for r in rows), rows
+    verdicts = ("resolved as in the paper", "contradicted", "not resolved")
+    assert len(rows) == 8 and all(r["text"].strip().startswith(verdicts) for r in rows), rows
+    assert_on_screen(boxes(projector, ".st-key-repro_table tbody tr td:first-child span"), "the claims' badges")
     assert boxes(projector, ".st-key-repro_figure img")[0]["y"] < VIEWPORT[1]  # the figure starts on screen
-    for title in ("5. Decomposability gap", "3. Hyper-parameters", "1. Rank losses compared"):
+    projector.screenshot(path=str(ARTIFACTS / "dashboard-1280x720-reproduction-claims.png"))
+    for title in ("5. Decomposability gap", "3. Hyper-parameters", "1. Rank losses compared", "4. Number of bins"):
         seen = show_study(projector, title)
-        # Every frame from the click on: no figure of another study visible beside the marked row.
+        # Every frame from the click on: no figure of another study visible beside the marked one.
         assert seen["ms"] is not None and seen["mixed"] == [], (title, seen)
+        if title == "5. Decomposability gap":  # a study without claims: the studies' table, a badge per study
+            assert_on_screen(boxes(projector, ".st-key-repro_table table"), "the verdict table")
+            rows = boxes(projector, ".st-key-repro_table tbody tr")
+            assert len(rows) == 6 and all("reproduce" in r["text"] or "partly" in r["text"] or "not run" in r["text"]
+                                          for r in rows), rows
     no_exception(projector)
     projector.screenshot(path=str(ARTIFACTS / "dashboard-1280x720-reproduction.png"))

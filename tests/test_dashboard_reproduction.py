@@ -7,10 +7,10 @@ import threading
 
 import pytest
 
-from lab.dashboard.reproduction import (StudyCache, StudyView, badge, results_fingerprint, verdict_parts,
-                                        verdict_table, verdict_tone)
+from lab.dashboard.reproduction import (StudyCache, StudyView, badge, claim_badge, claim_cells, claims_table,
+                                        results_fingerprint, study_heading, verdict_parts, verdict_table, verdict_tone)
 from lab.studies.results_page import PAGE, TITLES
-from lab.studies.verdicts import RESULTS, study_verdict
+from lab.studies.verdicts import RESULTS, claims_markdown, claims_rows, study_verdict
 
 PARAGRAPH = ("**Reproduction study, protocol v1** (`results/bins.json`, 3 seeds, `python -m lab study bins`). "
              "*Paper:* R@1 peaks around 10 bins.\n\n*Measured:* FastAP: best mean R@1 at 20 bins. "
@@ -30,12 +30,27 @@ def test_every_study_of_the_committed_results_gives_a_row():
     for name in PAGE:
         p = verdict_parts(study_verdict(name))
         assert p is not None and p["verdict"] and p["measured"] and p["protocol"] in ("v1", "v2"), name
+        assert "*" not in p["verdict"] and not p["verdict"].endswith("."), (name, p["verdict"])
+    # Study 1's verdict is now its claims' headline, whole (its parentheses included), and so is its badge.
+    p = verdict_parts(study_verdict("methods"))
+    assert p["verdict"].startswith("of the papers' 8 claims, ") and p["verdict"].endswith(")"), p["verdict"]
+    rows = claims_rows("methods")
+    held = sum(r["verdict"] == "resolved as in the paper" for r in rows)
+    assert f"8 claims, {held} hold, " in p["verdict"] and p["reasons"].startswith("Not resolved (")
+    assert verdict_tone(p["verdict"]) == ("good" if held == 8 else "bad" if held == 0 else "mixed")
 
 
 @pytest.mark.parametrize("verdict, tone", [("reproduces", "good"), ("partly (2 of 4)", "mixed"),
                                            ("same direction, not significant", "mixed"),
                                            ("0 of 5 adjacent pairs resolved as in the paper, 2 reversed", "bad"),
-                                           ("does not reproduce", "bad"), (None, "none")])
+                                           ("does not reproduce", "bad"), (None, "none"),
+                                           ("partly (R@1 does not improve past 5 bins, but no resolved peak: flat)",
+                                            "mixed"),
+                                           ("of the papers' 8 claims, 4 hold, 1 contradicted (FastAP > ROADMAP), "
+                                            "3 not resolved (mAP@R, paired t, Holm within each family, n = 5)", "mixed"),
+                                           ("of the papers' 8 claims, 8 hold, 0 contradicted, 0 not resolved", "good"),
+                                           ("of the papers' 8 claims, 0 hold, 2 contradicted (A > B, C > D), "
+                                            "6 not resolved", "bad")])
 def test_a_verdict_has_a_tone_and_a_badge(verdict, tone):
     assert verdict_tone(verdict) == tone
     assert badge(verdict).startswith({"good": ":green-badge[", "mixed": ":orange-badge[", "bad": ":red-badge[",
@@ -53,6 +68,39 @@ def test_the_table_has_one_row_per_study_a_badge_each_and_marks_the_chosen_one()
     assert ":gray-badge[not run] | no full-mode results" in table[3] and "▶" not in table[3]
     assert table[4].count("x") < 200 and table[4].endswith("… | – |")  # its first words; the rest in the expander
     assert verdict_table(studies[:1]).count("| reproduces") == 0  # a badge's word is not repeated
+
+
+ROW = {"family": "ablation", "claim": "SupAP > SmoothAP", "source": "ROADMAP Table 2, H⁻ (ResNet-50, B = 64)",
+       "paper": [{"dataset": "CUB", "better": 24.6, "worse": 23.9}, {"dataset": "SOP", "better": 55.3, "worse": 54.6}],
+       "delta": 1.1300301745562003, "low": -0.37756584871006355, "high": 2.637626197822464, "p": 0.1058903803233661,
+       "p_holm": 0.1403143695266645, "n": 5, "verdict": "not resolved"}
+
+
+def test_a_claim_is_a_row_with_its_verdicts_badge_and_its_numbers():
+    assert claim_cells(ROW) == ["not resolved", "ablation", "SupAP > SmoothAP", "+1.13 [-0.38, +2.64]", "0.140", "5",
+                                "CUB +0.70 · SOP +0.70"]
+    assert claim_badge("resolved as in the paper") == ":green-badge[resolved as in the paper]"
+    assert claim_badge("contradicted") == ":red-badge[contradicted]"
+    assert claim_badge("not resolved") == ":gray-badge[not resolved]"
+    assert claim_badge("something else").startswith(":orange-badge[")
+    contradicted = {**ROW, "claim": "ROADMAP > FastAP", "delta": -3.14, "low": -4.43, "high": -1.86, "p_holm": 0.0006,
+                    "verdict": "contradicted"}
+    table = claims_table([ROW, contradicted]).splitlines()
+    assert table[0] == "| verdict | family | claim | Δ mAP@R (pt) [95 % CI] | p (Holm) | n | paper: Δ mAP@R (pt) |"
+    assert len(table) == 2 + 2 and table[2].startswith("| :gray-badge[not resolved] | ablation | SupAP \\> SmoothAP |")
+    assert table[3].startswith("| :red-badge[contradicted] |") and "| \\< 0\\.001 |" in table[3]
+    view = StudyView("methods", "1. Rank losses compared", PARAGRAPH, verdict_parts(PARAGRAPH))
+    assert study_heading(view).startswith("▶ **1\\. Rank losses compared** · :orange-badge[partly] partly")
+
+
+def test_the_claims_of_the_committed_results_read_as_on_the_page():
+    # The dashboard formats claims_rows' numbers itself: the same text as the page's primary table.
+    rows = claims_rows("methods")
+    page = [line.split(" | ") for line in claims_markdown("methods").splitlines() if line.startswith("| ")][1:]  # after the header
+    assert len(rows) == len(page) == 8 and len(claims_table(rows).splitlines()) == 2 + 8
+    for row, cells in zip(rows, page):
+        family, claim, _, _, delta, _, holm, n, verdict = [c.strip("| ") for c in cells]
+        assert claim_cells(row)[:6] == [verdict, family, claim, delta, holm, n]
 
 
 def test_the_cache_computes_each_study_once_per_state_of_the_results(tmp_path):
@@ -73,6 +121,13 @@ def test_the_cache_computes_each_study_once_per_state_of_the_results(tmp_path):
     again = StudyCache(lambda name: pytest.fail(f"computed {name} again"), root, store=tmp_path / "store")
     assert again.get("bins") == cache.get("bins") and again.get("bins").figures == (b"png",)
     assert len(list((tmp_path / "store").iterdir())) == 1  # the older results' folder is gone
+    # A store written before StudyView had its claims: computed again, not a KeyError.
+    (stored,) = (tmp_path / "store").iterdir()
+    old = (stored / "bins.json").read_text().replace(', "claims": []', "")
+    assert '"claims"' not in old
+    (stored / "bins.json").write_text(old)
+    fresh = StudyCache(compute, root, store=tmp_path / "store")
+    assert fresh.get("bins").verdict == f"verdict of bins #{len(calls)}" and calls[-1] == "bins"
 
 
 def test_the_warm_up_thread_fills_the_cache_and_a_reader_waits_for_it_instead_of_recomputing(tmp_path):

@@ -13,6 +13,10 @@ disk (``.cache/reproduction/``): a server started again on the same results read
 :func:`verdict_parts` splits :func:`lab.studies.verdicts.study_verdict`'s paragraph into its fields
 (protocol, source, claim, measured, verdict, reasons); :func:`verdict_table` lays the studies out as
 one Markdown table with a coloured verdict badge per row (:func:`verdict_tone`).
+
+A study that tests the papers' claims (study 1) is shown by its claims instead: :func:`claims_table`
+lays out :func:`lab.studies.verdicts.claims_rows`'s dicts, kept in :attr:`StudyView.claims`, one row per
+claim with its verdict's badge (:func:`claim_badge`), under :func:`study_heading`'s line.
 """
 from __future__ import annotations
 
@@ -38,9 +42,14 @@ VERDICT = re.compile(
 SEEDS = re.compile(r"(\d+) seeds")
 FINGERPRINT = re.compile(r"[0-9a-f]{40}")  # a store's folder names: nothing else there is ever removed
 NOT_RUN = "has no full-mode results"  # study_verdict's sentence for a study not run
+FORMAT = "2"  # the stored StudyView's form (2: with its claims); a new one is never read from an old folder
 SHOWN = 160  # characters of a paragraph verdict_parts cannot split
 TONES = {"good": "green", "mixed": "orange", "bad": "red", "none": "gray"}
 BADGES = {"good": "reproduces", "mixed": "partly", "bad": "not reproduced", "none": "not run"}
+# study 1's headline (lab.studies.paper_claims.claims_headline): "of the papers' 8 claims, 4 hold, ..."
+CLAIMS_HEADLINE = re.compile(r"of the papers' (\d+) claims, (\d+) hold")
+# A claim's verdict (lab.studies.paper_claims: HOLDS, CONTRADICTED, UNRESOLVED) and its badge's colour.
+CLAIM_TONES = {"resolved as in the paper": "green", "contradicted": "red", "not resolved": "gray"}
 
 
 def verdict_parts(markdown: str) -> Optional[dict[str, str]]:
@@ -62,6 +71,12 @@ def verdict_tone(verdict: Optional[str]) -> str:
     text = verdict.lower()
     if text == "reproduces":
         return "good"
+    claims = CLAIMS_HEADLINE.match(text)
+    if claims:  # the papers' claims tested one by one: all hold, none holds, or some of them
+        tested, held = int(claims.group(1)), int(claims.group(2))
+        return "good" if held == tested else "bad" if held == 0 else "mixed"
+    if text.startswith("partly"):  # "partly (R@1 does not improve past 5 bins, ...)": partly, whatever follows
+        return "mixed"
     if any(word in text for word in ("does not", "reversed", "opposite", "contradict")):
         return "bad"
     return "mixed"
@@ -84,6 +99,7 @@ class StudyView:
     parts: Optional[dict[str, str]]
     body: str = ""
     figures: tuple[bytes, ...] = field(default_factory=tuple)
+    claims: tuple[dict[str, Any], ...] = field(default_factory=tuple)  # claims_rows(name): () for most studies
 
 
 def verdict_table(studies: Sequence[StudyView], selected: Optional[str] = None) -> str:
@@ -105,6 +121,50 @@ def verdict_table(studies: Sequence[StudyView], selected: Optional[str] = None) 
     return "\n".join(rows)
 
 
+def study_heading(view: StudyView) -> str:
+    """One line above a study's claims table: ▶ its title in bold, its verdict's badge and words."""
+    title = f"▶ **{escape_markdown(view.title)}**"
+    if view.parts is None:
+        return f"{title} · {badge(None)}"
+    p = view.parts
+    return (f"{title} · {badge(p['verdict'])} {escape_markdown(p['verdict'])} · "
+            f"protocol {escape_markdown(p['protocol'])}")
+
+
+def claim_badge(verdict: str) -> str:
+    """A claim's verdict as a badge in its own words: green resolved as in the paper, red
+    contradicted, gray not resolved (orange for a verdict of another form)."""
+    return f":{CLAIM_TONES.get(verdict, 'orange')}-badge[{escape_markdown(verdict)}]"
+
+
+def _pt(x: float) -> str:
+    return f"{x:+.2f}"
+
+
+def _p(p: float) -> str:  # as on the page (lab.studies.paper_claims.fmt_p)
+    return "—" if p != p else ("< 0.001" if p < 0.001 else f"{p:.3f}")
+
+
+def claim_cells(row: dict[str, Any]) -> list[str]:
+    """One claim (a dict of :func:`lab.studies.verdicts.claims_rows`) as the table's cells, unescaped:
+    verdict, family, claim, Δ mAP@R [95 % CI], Holm p, n, the paper's gap per dataset (better − worse)."""
+    delta = _pt(row["delta"]) if row["n"] < 2 else f"{_pt(row['delta'])} [{_pt(row['low'])}, {_pt(row['high'])}]"
+    paper = " · ".join(f"{d['dataset']} {_pt(d['better'] - d['worse'])}" for d in row["paper"])
+    return [row["verdict"], row["family"], row["claim"], delta, _p(row["p_holm"]), str(row["n"]), paper]
+
+
+def claims_table(claims: Sequence[dict[str, Any]]) -> str:
+    """One row per claim, in the order given: its verdict's badge, family, claim, Δ mAP@R (points) with
+    its 95 % interval, the Holm-adjusted p, n seeds, and the paper's own gap per dataset (its source and
+    numbers are in the study's tables). Every cell but the badge is escaped Markdown."""
+    rows = ["| verdict | family | claim | Δ mAP@R (pt) [95 % CI] | p (Holm) | n | paper: Δ mAP@R (pt) |",
+            "|---|---|---|---|---|---|---|"]
+    for row in claims:
+        verdict, *cells = claim_cells(row)
+        rows.append("| " + " | ".join([claim_badge(verdict)] + [escape_markdown(c) for c in cells]) + " |")
+    return "\n".join(rows)
+
+
 def png_bytes(fig: Any, dpi: int = 100) -> bytes:
     """A matplotlib figure as PNG bytes, the figure closed (a kept figure would hold its memory)."""
     import matplotlib.pyplot as plt
@@ -115,11 +175,12 @@ def png_bytes(fig: Any, dpi: int = 100) -> bytes:
     return buffer.getvalue()
 
 
-def results_fingerprint(root: Path, code: Sequence[Path] = ()) -> str:
+def results_fingerprint(root: Path, code: Sequence[Path] = (), salt: str = "") -> str:
     """A hash of every ``*.json`` under ``root`` (paths and contents) and of every ``*.py`` under the
     folders ``code``: the results the verdicts are read from, and the code that derives them (a new
-    rule in lab/studies must not be answered with a verdict stored under the old one)."""
-    digest = hashlib.sha1()
+    rule in lab/studies must not be answered with a verdict stored under the old one); ``salt``: the
+    stored form's version (:data:`FORMAT`)."""
+    digest = hashlib.sha1(salt.encode())
     files = [(Path(root), p) for p in sorted(Path(root).rglob("*.json"))]
     files += [(Path(folder), p) for folder in code for p in sorted(Path(folder).rglob("*.py"))]
     for base, path in files:
@@ -146,7 +207,7 @@ class StudyCache:
         self._warming: Optional[threading.Thread] = None
 
     def fingerprint(self) -> str:
-        return results_fingerprint(self.root, self.code)
+        return results_fingerprint(self.root, self.code, salt=FORMAT)
 
     def get(self, name: str, fingerprint: Optional[str] = None) -> StudyView:
         key = (name, fingerprint or self.fingerprint())
@@ -171,8 +232,11 @@ class StudyCache:
             return None  # not stored yet, or a torn write: compute it
         if data is None:
             return None
-        return StudyView(data["name"], data["title"], data["verdict"], data["parts"], data["body"],
-                         tuple(base64.b64decode(f) for f in data["figures"]))
+        try:
+            return StudyView(data["name"], data["title"], data["verdict"], data["parts"], data["body"],
+                             tuple(base64.b64decode(f) for f in data["figures"]), tuple(data["claims"]))
+        except (KeyError, TypeError, ValueError):
+            return None  # written by an older form of StudyView: compute it again
 
     def _save(self, fingerprint: str, view: StudyView) -> StudyView:
         path = self._file(view.name, fingerprint)
@@ -207,4 +271,4 @@ class StudyCache:
 
 
 __all__ = ["StudyView", "StudyCache", "verdict_parts", "verdict_tone", "verdict_table", "badge", "png_bytes",
-           "results_fingerprint"]
+           "results_fingerprint", "study_heading", "claim_badge", "claim_cells", "claims_table"]
