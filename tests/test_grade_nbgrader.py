@@ -33,7 +33,7 @@ nbgrader = pytest.importorskip("nbgrader", reason="nbgrader is not installed (pi
 
 
 def _env() -> dict:
-    return autograde_command(Path("."), NAME)[1]  # PATH with nbgrader's alembic, PYTHONPATH with this lab
+    return autograde_command(Path("."), NAME, sandbox=False)[1]  # PATH with nbgrader's alembic, this lab importable
 
 
 def _run(cwd: Path, *args: str, module: str = "nbgrader") -> subprocess.CompletedProcess:
@@ -141,3 +141,71 @@ def test_nbgrader_end_to_end_from_the_handed_out_notebooks_agrees_with_grade_all
         gb.find_grade(f"cell-{A.tests[0].cell}", A.notebook.removesuffix(".ipynb"), NAME, "bob").manual_score = 3
         gb.db.commit()
     assert nbgrader_scores(course, A) == {"alice": A.autograded_points, "bob": 3.0}
+
+
+HOSTILE = '''
+import os, socket, subprocess
+try:  # outside the course folder: in the sandbox it lands in a tmpfs that vanishes
+    with open({outside!r}, "w") as f:
+        f.write("written by the student's code")
+except OSError:
+    pass
+try:  # the host's loopback: the sandbox has a network of its own
+    socket.create_connection(("127.0.0.1", {port}), timeout=2).sendall(b"hello")
+except OSError:
+    pass
+subprocess.Popen(["sleep", "{token}"], start_new_session=True)  # a process meant to outlive the grading
+'''
+
+
+@pytest.mark.slow
+def test_autograde_runs_nbgrader_in_the_sandbox_a_hostile_notebook_reaches_only_the_course(built, tmp_path):
+    """The solution with hostile lines at import: nbgrader still scores it full marks (in one kernel student
+    code could change its own grade; the cross-check is for that), and nothing leaves the course folder: no
+    file outside it, no connection to the host, no process left behind."""
+    import socket
+    import threading
+
+    from ._sandbox import require_sandbox
+
+    require_sandbox()
+    course = tmp_path / "course"
+    shutil.copytree(built / "nbgrader", course)
+    assert _run(course, "generate_assignment", NAME, "--force").returncode == 0
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(0.5)
+    accepted, stop = [], threading.Event()
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                accepted.append(listener.accept())
+            except OSError:
+                continue
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    outside, token = tmp_path / "outside.txt", f"{os.getpid() % 1000 + 9000}.5"
+    submission = course / "submitted" / "mallory" / NAME
+    submission.mkdir(parents=True)
+    shutil.copy(course / "release" / NAME / A.notebook, submission / A.notebook)
+    (submission / A.modules[0]).write_text((SOURCE / NAME / A.modules[0]).read_text() + HOSTILE.format(
+        outside=str(outside), port=listener.getsockname()[1], token=token))
+    try:
+        done = _run(course, NAME, "--course", str(course), "--timeout", "900", module="lab.grading.autograde")
+    finally:
+        stop.set()
+        thread.join()
+        listener.close()
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert nbgrader_scores(course, A)["mallory"] == A.autograded_points  # it did run, and was graded
+    assert not outside.exists() and not accepted
+    left = [p for p in Path("/proc").iterdir() if p.name.isdigit() and token in _cmdline(p)]
+    assert not left, [_cmdline(p) for p in left]
+
+
+def _cmdline(proc: Path) -> str:
+    try:
+        return (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""

@@ -16,6 +16,7 @@ process as a plain child in its own session, which gives up the file, network an
 """
 from __future__ import annotations
 
+import argparse
 import functools
 import os
 import resource
@@ -24,6 +25,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Optional
 
 GiB = 2**30
 DEFAULT_MEMORY = 4 * GiB
@@ -72,25 +74,45 @@ def read_only_paths() -> list[Path]:
     return [p for p in system if p.exists()] + sorted(python) + [lab_package()]
 
 
+def _base(limits: Limits) -> list[str]:
+    """bwrap's namespaces, the read-only system and Python, /proc, /dev and a bounded /tmp."""
+    cmd = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--clearenv"]
+    for path in read_only_paths():
+        cmd += ["--ro-bind", str(path), str(path)]
+    return cmd + ["--proc", "/proc", "--dev", "/dev", "--size", str(limits.file_size), "--tmpfs", "/tmp"]
+
+
+def _setenv(env: dict[str, str]) -> list[str]:
+    return [arg for key, value in env.items() for arg in ("--setenv", key, value)]
+
+
 def bwrap_command(argv: list[str], files: list[Path], limits: Limits) -> tuple[list[str], list[int]]:
     """(the bwrap command running ``argv`` in a sandbox holding copies of ``files``, the fds to pass).
 
     The files are copied in through open descriptors (``--file``), so the sandbox gets its own copies
     in its tmpfs and no path of the instructor's."""
-    cmd = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--clearenv"]
-    for path in read_only_paths():
-        cmd += ["--ro-bind", str(path), str(path)]
-    cmd += ["--proc", "/proc", "--dev", "/dev", "--size", str(limits.file_size), "--tmpfs", "/tmp",
-            "--size", str(limits.file_size), "--tmpfs", SCRATCH]
+    cmd = _base(limits) + ["--size", str(limits.file_size), "--tmpfs", SCRATCH]
     fds = []
     for f in files:
         fds.append(os.open(f, os.O_RDONLY | os.O_NOFOLLOW))
         cmd += ["--file", str(fds[-1]), f"{SCRATCH}/{f.name}"]
     env = {"PATH": "/usr/bin:/bin", "HOME": SCRATCH, "PYTHONPATH": str(lab_package().parent),
            "PYTHONDONTWRITEBYTECODE": "1", "OMP_NUM_THREADS": "1", "LANG": "C.UTF-8"}
-    for key, value in env.items():
-        cmd += ["--setenv", key, value]
-    return cmd + ["--chdir", SCRATCH, "--", *argv], fds
+    return cmd + _setenv(env) + ["--chdir", SCRATCH, "--", *argv], fds
+
+
+def bwrap_folder_command(argv: list[str], folder: Path, limits: Limits) -> list[str]:
+    """The bwrap command running ``argv`` in ``folder``, the one host folder it may write (nbgrader's course
+    folder: autograde writes its gradebook and autograded/ there), under ``limits`` set before ``argv`` runs
+    (``python -m lab.grading.sandbox``, which then becomes ``argv``)."""
+    folder = Path(folder).resolve()
+    env = {"PATH": os.pathsep.join([str(Path(sys.executable).parent), "/usr/bin", "/bin"]), "HOME": "/tmp",
+           "PYTHONPATH": str(lab_package().parent), "JUPYTER_RUNTIME_DIR": "/tmp/jupyter-runtime",
+           "IPYTHONDIR": "/tmp/ipython", "PYTHONDONTWRITEBYTECODE": "1", "OMP_NUM_THREADS": "1",
+           "LANG": "C.UTF-8", "HF_HUB_OFFLINE": "1"}
+    launcher = [sys.executable, "-m", "lab.grading.sandbox", *limits.args(), "--"]
+    return _base(limits) + ["--bind", str(folder), str(folder)] + _setenv(env) + \
+        ["--chdir", str(folder), "--", *launcher, *argv]
 
 
 @functools.lru_cache(maxsize=None)
@@ -114,3 +136,23 @@ def require_sandbox() -> None:
     if problem:
         raise SandboxUnavailable(f"{problem}: install the Debian package bubblewrap (apt-get install bubblewrap) "
                                  "to grade student code in a sandbox, or pass --no-sandbox to run it unisolated")
+
+
+def main(argv: Optional[list[str]] = None) -> None:
+    """``python -m lab.grading.sandbox [--memory B ...] -- COMMAND ...``: set the limits, hard, then become COMMAND
+    (inside the sandbox, before any student code: a notebook's kernel inherits them)."""
+    parser = argparse.ArgumentParser(prog="python -m lab.grading.sandbox")
+    for name, default in (("memory", Limits.memory), ("processes", Limits.processes),
+                          ("file-size", Limits.file_size), ("cpu-seconds", Limits.cpu_seconds)):
+        parser.add_argument(f"--{name}", type=int, default=default)
+    parser.add_argument("command", nargs=argparse.REMAINDER)
+    args = parser.parse_args(argv)
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        parser.error("no command to run")
+    Limits(args.memory, args.processes, args.file_size, args.cpu_seconds).apply()
+    os.execvp(command[0], command)
+
+
+if __name__ == "__main__":
+    main()
