@@ -129,7 +129,7 @@ class _Stub:
     def __init__(self, messages: dict = (), crash_at: str = "", fail_at: str = ""):
         self.messages, self.crash_at, self.fail_at, self.calls = dict(messages), crash_at, fail_at, []
 
-    def __call__(self, sub, tests, timeout, limits):
+    def __call__(self, sub, tests, timeout, limits, *, sandbox=True, memory=None):
         from lab.grading.grade_sheet import StudentResult, TestResult
 
         self.calls.append(sub.student)

@@ -256,7 +256,7 @@ def _scores_as_untouched_and_leaves_nothing(batch, student: str) -> None:
     report = batch["report"]
     assert report["processes_left"] == [], report["processes_left"]  # by session/process group, below the driver
     assert report["changed_after_grade"] == []
-    outputs = {"grades.csv", "grades_totals.csv", "grades_feedback/"}
+    outputs = {"grades.csv", "grades_totals.csv", "grades_feedback/", "grades_batch.json"}  # the grader's own
     for folder, before in report["trees_before"].items():
         after = {k: v for k, v in report["trees_after"][folder].items()
                  if folder != str(batch["paths"]["out"]) or k.split("/")[0] + ("/" if "/" in k else "") not in outputs}
