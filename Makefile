@@ -8,7 +8,8 @@ export HF_HUB_OFFLINE ?= 1
 
 .PHONY: setup browser sandbox app lab test bench figures assignments clean
 
-setup: $(STAMP)
+# Grading needs bubblewrap (lab/grading/sandbox.py): setup installs it, as root, where apt-get exists.
+setup: $(STAMP) sandbox
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
