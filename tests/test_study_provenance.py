@@ -278,3 +278,37 @@ def test_deterministic_turns_on_torchs_deterministic_algorithms_and_keeps_the_cp
     spec = study_spec.study_runs("methods", protocol="v2")[0]
     assert study_spec.config_key({**spec.config, "deterministic": True}) != spec.key
     assert study_spec.config_key({**spec.config, "deterministic": False}) == spec.key
+
+
+# ---------------------------------------------------------------- what the page says of the code
+def test_the_page_counts_the_runs_of_each_code_version_and_those_before_a_definition_change():
+    from lab.studies.code_versions import DefinitionChange, code_versions
+
+    change = DefinitionChange("abc1234", "2026-11-26 04:00:00", "x -> y", "it cannot move them")
+    origin = {"commit": "f" * 40, "dirty": False, "torch": "2.14.1", "device": "cpu"}
+    records = ([{"key": f"old{i}", "finished": f"2026-11-2{5 + (i > 2)} 0{i}:00:00"} for i in range(5)]
+               + [{"key": "new", "finished": "2026-11-27 10:00:00", "provenance": origin},
+                  {"key": "dirty", "finished": "2026-11-27 11:00:00", "provenance": {**origin, "dirty": True}}])
+    text = code_versions(records + records[:1], [change])  # a run listed twice counts once
+    assert "1 at fffffff; 1 at fffffff with uncommitted changes to lab/" in text
+    assert "2 runs recorded their code" in text and "(2 with torch 2.14.1 on cpu)" in text
+    old = [r for r in records if "provenance" not in r]
+    before = sum(r["finished"] < change.date for r in old)  # by hand: 3 on the 25th, and 03:00 on the 26th
+    assert before == 4 and f"{before} of the {len(records)} finished before abc1234" in text
+    assert f"{len(records) - before} after: it cannot move them" in text
+
+
+def test_the_pilot_replay_paragraph_says_which_runs_are_the_same_and_what_threads_moved():
+    from lab.studies.code_versions import pilot_replay
+
+    run = dict(step=250, measured="2026-11-26 19:00")
+    data = {"pilot": {"step": 250, "mAP@R": 0.40}, "runs": [
+        dict(run, commit="aaaaaaa", threads=1, **{"mAP@R": 0.39}, weights_sha1="w1"),
+        dict(run, commit="bbbbbbb", threads=1, **{"mAP@R": 0.39}, weights_sha1="w1"),
+        dict(run, commit="aaaaaaa", threads=2, **{"mAP@R": 0.3975}, weights_sha1="w2")]}
+    text = pilot_replay(data)
+    assert "Bitwise the same weights: aaaaaaa with 1 thread and bbbbbbb with 1 thread." in text
+    assert "None of them reproduces the pilot's value" in text and "by up to 0.75 pt" in text
+    data["runs"][2]["mAP@R"] = 0.40
+    assert "1 of them reproduces the pilot's value" in pilot_replay(data)
+    assert pilot_replay({}) == ""

@@ -57,3 +57,34 @@ def code_versions(records: Sequence[dict[str, Any]], changes: Sequence[Definitio
                          f"changed the loss definitions ({change.what}), {len(records) - len(before)} after: "
                          f"{change.evidence}.")
     return "**Code.** " + " ".join(parts) if parts else ""
+
+
+def pilot_replay(data: dict[str, Any]) -> str:
+    """The paragraph on ``results/v2/pilot_replay.json`` (bench/pilot_replay.py): the pilot's first steps
+    trained again at given commits and thread counts, beside what the pilot recorded at that step."""
+    runs, pilot = data.get("runs", []), data.get("pilot", {})
+    if not runs or "mAP@R" not in pilot:
+        return ""
+    step = pilot["step"]
+    same: dict[str, list[str]] = {}
+    for r in runs:
+        same.setdefault(r["weights_sha1"], []).append(f"{r['commit']} with {r['threads']} thread"
+                                                         + ("s" if r["threads"] != 1 else ""))
+    cells = "; ".join(f"{r['commit']}, {r['threads']} thread{'s' if r['threads'] != 1 else ''}: "
+                      f"{100 * r['mAP@R']:.2f}" for r in sorted(runs, key=lambda r: (r["measured"], r["threads"])))
+    twins = [" and ".join(v) for v in same.values() if len(v) > 1]
+    matches = [r for r in runs if abs(r["mAP@R"] - pilot["mAP@R"]) < 5e-5]
+    by_commit: dict[str, list[float]] = {}
+    for r in runs:
+        by_commit.setdefault(r["commit"], []).append(r["mAP@R"])
+    moves = [max(v) - min(v) for v in by_commit.values() if len(v) > 1]
+    threads = (f" The thread count alone moved it by up to {100 * max(moves):.2f} pt of mAP@R at step {step}."
+               if moves else "")
+    return (f"**Same seed, same run?** The pilot's curve reads mAP@R {100 * pilot['mAP@R']:.2f} at step {step}. "
+            f"Its first {step} steps trained again from clean exports of the code (`bench/pilot_replay.py`, "
+            f"`results/v2/pilot_replay.json`): {cells}."
+            + (f" Bitwise the same weights: {'; '.join(twins)}." if twins else "")
+            + (" None of them reproduces the pilot's value: the pilot's first steps were trained by code or a "
+               "thread count that its record does not name (records carry both since, `lab.core.provenance`)."
+               if not matches else f" {len(matches)} of them reproduce{'s' if len(matches) == 1 else ''} the pilot's "
+               "value.") + threads)

@@ -8,13 +8,14 @@ command and the time it took; which runs are missing and how to complete them.
 """
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import Any, Callable, Optional
 
 from . import spec
 from .claims import Section, analyse_batch_size, analyse_gap, analyse_methods, table
-from .code_versions import code_versions
+from .code_versions import code_versions, pilot_replay
 from .ordering import analyse_methods_v2, pilot_section
 from .runner import load_results, missing_runs
 from .spec import (ALPHA, BATCH_SIZES, BINS, FULL_BASE, FULL_SEEDS, HPARAMS, METHODS, QUICK_BASE, QUICK_SEEDS,
@@ -300,7 +301,8 @@ def _v2_part(out: Path, docs: Path, seeds: Optional[int]) -> tuple[list[str], se
              f"- {V2_SEEDS} seeds, as in the papers;",
              "- a budget where the learning curve of the papers' best loss has plateaued, picked by the pilot below;",
              "- the papers' batch composition (B = 128 = 32 × 4) and each loss's defaults.", "",
-             _budget(False, seeds or V2_SEEDS, _train_images(False), "v2"), "", pilot_section(pilot), ""]
+             _budget(False, seeds or V2_SEEDS, _train_images(False), "v2"), "", pilot_section(pilot), "",
+             *([replay, ""] if (replay := pilot_replay(_json(folder / "pilot_replay.json"))) else [])]
     if pilot.get("curve"):
         from ..viz.render import save_png
         from .figures import plot_pilot
@@ -310,6 +312,10 @@ def _v2_part(out: Path, docs: Path, seeds: Optional[int]) -> tuple[list[str], se
     lines += ["### Summary (v2)", "", table(["study", "measured", "verdict", "runs done"], summary), "",
               _compute(datas, list(distinct.values()), gpu_runs(out / GPU_RESULTS / "v2")), "", *sections]
     return lines, complete
+
+
+def _json(path: Path) -> dict[str, Any]:
+    return json.loads(path.read_text()) if path.is_file() else {}
 
 
 def render(out: Path, docs: Path, seeds: Optional[int] = None) -> Path:

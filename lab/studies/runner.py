@@ -37,6 +37,8 @@ def load_results(path: Path) -> dict[str, Any]:
         data = json.loads(path.read_text())
     except json.JSONDecodeError as e:
         raise ValueError(f"{path}: not a results file ({e})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("runs", {}), dict):
+        raise ValueError(f"{path}: not a results file (no mapping of runs)")
     runs: dict[str, Any] = {}
     for key, rec in data.get("runs", {}).items():
         key = record_key(rec) if isinstance(rec, dict) and "config" in rec else key
