@@ -312,3 +312,15 @@ def test_the_pilot_replay_paragraph_says_which_runs_are_the_same_and_what_thread
     data["runs"][2]["mAP@R"] = 0.40
     assert "1 of them reproduces the pilot's value" in pilot_replay(data)
     assert pilot_replay({}) == ""
+
+
+def test_a_checkpoint_saved_before_a_field_existed_still_resumes():
+    """config_diff read a field missing from a saved config as None: adding `deterministic` refused to resume
+    every earlier checkpoint ('deterministic: None in the checkpoint vs False now')."""
+    from lab.train.config import config_diff
+
+    now = TrainConfig().to_dict()
+    before = {k: v for k, v in now.items() if k != "deterministic"}
+    assert config_diff(before, now) == {} and config_diff(now, before) == {}
+    assert config_diff(before, {**now, "deterministic": True}) == {"deterministic": (False, True)}
+    assert config_diff({**before, "lr": 0.1}, now) == {"lr": (0.1, 0.001)}  # a real difference still counts

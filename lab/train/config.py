@@ -283,6 +283,13 @@ def config_diff(saved: dict[str, Any], current: dict[str, Any], ignore=RESUME_FR
     """{key: (saved, current)} for the keys that differ and change the training trajectory
     (a tuple equals the list of its items: loss_kwargs values are lists since they are typed)."""
     keys = (set(saved) | set(current)) - set(ignore)
+    # A field missing from one side (a config saved before the field existed) holds its default there: a new
+    # field must not make every earlier checkpoint impossible to resume.
+    defaults = {f.name: f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+                for f in dataclasses.fields(TrainConfig)}
+    old = {RENAMED.get(k, k): v for k, v in saved.items()}
+    saved, current = {**defaults, **old}, {**defaults, **current}
+    keys = {RENAMED.get(k, k) for k in keys}
     return {k: (saved.get(k), current.get(k)) for k in sorted(keys) if _plain(saved.get(k)) != _plain(current.get(k))}
 
 
