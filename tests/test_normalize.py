@@ -124,3 +124,26 @@ def test_a_subnormal_row_is_normalised_and_a_zero_proxy_is_named():
         loss.proxies[1] = 0.0
     with warnings.catch_warnings(), pytest.raises(ValueError, match=r"^proxies has an all-zero row \(row 1\)"):
         loss(*batch(8))
+
+
+def test_ordinary_rows_keep_the_gradients_and_so_the_training_runs_of_f_normalize():
+    """Scaling every row first gave the same values but summed x's gradient in another order (its extra node):
+    the last bits of every loss's gradient moved, and with them every seeded training run (the stored
+    study runs were no longer the runs the code trains). Ordinary rows take F.normalize's own graph."""
+    import torch.nn.functional as F
+
+    from lab.core.normalize import unit_rows
+
+    torch.manual_seed(0)
+    e, g = torch.randn(128, 64), torch.randn(128, 128)
+
+    def gradient(normalise):
+        x = e.clone().requires_grad_(True)
+        ((normalise(x) @ normalise(x).T) * g).sum().backward()  # queries and references, as pairwise_inputs
+        return x.grad
+
+    expected = gradient(lambda x: F.normalize(x, dim=1))
+    assert torch.equal(gradient(lambda x: unit_rows(x, torch.float32)), expected)
+    scaled_always = gradient(lambda x: F.normalize(x * 2.0 ** -torch.frexp(x.detach().abs().amax(1, keepdim=True))[1],
+                                                   dim=1))
+    assert not torch.equal(scaled_always, expected)  # what the graph with a scaling node gives: the test can fail

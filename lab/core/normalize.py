@@ -21,14 +21,28 @@ import torch.nn.functional as F
 from torch import Tensor
 
 
+# Rows whose largest |entry| lies here are normalised right by F.normalize alone, in float32 too: the norm
+# stays above its eps (1e-12 < 2**-36) and the sum of squares below float32's range for any D < 2**47.
+PLAIN = (2.0 ** -36, 2.0 ** 40)
+
+
 def unit_rows(x: Tensor, dtype: torch.dtype) -> Tensor:
     """``x`` (B, D), each row scaled to unit L2 norm, as ``dtype``; differentiable.
 
-    ``x`` must have passed ``check_embeddings`` (finite, no all-zero row, which has no direction):
-    the checks wait on the device once there, not again here. The scaling runs in the wider of
-    x's dtype and ``dtype`` (a float64 row at 1e39 is scaled before it meets float32); its factor
-    is detached, as the result does not depend on it.
+    ``x`` must have passed ``check_embeddings`` (finite, no all-zero row, which has no direction).
+    Rows within ``PLAIN`` (every ordinary batch) go to F.normalize as they are, in the same graph as
+    ever, so gradients and training runs keep their bits; otherwise each row is first scaled by a power
+    of two, in the wider of x's dtype and ``dtype`` (a float64 row at 1e39 is scaled before it meets
+    float32), its factor detached, as the result does not depend on it. Which of the two: one wait on
+    the device (two numbers).
     """
+    with torch.no_grad():
+        low, high = (float(v) for v in torch.aminmax(x.detach().abs().amax(1)))
+    if PLAIN[0] <= low and high <= PLAIN[1]:
+        # Every ordinary batch: F.normalize on x itself, the graph the losses always had. Scaling first gives
+        # the same values, but its extra node sums x's gradients in another order (the last bits of every
+        # training run moved: same seed, other run).
+        return F.normalize(x.to(dtype), dim=1)
     work = torch.promote_types(x.dtype, dtype)
     with torch.no_grad():
         largest = x.detach().abs().amax(1, keepdim=True).to(work)  # exact: a widening cast

@@ -124,7 +124,9 @@ def pairwise_inputs(
     dtype = torch.float64 if embeddings.dtype == torch.float64 else torch.float32
     with torch.autocast(device_type=embeddings.device.type, enabled=False):
         q = unit_rows(embeddings, dtype)
-        r = q if self_retrieval else unit_rows(ref_embeddings, dtype)
+        # r apart from q even when they are the same rows: one node per side keeps the gradient summed in the
+        # order it always was (q is r changed the last bits of every run's trajectory, not its maths).
+        r = unit_rows(ref_embeddings, dtype)
         scores = cosine_scores(q, r)  # copies of a row score alike wherever they sit
     shape = scores.shape
     if mask is not None:
