@@ -31,6 +31,6 @@ def test_the_reproduction_goal_leaves_out_only_a_server_with_nothing_stored():
     text = dashboard.reproduction_section(args(), times, 0, [2.0, 3.5])
     assert "| open (from the Training view) | 0.50 s | 0.60 s | 2 |" in text
     assert "| first open, new server, nothing stored | 30.00 s | 30.00 s | 1 |" in text
-    assert "**met** (max 0.90 s)" in text and "figure visible beside the marked row: 0" in text and "2.0-3.5" in text
+    assert "**met** (max 0.90 s)" in text and "figure visible beside the marked study: 0" in text and "2.0-3.5" in text
     times["first open, new server, stored"] = [1.2]
     assert "**missed** (max 1.20 s)" in dashboard.reproduction_section(args(), times, 2, [2.0])

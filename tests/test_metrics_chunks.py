@@ -188,7 +188,8 @@ def test_the_chunks_never_wait_for_the_host(monkeypatch, max_passes):
                 retrieval_metrics(emb, labels, chunk_size=chunk_size)
             waits.append(sorted(probe.waits))
         assert waits[0] == waits[1]
-        assert len(waits[0]) <= 4  # 3, and the check for copies in the gallery (lab.core.normalize)
+        # 3, the check for copies in the gallery and unit_rows' range check (lab.core.normalize): each once a call
+        assert len(waits[0]) <= 5
 
 
 def test_a_chunks_bookkeeping_runs_on_one_cpu_thread_and_the_count_is_restored(monkeypatch):

@@ -76,10 +76,13 @@ def read_only_paths() -> list[Path]:
 
 def _base(limits: Limits) -> list[str]:
     """bwrap's namespaces, the read-only system and Python, /proc, /dev and a bounded /tmp."""
-    cmd = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--clearenv"]
+    # The tmpfs /tmp first, the binds over it: a checkout or venv that lives under /tmp (a CI clone) stays
+    # visible (mounted the other way round, the tmpfs hid it and the sandbox could not import lab).
+    cmd = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--clearenv",
+           "--size", str(limits.file_size), "--tmpfs", "/tmp"]
     for path in read_only_paths():
         cmd += ["--ro-bind", str(path), str(path)]
-    return cmd + ["--proc", "/proc", "--dev", "/dev", "--size", str(limits.file_size), "--tmpfs", "/tmp"]
+    return cmd + ["--proc", "/proc", "--dev", "/dev"]
 
 
 def _setenv(env: dict[str, str]) -> list[str]:
