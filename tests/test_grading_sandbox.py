@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import shutil
 import time
 from pathlib import Path
@@ -20,7 +21,7 @@ from lab.grading import sandbox as sandbox_module
 from lab.grading.assignments import ASSIGNMENTS
 from lab.grading.grade import main
 from lab.grading.remote import StudentProcess, TestTimeout
-from lab.grading.sandbox import Limits
+from lab.grading.sandbox import Limits, lab_package
 from lab.grading.wire import WireError, decode, encode, rebuild_exception
 
 from . import grading_students as st
@@ -154,3 +155,19 @@ def test_no_sandbox_says_what_it_gives_up(tmp_path, capsys):
 def test_the_sandbox_works_here_or_the_test_says_why():
     require_sandbox()  # in CI (RANKLAB_REQUIRE_SANDBOX=1) a missing bwrap fails here
     assert sandbox_module._probe() == ""
+
+
+def test_a_checkout_under_tmp_is_still_visible_in_the_sandbox(tmp_path):
+    """The sandbox mounts its own /tmp: a grader whose lab (or venv) lives under /tmp, as a CI clone may,
+    must still be importable there (mounted in the other order, the tmpfs hid it: 30 tests failed)."""
+    import subprocess
+    import sys
+
+    require_sandbox()
+    shutil.copytree(lab_package(), tmp_path / "lab", ignore=shutil.ignore_patterns("__pycache__"))
+    probe = ("import subprocess, sys\nfrom lab.grading.sandbox import Limits, bwrap_command\n"
+             "cmd, _ = bwrap_command([sys.executable, '-c', 'import lab; print(lab.__file__)'], [], Limits())\n"
+             "done = subprocess.run(cmd, capture_output=True, text=True)\nprint(done.stdout.strip() or done.stderr)")
+    done = subprocess.run([sys.executable, "-c", probe], env={**os.environ, "PYTHONPATH": str(tmp_path)},
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert done.stdout.strip() == str(tmp_path / "lab" / "__init__.py"), done.stdout + done.stderr
