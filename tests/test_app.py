@@ -45,6 +45,18 @@ def _no_training_left_behind():
     REGISTRY.clear()
 
 
+@pytest.fixture(autouse=True)
+def _no_warm_up_thread(monkeypatch):
+    """app.py starts the Reproduction view's warm-up thread (once per server). Under AppTest the app runs in
+    pytest's own process, where that thread, still importing and computing when a test ends, changed a dict
+    pytest iterates at teardown (a CI run: 'dictionary changed size during iteration', and the next test's
+    setup failed). Here the view computes what it shows when it is opened; the warm-up thread has its own
+    tests (test_dashboard_reproduction.py) and runs in the browser tests' servers."""
+    import app_pages.results as results
+
+    monkeypatch.setattr(results, "warm", lambda: None)
+
+
 def session(at: AppTest):
     return at.session_state["session"]
 
