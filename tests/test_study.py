@@ -37,7 +37,7 @@ def test_quick_study_trains_and_renders_the_page(tmp_path, capsys):
 
 
 # ----------------------------------------------------------------------------- fake runs (no training)
-def fake_execute(spec, threads=1, device=None, session=None):
+def fake_execute(spec, threads=1, device=None, session=None, curve_every=0):
     """A record with the fields the analyses read; ROADMAP better than the rest by design."""
     bonus = {"ROADMAP": 0.03, "ROADMAP (L_DG*)": 0.02, "SupAP": 0.01}.get(spec.method, 0.0)
     b = spec.config["batch_size"]
@@ -55,7 +55,7 @@ def fake_execute(spec, threads=1, device=None, session=None):
 def fake(monkeypatch):
     calls = []
 
-    def execute(spec, threads=1, device=None, session=None):
+    def execute(spec, threads=1, device=None, session=None, curve_every=0):
         calls.append(spec.key)
         return fake_execute(spec, threads)
 
@@ -124,7 +124,7 @@ def test_a_broken_worker_pool_lists_no_run_as_failed(tmp_path, monkeypatch):
         def __exit__(self, *exc):
             return False
 
-        def submit(self, fn, spec, threads, device, session=None):
+        def submit(self, fn, spec, threads, device, session=None, curve_every=0):
             future = futures.Future()
             self.submitted += 1
             if self.submitted <= 2:
@@ -148,7 +148,7 @@ def test_a_call_killed_part_way_keeps_its_session_line_with_what_it_finished(tmp
 
     done = []
 
-    def execute(spec, threads=1, device=None, session=None):
+    def execute(spec, threads=1, device=None, session=None, curve_every=0):
         if len(done) == 2:
             raise KeyboardInterrupt  # the kill, after two runs
         done.append(spec.key)
@@ -162,7 +162,7 @@ def test_a_call_killed_part_way_keeps_its_session_line_with_what_it_finished(tmp
     assert len(data["runs"]) == 2 and line["trained"] == 2 and line["stopped"]
     said = _timing(data, list(data["runs"].values()))
     assert "has not recorded its end (stopped, or still running at this render): 2 runs finished" in said
-    monkeypatch.setattr(runner, "execute", lambda spec, threads=1, device=None, session=None: fake_execute(spec, threads))
+    monkeypatch.setattr(runner, "execute", lambda spec, threads=1, device=None, session=None, curve_every=0: fake_execute(spec, threads))
     data = runner.run_studies(["bins"], tmp_path, quick=True, log=lambda _: None)["bins"]
     line = data["sessions"][-1]
     assert len(data["sessions"]) == 2 and not line["stopped"] and line["trained"] == len(data["runs"]) - 2
@@ -170,7 +170,7 @@ def test_a_call_killed_part_way_keeps_its_session_line_with_what_it_finished(tmp
 
 
 def test_a_failed_run_is_listed_and_retried(tmp_path, monkeypatch):
-    def diverge(spec, threads=1, device=None, session=None):
+    def diverge(spec, threads=1, device=None, session=None, curve_every=0):
         raise RuntimeError("the loss is nan")
 
     monkeypatch.setattr(runner, "execute", diverge)

@@ -28,6 +28,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", default=None, help="where runs train, e.g. cuda (default: the study's, cpu); not "
                    "part of a run's key: the same runs, elsewhere")
     p.add_argument("--threads", type=int, default=1, help="torch threads per run (default 1)")
+    p.add_argument("--methods", default=None, metavar="A,B",
+                   help="train only these methods' runs, comma-separated as the page names them, e.g. "
+                        "ROADMAP,SoftBinAP (a power plan's losses; default: every method)")
+    p.add_argument("--curve-every", type=int, default=0, metavar="STEPS",
+                   help="also evaluate each run every STEPS steps on the same split, into its record's learning "
+                        "curve (does not change the run; default 0: only at its end)")
 
 
 def main(args: argparse.Namespace) -> None:
@@ -36,6 +42,9 @@ def main(args: argparse.Namespace) -> None:
 
     if args.jobs < 1 or args.threads < 1:
         raise ValueError("--jobs and --threads must be >= 1")
+    if args.curve_every < 0:
+        raise ValueError(f"--curve-every must be >= 0 (0: no curve), got {args.curve_every}")
+    methods = [m.strip() for m in args.methods.split(",") if m.strip()] if args.methods is not None else None
     log = lambda line: print(line, flush=True)  # noqa: E731
     pilot = "pilot" in args.names
     names = [n for n in args.names if n != "pilot"]
@@ -53,7 +62,7 @@ def main(args: argparse.Namespace) -> None:
         if names:
             out = args.out / "v2" if args.protocol == "v2" else args.out
             run_studies(names, out, args.quick, args.seeds, args.jobs, args.threads, log=log, protocol=args.protocol,
-                        device=args.device)
+                        device=args.device, methods=methods, curve_every=args.curve_every)
         print(f"trained in {time.time() - start:.0f} s", file=sys.stderr)
     if not args.no_render:
         page = render(args.out, args.docs, seeds=args.seeds)

@@ -61,11 +61,14 @@ def save_results(path: Path, data: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
-def execute(spec: RunSpec, threads: int = 1, device: Optional[str] = None, session: Optional[str] = None
-            ) -> dict[str, Any]:
+def execute(spec: RunSpec, threads: int = 1, device: Optional[str] = None, session: Optional[str] = None,
+            curve_every: int = 0) -> dict[str, Any]:
     """Train one run for its steps, evaluate it on the held-out classes; the raw record, with its
     provenance (code version, libraries, device, threads, start and end, the ``session`` that trained
-    it). ``device`` overrides the config's (it is not part of the run's key: the same run, elsewhere)."""
+    it). ``device`` overrides the config's (it is not part of the run's key: the same run, elsewhere).
+    ``curve_every`` > 0 also evaluates it every that many steps (and at step 0) on the same split, into
+    the record's ``curve`` (the pilot's point format): evaluating does not move a run
+    (tests/test_study_provenance.py), so the curve costs evaluations, not another run."""
     import torch
 
     from ..train import Trainer, TrainConfig
@@ -78,8 +81,23 @@ def execute(spec: RunSpec, threads: int = 1, device: Optional[str] = None, sessi
     load = os.getloadavg()[0]
     wall, cpu = time.perf_counter(), time.process_time()
     trainer = Trainer(cfg)
-    trainer.step(cfg.steps)
-    train_wall, train_cpu = time.perf_counter() - wall, time.process_time() - cpu
+    curve: list[dict[str, Any]] = []
+    if curve_every > 0:
+        curve.append(_pilot_point(trainer, 0.0))
+        eval_wall = eval_cpu = 0.0  # evaluations are not training time
+        while trainer.step_count < cfg.steps:
+            chunk = time.perf_counter()
+            trainer.step(min(curve_every, cfg.steps - trainer.step_count))
+            seconds = time.perf_counter() - chunk
+            before_wall, before_cpu = time.perf_counter(), time.process_time()
+            curve.append(_pilot_point(trainer, seconds))
+            eval_wall += time.perf_counter() - before_wall
+            eval_cpu += time.process_time() - before_cpu
+        train_wall = time.perf_counter() - wall - eval_wall
+        train_cpu = time.process_time() - cpu - eval_cpu
+    else:
+        trainer.step(cfg.steps)
+        train_wall, train_cpu = time.perf_counter() - wall, time.process_time() - cpu
     result = trainer.evaluate()
     gap = heldout_gap(trainer, cfg.eval_max_items)
     steps = [r["seconds_per_step"] for r in trainer.history if r.get("kind") == "train"]
@@ -97,6 +115,7 @@ def execute(spec: RunSpec, threads: int = 1, device: Optional[str] = None, sessi
         **({"accelerator": gpu} if gpu else {}), "load_before": load,
         "load_after": os.getloadavg()[0], "config": spec.config, "trained_config": cfg.to_dict(),
         "started": started, "finished": time.strftime("%Y-%m-%d %H:%M:%S"), "provenance": origin,
+        **({"curve": curve, "curve_every": curve_every} if curve else {}),
     }
 
 
@@ -138,16 +157,27 @@ def _open(names: list[str], out: Path, mode: str) -> tuple[dict[str, Path], dict
 
 def run_studies(names: list[str], out: Path, quick: bool = False, seeds: Optional[int] = None, jobs: int = 1,
                 threads: int = 1, log: Callable[[str], None] = print, protocol: str = "v1",
-                device: Optional[str] = None) -> dict[str, dict[str, Any]]:
+                device: Optional[str] = None, methods: Optional[list[str]] = None,
+                curve_every: int = 0) -> dict[str, dict[str, Any]]:
     """Train every missing run of the studies ``names`` under ``protocol`` into ``out/NAME.json``, study by
-    study in that order and seed by seed, each config once whichever studies need it; a run that fails (e.g. diverges) is listed under "failed" and
-    retried by the next call. Returns {name: the file's data}."""
+    study in that order and seed by seed, each config once whichever studies need it; a run that fails
+    (e.g. diverges) is listed under "failed" and retried by the next call. ``methods``: train only the runs
+    of these methods (a power plan's losses), the others stay missing. ``curve_every``: see ``execute``.
+    Returns {name: the file's data}."""
     out, mode = Path(out), ("quick" if quick else "full")
     paths, datas = _open(names, out, mode)
     known = _known(out)
     wanted: dict[str, list[RunSpec]] = {}  # key -> the specs (one per study) that need it
+    if methods is not None:
+        offered = sorted({s.method for n in names for s in study_runs(n, quick, seeds, protocol)})
+        unknown = [m for m in methods if m not in offered]
+        if unknown:
+            raise ValueError(f"methods: unknown method {unknown[0]!r} for {', '.join(names)}; choose from: "
+                             f"{', '.join(offered)}")
     for n in names:
         for spec in study_runs(n, quick, seeds, protocol):
+            if methods is not None and spec.method not in methods:
+                continue
             if spec.key in datas[n]["runs"]:
                 continue
             if spec.key in known:
@@ -157,10 +187,14 @@ def run_studies(names: list[str], out: Path, quick: bool = False, seeds: Optiona
     counts = {n: sum(1 for specs in wanted.values() for s in specs if s.study == n) for n in names}
     for n in names:
         save_results(paths[n], datas[n])
-        log(f"{n}: {len(study_runs(n, quick, seeds, protocol))} runs, {counts[n]} to train")
+        log(f"{n}: {len(study_runs(n, quick, seeds, protocol))} runs, {counts[n]} to train"
+            + (f" (methods {', '.join(methods)})" if methods is not None else ""))
 
     command = " ".join(["python -m lab study", *names] + (["--quick"] if quick else []) +
-                       ([f"--protocol {protocol}"] if protocol != "v1" else []) + [f"--jobs {jobs}"])
+                       ([f"--protocol {protocol}"] if protocol != "v1" else []) + [f"--jobs {jobs}"]
+                       + ([f"--seeds {seeds}"] if seeds is not None else [])
+                       + ([f"--methods {','.join(methods)}"] if methods is not None else [])
+                       + ([f"--curve-every {curve_every}"] if curve_every else []))
     start = time.perf_counter()
     session = f"{time.strftime('%Y-%m-%dT%H:%M:%S')}-{os.getpid()}"  # names this call in each record it trains
     # This call's line in each file, written now and updated run by run: a call killed part-way (a
@@ -203,14 +237,15 @@ def run_studies(names: list[str], out: Path, quick: bool = False, seeds: Optiona
     if jobs <= 1 or len(todo) <= 1:
         for spec in todo:
             try:
-                record(spec.key, execute(spec, threads, device, session=session))
+                record(spec.key, execute(spec, threads, device, session=session, curve_every=curve_every))
             except failures as e:
                 record(spec.key, None, f"{type(e).__name__}: {e}")
     elif todo:
         # spawn: a forked child would inherit the parent's torch thread pools in an unknown state.
         ctx = multiprocessing.get_context("spawn")
         with futures.ProcessPoolExecutor(jobs, mp_context=ctx, initializer=_worker_init, initargs=(threads,)) as pool:
-            running = {pool.submit(execute, spec, threads, device, session=session): spec.key for spec in todo}
+            running = {pool.submit(execute, spec, threads, device, session=session, curve_every=curve_every): spec.key
+                       for spec in todo}
             for done in futures.as_completed(running):
                 try:
                     record(running[done], done.result())
