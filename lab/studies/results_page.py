@@ -16,6 +16,7 @@ from typing import Any, Callable, Optional
 from . import spec
 from .claims import Section, analyse_batch_size, analyse_gap, analyse_methods, table
 from .code_versions import code_versions, pilot_replay
+from .gpu_time import gpu_time
 from .ordering import analyse_methods_v2, pilot_section
 from .runner import load_results, missing_runs
 from .spec import (ALPHA, BATCH_SIZES, BINS, FULL_BASE, FULL_SEEDS, HPARAMS, METHODS, QUICK_BASE, QUICK_SEEDS,
@@ -204,7 +205,7 @@ def _compute(datas: dict[str, dict[str, Any]], wanted: Optional[list[RunSpec]] =
                  f"loss and batch size: the whole protocol about {wall + more_wall:.0f} h of run time, "
                  f"{cpu + more_cpu:.0f} h of training CPU.")
     if gpu:
-        return text + " " + _gpu_compute(gpu, runs, wanted or [])
+        return text + " " + _gpu_compute(gpu, runs, wanted or []) + "\n\n" + gpu_time(gpu, runs)
     return text + (" On a GPU the same protocol runs unchanged with `--device cuda` (the device is not part of a run's "
                    "key); its time there is not measured: no study run has been made on a GPU yet (one seed of study 1, "
                    "`python -m lab study methods --protocol v2 --seeds 1 --device cuda --out "
