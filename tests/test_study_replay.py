@@ -1,8 +1,10 @@
 """Issue 33, 'same seed, same code, same device -> the same numbers': today's code still trains stored
 study runs as the code that trained them did. A change that moves a run's bits (as the normalisation of
 f815bf1 did until 47db65b, found only by hand) makes the stored runs something main no longer trains;
-this guard fails on it. Needs the repository's full history (CI clones main whole): without it, it fails
-with one line saying what is missing, it does not skip."""
+this guard fails on it. With the repository's full history it trains both codes side by side; a clone
+without it (a shallow one) compares today's code with the fingerprint TRAINED_AT's code left
+(results/v2/replay_fingerprint.json) where torch and the CPU kind match it, and otherwise fails with one
+line saying what is missing: it never skips."""
 from __future__ import annotations
 
 import datetime as dt
@@ -63,13 +65,34 @@ def test_the_replayed_commit_is_the_training_code_of_the_stored_runs_whole_span(
             f"{replay.TRAINED_AT}'s training code"
 
 
+def _history_available() -> bool:
+    try:
+        replay.resolve(replay.TRAINED_AT)
+        return True
+    except replay.MissingHistory:
+        return False
+
+
 def test_todays_code_trains_the_stored_runs_first_steps_bitwise(tmp_path):
-    _history_or_fail(replay.TRAINED_AT)
     runs = _stored_runs()
     configs = [r["config"] for r in runs]
-    then = replay.train_first_steps(replay.export_lab(replay.TRAINED_AT, tmp_path), configs, STEPS)
-    now = replay.train_first_steps(ROOT, configs, STEPS)  # both at once: one core each
-    then, now = replay.collect(then), replay.collect(now)
+    stored = replay.read_fingerprint()
+    assert stored["steps"] == STEPS and sorted(stored["runs"]) == [r["method"] for r in runs]
+    assert all(stored["runs"][r["method"]]["config"] == r["config"] for r in runs), "the fingerprint's configs"
+    now = replay.train_first_steps(ROOT, configs, STEPS)
+    if _history_available():
+        then = replay.collect(replay.train_first_steps(replay.export_lab(replay.TRAINED_AT, tmp_path), configs, STEPS))
+        if stored["machine"] == replay.machine():  # the stored fingerprint is what TRAINED_AT trains here
+            assert [stored["runs"][r["method"]]["weights_sha256"] for r in runs] == \
+                [t["weights_sha256"] for t in then], "results/v2/replay_fingerprint.json is not TRAINED_AT's run"
+    elif stored["machine"] == replay.machine():
+        then = [stored["runs"][r["method"]] for r in runs]
+    else:
+        now.kill()
+        pytest.fail(f"no history of {replay.TRAINED_AT} in this clone (shallow?) and the stored fingerprint was made "
+                    f"on {stored['machine']}, not {replay.machine()}: fetch the history (git fetch --unshallow)",
+                    pytrace=False)
+    now = replay.collect(now)
     moved = [f"{run['method']} seed {run['seed']}: after {STEPS} steps weights {a['weights_sha256'][:12]} at "
              f"{replay.TRAINED_AT} vs {b['weights_sha256'][:12]} today; first difference: "
              f"{replay.first_difference(a['losses'], b['losses'])}"
@@ -122,3 +145,21 @@ def test_first_difference_names_the_first_step_that_parts():
     a, b = [1.0, 2.0, 3.0], [1.0, 2.5, 3.5]
     assert replay.first_difference([x.hex() for x in a], [x.hex() for x in b]) == "step 2's loss 2.0 vs 2.5"
     assert "the same" in replay.first_difference([x.hex() for x in a], [x.hex() for x in a])
+
+
+def test_without_history_or_a_matching_fingerprint_the_guard_fails_in_one_line(monkeypatch, tmp_path):
+    def missing(commit, repo=ROOT):
+        raise replay.MissingHistory(f"commit {commit} is not in the history")
+
+    monkeypatch.setattr(replay, "resolve", missing)
+    monkeypatch.setattr(replay, "machine", lambda: {"torch": "0.0", "cpu_capability": "NONE", "machine": "z80"})
+    with pytest.raises(pytest.fail.Exception) as failed:
+        test_todays_code_trains_the_stored_runs_first_steps_bitwise(tmp_path)
+    assert "fetch the history" in str(failed.value) and "\n" not in str(failed.value)
+
+
+def test_a_damaged_fingerprint_is_one_line_naming_its_file(tmp_path):
+    bad = tmp_path / "fp.json"
+    bad.write_text('{"runs": {}, "machine": {}, "steps": 0}')
+    with pytest.raises(ValueError, match="fp.json: not a replay fingerprint"):
+        replay.read_fingerprint(bad)

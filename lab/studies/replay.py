@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import subprocess
 import sys
 import tarfile
@@ -31,6 +32,9 @@ ROOT = Path(__file__).resolve().parents[2]
 # tests/test_study_replay.py checks that span against git's history and the records.
 TRAINED_AT = "eb7e669"
 NEXT_TRAINING_CHANGE = "4e0c22f"
+# What TRAINED_AT's code trained, recorded once (``python -m lab.studies.replay --write``) for a clone
+# without the history (a shallow one): comparable only on the same torch and CPU kind (``machine()``).
+FINGERPRINT = ROOT / "results" / "v2" / "replay_fingerprint.json"
 TRAINING_CODE = ("lab/train", "lab/losses", "lab/core", "lab/data", "lab/models", "lab/__init__.py")
 
 # Runs in the child: only what the stored runs' code and today's both have. The run's own config,
@@ -122,3 +126,52 @@ def first_difference(then: Sequence[str], now: Sequence[str]) -> str:
             return f"step {step}'s loss {float.fromhex(a)!r} vs {float.fromhex(b)!r}"
     return "every step's loss the same (the weights differ after them)" if len(then) == len(now) else \
         f"{len(then)} vs {len(now)} steps recorded"
+
+
+def machine() -> dict[str, str]:
+    """What a CPU run's bits depend on besides the code: torch's version and the vector unit it uses."""
+    import torch
+
+    return {"torch": torch.__version__, "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+            "machine": platform.machine()}
+
+
+def write_fingerprint(configs: dict[str, dict[str, Any]], steps: int, path: Path = FINGERPRINT) -> dict[str, Any]:
+    """Train ``configs`` ({name: config})' first ``steps`` steps at TRAINED_AT (needs the history) and store
+    their weights' sha256 and losses with this ``machine()``, written atomically."""
+    with tempfile.TemporaryDirectory() as tmp:
+        then = collect(train_first_steps(export_lab(TRAINED_AT, Path(tmp)), list(configs.values()), steps))
+    data = {"commit": resolve(TRAINED_AT), "steps": steps, "machine": machine(),
+            "runs": {name: {"config": config, **result} for (name, config), result in zip(configs.items(), then)}}
+    tmp_path = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp_path.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+    os.replace(tmp_path, path)
+    return data
+
+
+def read_fingerprint(path: Path = FINGERPRINT) -> dict[str, Any]:
+    """The stored fingerprint; a one-line ValueError naming the file if it is not one."""
+    try:
+        data = json.loads(path.read_text())
+        assert isinstance(data["runs"], dict) and isinstance(data["machine"], dict) and data["steps"] >= 1
+    except (OSError, ValueError, KeyError, TypeError, AssertionError) as e:
+        raise ValueError(f"{path}: not a replay fingerprint ({type(e).__name__}: {e})") from None
+    return data
+
+
+if __name__ == "__main__":  # python -m lab.studies.replay --write: record TRAINED_AT's first steps
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m lab.studies.replay", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--write", action="store_true", help=f"(re)write {FINGERPRINT.relative_to(ROOT)}")
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--methods", default="ROADMAP,FastAP", help="seed-0 runs of results/v2/methods.json")
+    args = parser.parse_args()
+    if args.write:
+        runs = json.loads((ROOT / "results" / "v2" / "methods.json").read_text())["runs"].values()
+        wanted = args.methods.split(",")
+        chosen = {r["method"]: r["config"] for r in runs if r["seed"] == 0 and r["method"] in wanted}
+        missing = sorted(set(wanted) - set(chosen))
+        if missing:
+            parser.error(f"--methods: no seed-0 run of {missing[0]!r} in results/v2/methods.json")
+        print(json.dumps(write_fingerprint(dict(sorted(chosen.items())), args.steps)["machine"]))
