@@ -154,8 +154,7 @@ def choose_amp(cfg, args: argparse.Namespace):
     """(config, what it says about amp): the run's mixed precision is the one of ``--amp``, of the
     recipe, of the checkpoint being resumed, else lab.train.runtime.auto_amp's for the device
     (bf16 for a timm backbone on CUDA): the choice is written into the run's config.yaml."""
-    import os
-
+    from .core import env
     from .models import MODELS
     from .train.checkpoint import load_with_fallback
     from .train.config import read_recipe
@@ -172,7 +171,7 @@ def choose_amp(cfg, args: argparse.Namespace):
             saved = load_with_fallback(checkpoint)[0]["config"]
             cfg = dataclasses.replace(cfg, amp=saved.get("amp", cfg.amp))
         return cfg, f"amp {cfg.amp} (the checkpoint's)"
-    device = select_device(cfg.device, int(os.environ.get("LOCAL_RANK", 0)))
+    device = select_device(cfg.device, env.local_rank())
     amp, why = auto_amp(device, cfg, timm_backbone=cfg.model not in MODELS, bf16_supported=bf16_supported(device))
     return dataclasses.replace(cfg, amp=amp), why
 
