@@ -56,8 +56,7 @@ class Trainer:
 
     def __init__(self, config: TrainConfig, *, train_set=None, test_set=None, model: Optional[nn.Module] = None,
                  loss: Optional[nn.Module] = None, eval_transform=None, overwrite: bool = False) -> None:
-        self.config = cfg = config
-        cfg.validate()
+        self.config = cfg = config  # frozen and checked as it was built
         self.device = select_device(cfg.device, env.local_rank())
         self.dist = init_distributed(self.device.type)
         self.amp_dtype = amp_dtype(cfg.amp)
