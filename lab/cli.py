@@ -125,13 +125,9 @@ def run_config(args: argparse.Namespace):
     - ``amp``: ``--amp``, the recipe's, the checkpoint's being resumed, else
       :func:`lab.train.runtime.auto_amp`'s for the device (bf16 for a timm backbone on CUDA).
     """
-    from .core import env
-    from .models import MODELS
     from .train import TrainConfig, field_names
     from .train.checkpoint import load_with_fallback
     from .train.config import check_loss_values, check_out_dir, merge_overrides, read_recipe
-    from .train.optim import select_device
-    from .train.runtime import auto_amp, bf16_supported
 
     overrides = {name: getattr(args, name) for name in field_names()}
     for name in ("loss_kwargs", "dataset_kwargs"):
@@ -145,24 +141,30 @@ def run_config(args: argparse.Namespace):
         values["eval_max_items"] = args.eval_images
     elif args.config is None and checkpoint is None and values.get("eval_max_items") is None:
         values["eval_max_items"] = EVAL_IMAGES
-    def default(name: str) -> Any:
-        return TrainConfig.__dataclass_fields__[name].default
-
-    if args.amp is not None:
-        note = "(--amp)"
-    elif "amp" in recipe:
-        note = "(the recipe's)"
-    elif saved is not None:  # the recipe is the base config: the checkpoint says how it was trained
-        values["amp"], note = saved.get("amp", default("amp")), "(the checkpoint's)"
-    else:
-        device = select_device(values.get("device", default("device")), env.local_rank())
-        timm = values.get("model", default("model")) not in MODELS
-        values["amp"], note = auto_amp(device, default("amp"), timm_backbone=timm, bf16_supported=bf16_supported(device))
+    amp_from = "--amp" if args.amp is not None else "the recipe's" if "amp" in recipe else \
+        "the checkpoint's" if saved is not None else None
+    if amp_from == "the checkpoint's":  # the recipe is the base config: the checkpoint says how it was trained
+        values["amp"] = saved.get("amp", TrainConfig.amp)
+    note = _auto_amp(values) if amp_from is None else None
     cfg = TrainConfig.from_dict(values)
     # Checked here, in well under a second, rather than after the datasets and the model are built.
     check_out_dir(cfg.out)
     check_loss_values(cfg)
-    return cfg, note if not note.startswith("(") else f"amp {cfg.amp} {note}"
+    return cfg, note or f"amp {cfg.amp} ({amp_from})"
+
+
+def _auto_amp(values: dict[str, Any]) -> str:
+    """Put lab.train.runtime.auto_amp's choice for the run's device and model into ``values``; say why."""
+    from .core import env
+    from .models import MODELS
+    from .train import TrainConfig
+    from .train.optim import select_device
+    from .train.runtime import auto_amp, bf16_supported
+
+    device = select_device(values.get("device", TrainConfig.device), env.local_rank())
+    timm = values.get("model", TrainConfig.model) not in MODELS
+    values["amp"], why = auto_amp(device, TrainConfig.amp, timm_backbone=timm, bf16_supported=bf16_supported(device))
+    return why
 
 
 def eval_images(text: str):
