@@ -13,19 +13,19 @@ the view and switching studies only draws kept text and PNGs.
 from __future__ import annotations
 
 import functools
-import os
 from pathlib import Path
 
 import streamlit as st
 
 from lab import studies
+from lab.core import env
 from lab.dashboard.reproduction import (StudyCache, StudyView, claims_table, png_bytes, study_heading, verdict_parts,
                                         verdict_table)
 from lab.studies.results_page import PAGE, TITLES
 from lab.studies.verdicts import RESULTS, claims_rows, study_details, study_verdict
 
 # git ignores .cache/: one folder per state of results/ (bench/dashboard.py points it elsewhere to time a cold start)
-STORE = Path(os.environ.get("RANKLAB_REPRODUCTION_CACHE") or RESULTS.parent / ".cache" / "reproduction")
+STORE = env.reproduction_cache(RESULTS.parent / ".cache" / "reproduction")
 # While a rerun is under way Streamlit greys the elements it has not re-sent yet: the previous
 # study's figure must never show under the new study's table, even greyed, so it is hidden instead.
 # The table in a smaller font with tighter cells: six studies above the fold at 1280 x 720.

@@ -11,9 +11,11 @@ import platform
 import re
 import time
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable
 
 import torch
+
+from lab.core.env import torch_threads as threads  # noqa: F401 (bench/metrics.py's name for the one guard)
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"
 
@@ -48,17 +50,6 @@ def measure(fn: Callable[[], object], device: torch.device, repeat: int = 3) -> 
         times.append(time.perf_counter() - start)
         peaks.append((peak - base) / 2**20)
     return sorted(times)[len(times) // 2], max(peaks)
-
-
-@contextlib.contextmanager
-def threads(count: int) -> Iterator[None]:
-    """torch's intra-op threads set to ``count`` inside the block."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(count)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 def cpu_times(fns: dict, repeat: int = 3, long: float = 2.0) -> dict:

@@ -18,12 +18,15 @@ from typing import Any, Optional
 
 import yaml
 
+from .core.convert import to_type
+
 DEMO_SECONDS = 90  # of training; plus ~20 s of set-up and evaluation on 2 CPU cores
 DEMO_STEPS = 2000
 DEMO_EVAL_ITEMS = 3000  # held-out images (whole classes) evaluated before and after
-# What `train` (without --config) and `eval` evaluate by default: a fixed subset of whole classes,
-# a few seconds on 2 cores; `--eval-images all` evaluates the whole split. The default lives here, not
-# in TrainConfig, whose defaults the studies hash to match results/*.json.
+# What `train` (without --config) and `eval` evaluate by default: a fixed subset of whole classes, a few
+# seconds on 2 cores; `--eval-images all` evaluates the whole split. A choice of the command line for
+# interactive runs, written into the run's config.yaml like every other choice it makes (amp), so that
+# Trainer(load_config(OUT/config.yaml)) is the same run (tests/test_cli.py).
 EVAL_IMAGES = 3000
 NOT_GIVEN = object()  # a flag's default that no value given on the command line can equal
 HELP = {
@@ -44,10 +47,11 @@ HELP = {
 ALIASES = {"m": ["--per-class"], "stage_size": ["--chunk-size"]}
 
 
-def _optional(kind: type):
+def _typed(name: str, hint: Any):
+    """A flag's text as field ``name``'s type, through the config's own converter ('none' where None is allowed)."""
     def parse(text: str):
-        return None if text.lower() in ("none", "null") else kind(text)
-    parse.__name__ = kind.__name__  # argparse names the type in its error messages
+        return to_type(f"--{name.replace('_', '-')}", text, hint)
+    parse.__name__ = getattr(hint, "__name__", name)  # argparse names the type in its error messages
     return parse
 
 
@@ -70,7 +74,7 @@ def add_config_flags(parser: argparse.ArgumentParser) -> None:
     """One flag per TrainConfig field, default None (= not given, keep the recipe's value)."""
     from .models import POOLINGS
     from .train import TrainConfig, config
-    from .train.config import field_type
+    from .train.config import field_type, hints
 
     choices = {"optimizer": config.OPTIMIZERS, "scheduler": config.SCHEDULERS, "sampler": config.SAMPLERS,
                "amp": config.AMP, "transform": config.TRANSFORMS, "eval_backend": config.EVAL_BACKENDS,
@@ -91,7 +95,8 @@ def add_config_flags(parser: argparse.ArgumentParser) -> None:
         elif "none" in choices.get(f.name, ()):  # --amp none, --scheduler none: a value, not "not given"
             group.add_argument(*flags, type=kind, choices=choices[f.name], **kw)
         else:
-            group.add_argument(*flags, type=_optional(kind), choices=choices.get(f.name), **kw)
+            group.add_argument(*flags, type=_typed(f.name, hints(TrainConfig)[f.name]), choices=choices.get(f.name),
+                               **kw)
 
 
 def resume_path(args: argparse.Namespace) -> Optional[Path]:
@@ -106,25 +111,60 @@ def resume_path(args: argparse.Namespace) -> Optional[Path]:
 
 
 def config_from_args(args: argparse.Namespace):
-    """--config (or, when resuming without one, the checkpoint's own config) + the flags given."""
-    from .train import TrainConfig, field_names, load_config
+    """The run's TrainConfig (:func:`run_config`)."""
+    return run_config(args)[0]
+
+
+def run_config(args: argparse.Namespace):
+    """(config, what it says about amp): --config (or, when resuming without one, the checkpoint's own
+    config), the flags given, and the command line's choices for what none of them gives, built into
+    one TrainConfig (checked once) so that the run's config.yaml holds every choice:
+
+    - ``eval_max_items``: ``--eval-images``; without it, a run from flags alone (no recipe, no
+      checkpoint, no --eval-max-items) evaluates ``EVAL_IMAGES`` images rather than the whole split;
+    - ``amp``: ``--amp``, the recipe's, the checkpoint's being resumed, else
+      :func:`lab.train.runtime.auto_amp`'s for the device (bf16 for a timm backbone on CUDA).
+    """
+    from .train import TrainConfig, field_names
     from .train.checkpoint import load_with_fallback
-    from .train.config import check_loss_values, check_out_dir, merge_overrides
+    from .train.config import check_loss_values, check_out_dir, merge_overrides, read_recipe
 
     overrides = {name: getattr(args, name) for name in field_names()}
     for name in ("loss_kwargs", "dataset_kwargs"):
         if overrides[name] is not None:
             overrides[name] = _key_values(overrides[name], f"--{name.replace('_', '-')}")
     checkpoint = resume_path(args)
-    if args.config is None and checkpoint is not None:
-        saved = load_with_fallback(checkpoint)[0]["config"]
-        cfg = TrainConfig.from_dict(merge_overrides(saved, overrides))
-    else:
-        cfg = load_config(args.config, **overrides)
+    saved = load_with_fallback(checkpoint)[0]["config"] if checkpoint is not None else None
+    recipe = read_recipe(args.config) if args.config is not None else {}
+    values = merge_overrides(saved if args.config is None and saved is not None else recipe, overrides)
+    if args.eval_images is not NOT_GIVEN:
+        values["eval_max_items"] = args.eval_images
+    elif args.config is None and checkpoint is None and values.get("eval_max_items") is None:
+        values["eval_max_items"] = EVAL_IMAGES
+    amp_from = "--amp" if args.amp is not None else "the recipe's" if "amp" in recipe else \
+        "the checkpoint's" if saved is not None else None
+    if amp_from == "the checkpoint's":  # the recipe is the base config: the checkpoint says how it was trained
+        values["amp"] = saved.get("amp", TrainConfig.amp)
+    note = _auto_amp(values) if amp_from is None else None
+    cfg = TrainConfig.from_dict(values)
     # Checked here, in well under a second, rather than after the datasets and the model are built.
     check_out_dir(cfg.out)
     check_loss_values(cfg)
-    return cfg
+    return cfg, note or f"amp {cfg.amp} ({amp_from})"
+
+
+def _auto_amp(values: dict[str, Any]) -> str:
+    """Put lab.train.runtime.auto_amp's choice for the run's device and model into ``values``; say why."""
+    from .core import env
+    from .models import MODELS
+    from .train import TrainConfig
+    from .train.optim import select_device
+    from .train.runtime import auto_amp, bf16_supported
+
+    device = select_device(values.get("device", TrainConfig.device), env.local_rank())
+    timm = values.get("model", TrainConfig.model) not in MODELS
+    values["amp"], why = auto_amp(device, TrainConfig.amp, timm_backbone=timm, bf16_supported=bf16_supported(device))
+    return why
 
 
 def eval_images(text: str):
@@ -140,43 +180,6 @@ def eval_images(text: str):
     return value
 
 
-def interactive_eval(cfg, args: argparse.Namespace):
-    """The config with ``--eval-images`` applied; without it, a run from flags alone (no recipe, no
-    checkpoint, no --eval-max-items) evaluates ``EVAL_IMAGES`` images rather than the whole split."""
-    if args.eval_images is not NOT_GIVEN:
-        return dataclasses.replace(cfg, eval_max_items=args.eval_images)
-    if args.config is None and args.resume is None and args.eval_max_items is None and cfg.eval_max_items is None:
-        return dataclasses.replace(cfg, eval_max_items=EVAL_IMAGES)
-    return cfg
-
-
-def choose_amp(cfg, args: argparse.Namespace):
-    """(config, what it says about amp): the run's mixed precision is the one of ``--amp``, of the
-    recipe, of the checkpoint being resumed, else lab.train.runtime.auto_amp's for the device
-    (bf16 for a timm backbone on CUDA): the choice is written into the run's config.yaml."""
-    import os
-
-    from .models import MODELS
-    from .train.checkpoint import load_with_fallback
-    from .train.config import read_recipe
-    from .train.optim import select_device
-    from .train.runtime import auto_amp, bf16_supported
-
-    if args.amp is not None:
-        return cfg, f"amp {cfg.amp} (--amp)"
-    if args.config is not None and "amp" in read_recipe(args.config):
-        return cfg, f"amp {cfg.amp} (the recipe's)"
-    checkpoint = resume_path(args)
-    if checkpoint is not None:
-        if args.config is not None:  # the recipe is the base config: the checkpoint says how it was trained
-            saved = load_with_fallback(checkpoint)[0]["config"]
-            cfg = dataclasses.replace(cfg, amp=saved.get("amp", cfg.amp))
-        return cfg, f"amp {cfg.amp} (the checkpoint's)"
-    device = select_device(cfg.device, int(os.environ.get("LOCAL_RANK", 0)))
-    amp, why = auto_amp(device, cfg, timm_backbone=cfg.model not in MODELS, bf16_supported=bf16_supported(device))
-    return dataclasses.replace(cfg, amp=amp), why
-
-
 def train(args: argparse.Namespace) -> None:
     from .train import Trainer
     from .train.distributed import cleanup
@@ -185,7 +188,7 @@ def train(args: argparse.Namespace) -> None:
 
     if args.resume and args.overwrite:
         raise ValueError("--resume continues the run in --out and --overwrite replaces it: give one of them")
-    cfg, amp_note = choose_amp(interactive_eval(config_from_args(args), args), args)
+    cfg, amp_note = run_config(args)
     if cfg.out is not None:  # refused now, not after the datasets are built; the Trainer checks again, locked
         checkpoint = resume_path(args)
         own = checkpoint is not None and checkpoint.resolve().parent == Path(cfg.out).resolve()

@@ -1,18 +1,24 @@
 """python -m lab: train / eval / datasets / demo, recipes, and bad input."""
+import dataclasses
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import pytest
+import torch
 import yaml
 
 from lab.cli import EVAL_IMAGES, main
 from lab.data import build_dataset
-from lab.train import TrainConfig, class_subset, field_names, load_checkpoint, load_config
+from lab.train import Trainer, TrainConfig, class_subset, field_names, load_checkpoint, load_config
 
-RECIPES = sorted((Path(__file__).resolve().parents[1] / "recipes").glob("*.yaml"))
+ROOT = Path(__file__).resolve().parents[1]
+
+RECIPES = sorted((ROOT / "recipes").glob("*.yaml"))
 # A few glyph classes, a narrow run: seconds on 2 cores.
 TINY = ["--dataset", "glyphs", "--dataset-kwargs", "num_classes=12", "instances_per_class=4", "--batch-size", "16",
         "--m", "4", "--embed-dim", "16", "--eval-backend", "torch", "--no-progress", "--device", "cpu"]
@@ -148,3 +154,28 @@ def test_a_paper_recipe_runs_two_steps_with_the_small_model(tmp_path, capsys):
 
 def test_glyph_recipe_is_the_default_config():
     assert load_config(RECIPES[0].parent / "glyphs_small_cnn.yaml") == TrainConfig()
+
+
+def test_the_cli_and_the_trainer_given_its_config_yaml_train_the_same_weights_bitwise(tmp_path):
+    """Issue 33: ``python -m lab train`` and ``Trainer(cfg)`` are the same run for the same config. Every
+    choice the command line makes (EVAL_IMAGES, amp for the device) is written into config.yaml, so the
+    Trainer given that file, stepping without evaluating, ends on the CLI's checkpoint weights, bit for bit."""
+    out = tmp_path / "cli"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
+    done = subprocess.run([sys.executable, "-m", "lab", "train", *TINY, "--steps", "4", "--eval-every", "2",
+                           "--out", str(out)], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
+    assert done.returncode == 0, done.stderr
+    cli_weights = load_checkpoint(out / "checkpoint.pt")["model"]
+    cfg = dataclasses.replace(load_config(out / "config.yaml"), out=None)
+    assert cfg.eval_max_items == EVAL_IMAGES and cfg.amp == "none"  # the CLI's choices, in the file
+
+    def weights_after(config: TrainConfig) -> dict:
+        trainer = Trainer(config)
+        trainer.step(4)
+        return trainer.model.state_dict()
+
+    same = weights_after(cfg)
+    assert same.keys() == cli_weights.keys()
+    assert all(torch.equal(same[k], cli_weights[k]) for k in same)
+    other = weights_after(dataclasses.replace(cfg, seed=1))
+    assert not all(torch.equal(other[k], cli_weights[k]) for k in other)  # the comparison can fail

@@ -138,7 +138,7 @@ def test_every_stored_run_is_found_by_todays_specs():
 def _with_field(**defaults) -> type:
     """TrainConfig as if the code had grown: a new field, or another default for an existing one."""
     fields = [(k, type(v), dataclasses.field(default=v)) for k, v in defaults.items()]
-    return dataclasses.make_dataclass("GrownConfig", fields, bases=(TrainConfig,))
+    return dataclasses.make_dataclass("GrownConfig", fields, bases=(TrainConfig,), frozen=True)
 
 
 def test_stored_runs_are_still_found_after_a_config_field_is_added(monkeypatch):
@@ -247,7 +247,7 @@ def test_reading_stored_runs_evaluates_the_config_annotations_once(monkeypatch):
     calls = []
     real = typing.get_type_hints
     monkeypatch.setattr(typing, "get_type_hints", lambda *a, **k: calls.append(a) or real(*a, **k))
-    train_config._hints.cache_clear()
+    train_config.hints.cache_clear()
     for _, _, path in _stored()[:3]:
         runner.load_results(path)
     assert 0 < len(calls) <= 2  # TrainConfig (and a subclass a test made), not once per field of every run

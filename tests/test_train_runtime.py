@@ -3,7 +3,7 @@ CUDA choices are checked here without a GPU; the CLI's amp choice and what it pr
 import pytest
 import torch
 
-from lab.cli import build_parser, choose_amp, config_from_args, main
+from lab.cli import build_parser, config_from_args, main, run_config
 from lab.train import TrainConfig
 from lab.train.runtime import MAX_WORKERS, PREFETCH, auto_amp, runtime_plan, usable_cpus
 
@@ -67,14 +67,14 @@ def test_bad_arguments():
 
 
 def test_auto_amp_is_bf16_for_timm_on_cuda_only():
-    cfg = TrainConfig()
-    assert auto_amp("cuda", cfg, timm_backbone=True)[0] == "bf16"
-    assert "--amp none keeps float32" in auto_amp("cuda", cfg, timm_backbone=True)[1]
-    assert auto_amp("cuda", cfg, timm_backbone=True, bf16_supported=False) == \
+    amp = TrainConfig().amp
+    assert auto_amp("cuda", amp, timm_backbone=True)[0] == "bf16"
+    assert "--amp none keeps float32" in auto_amp("cuda", amp, timm_backbone=True)[1]
+    assert auto_amp("cuda", amp, timm_backbone=True, bf16_supported=False) == \
         ("none", "float32: this GPU has no bf16 (--amp fp16 for mixed precision)")
-    assert auto_amp("cuda", cfg, timm_backbone=False)[0] == "none"
-    assert auto_amp("cpu", cfg, timm_backbone=True)[0] == "none"
-    assert auto_amp("cuda", TrainConfig(amp="fp16"), timm_backbone=True)[0] == "fp16"
+    assert auto_amp("cuda", amp, timm_backbone=False)[0] == "none"
+    assert auto_amp("cpu", amp, timm_backbone=True)[0] == "none"
+    assert auto_amp("cuda", "fp16", timm_backbone=True)[0] == "fp16"
 
 
 # ------------------------------------------------------------------------------------ the CLI
@@ -90,7 +90,7 @@ def on_cuda(monkeypatch):
 
 def amp_of(*argv):
     args = build_parser().parse_args(["train", *map(str, argv)])
-    cfg, note = choose_amp(config_from_args(args), args)
+    cfg, note = run_config(args)
     return cfg.amp, note
 
 

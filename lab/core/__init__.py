@@ -6,7 +6,8 @@ on neither (``tests/test_layers.py`` checks it).
   Eq. 3-4; :mod:`lab.ranking` is their public face;
 * ``relevance`` — graded relevance from hierarchical labels (SupRank Eq. 20, Property 1, NDCG);
 * ``graded_ranks`` — exact ranks under graded relevance (H-rank⁺, rank⁺, rank);
-* ``env`` — the switches read from the environment (fast mode).
+* ``convert`` — the one converter from text (flags, YAML) to the declared types;
+* ``env`` — every switch read from the environment, and the guard of torch's thread count.
 """
 from .env import fast_mode
 

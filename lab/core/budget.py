@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import os
 import re
 from typing import Iterator, Optional, Union
 
 import torch
 
-BUDGET_ENV = "RANKLAB_MEMORY_BUDGET"
+from .env import BUDGET_ENV, memory_budget_text
+
 CPU_BUDGET = 32 * 2**20  # bytes: blocks of 2**22 float32 entries (16 MB) and their temporaries
 CUDA_FREE_SHARE = 0.25  # of the device's free memory, measured when the call starts
 CUDA_MIN_BUDGET = 64 * 2**20
@@ -84,7 +84,7 @@ def budget_bytes(device: Union[torch.device, str, None] = None) -> int:
     for chosen in (_scoped.get(), _default):
         if chosen is not None:
             return chosen
-    env = os.environ.get(BUDGET_ENV, "").strip()
+    env = memory_budget_text()
     if env:
         return parse_budget(env, name=BUDGET_ENV)
     device = torch.device(device if device is not None else "cpu")

@@ -1,24 +1,50 @@
-"""Process-wide switches read from the environment, in one place.
+"""Process-wide switches read from the environment, in one place: every variable the project
+reads is named here, with the function that reads it.
 
-``LAB_FAST=1`` (fast mode) shrinks training runs and sample sizes so a notebook or the dashboard
-answers in seconds on 2 CPU cores (the tests set it); without it runs are sized for the docs'
-figures. ``RANKLAB_THREADS`` sets the dashboard's torch threads.
+- ``LAB_FAST=1``: fast mode shrinks training runs and sample
+  sizes so a notebook or the dashboard answers in seconds on 2 CPU cores (the tests set it);
+- ``RANKLAB_THREADS``: the dashboard's torch threads;
+- ``RANKLAB_MEMORY_BUDGET``: the losses' and metrics' working memory (:mod:`lab.core.budget`);
+- ``RANKLAB_FUSED``: the fused Triton kernels, auto / 0 / 1 (:mod:`lab.losses`' engine);
+- ``RANKLAB_DATA``, ``RANKLAB_CACHE``: where disk datasets are looked for, where glyphs are cached;
+- ``RANKLAB_SUBMISSION``: the submission the autograder grades;
+- ``RANKLAB_REPRODUCTION_CACHE``: the app's store of reproduction results;
+- ``HF_HUB_OFFLINE`` and the proxy variables: whether pretrained weights are fetched;
+- torchrun's ``LOCAL_RANK``, ``WORLD_SIZE``, ``LOCAL_WORLD_SIZE``.
 
-Importing it (every loss and metric does, through :mod:`lab.core`) also makes a forked child
-compute with one torch thread (:func:`one_thread_after_fork`).
+It also holds the guard for torch's process-wide thread count (:func:`torch_threads`). Importing
+it (every loss and metric does, through :mod:`lab.core`) makes a forked child compute with one
+torch thread (:func:`one_thread_after_fork`).
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
+from pathlib import Path
+from typing import Iterator, Optional
 
 FAST_ENV = "LAB_FAST"
 THREADS_ENV = "RANKLAB_THREADS"
+BUDGET_ENV = "RANKLAB_MEMORY_BUDGET"
+FUSED_ENV = "RANKLAB_FUSED"
+DATA_ENV = "RANKLAB_DATA"
+CACHE_ENV = "RANKLAB_CACHE"
+SUBMISSION_ENV = "RANKLAB_SUBMISSION"
+REPRODUCTION_CACHE_ENV = "RANKLAB_REPRODUCTION_CACHE"
+HUB_OFFLINE_ENV = "HF_HUB_OFFLINE"
+PROXY_ENVS = ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")
+_FALSE = ("", "0", "false", "no")
+
+
+def _text(name: str) -> Optional[str]:
+    """The variable's value, stripped; None when it is unset or empty."""
+    return os.environ.get(name, "").strip() or None
 
 
 def fast_mode() -> bool:
     """True when ``LAB_FAST`` is set to anything but "", "0", "false", "no"."""
-    return os.environ.get(FAST_ENV, "").strip().lower() not in ("", "0", "false", "no")
+    return (_text(FAST_ENV) or "").lower() not in _FALSE
 
 
 def dashboard_threads(default: int = 1) -> int:
@@ -28,6 +54,99 @@ def dashboard_threads(default: int = 1) -> int:
         return max(1, int(os.environ.get(THREADS_ENV, default)))
     except ValueError:
         return default
+
+
+def memory_budget_text() -> Optional[str]:
+    """``RANKLAB_MEMORY_BUDGET`` as written ('64MB', '2**26'), parsed by :func:`lab.core.budget.parse_budget`."""
+    return _text(BUDGET_ENV)
+
+
+def fused_mode() -> str:
+    """``RANKLAB_FUSED``, lower case: "auto" (also when unset), "0" or "1"; another value is an error."""
+    mode = (_text(FUSED_ENV) or "auto").lower()
+    if mode not in ("auto", "0", "1"):
+        raise ValueError(f"{FUSED_ENV} must be 'auto', '0' or '1', got {mode!r}")
+    return mode
+
+
+def data_root() -> Optional[Path]:
+    """``RANKLAB_DATA``: the folder under which disk datasets are looked for (None: unset)."""
+    text = _text(DATA_ENV)
+    return Path(text).expanduser() if text else None
+
+
+def cache_dir() -> Path:
+    """``RANKLAB_CACHE``, else ~/.cache/ranklab: where rendered glyph sets are cached."""
+    return Path(_text(CACHE_ENV) or Path.home() / ".cache" / "ranklab")
+
+
+def submission_path() -> Optional[str]:
+    """``RANKLAB_SUBMISSION``: the folder or zip the autograder grades (None: unset)."""
+    return _text(SUBMISSION_ENV)
+
+
+def reproduction_cache(default: Path) -> Path:
+    """``RANKLAB_REPRODUCTION_CACHE``, else ``default``: the app's store of reproduction results."""
+    text = _text(REPRODUCTION_CACHE_ENV)
+    return Path(text) if text else default
+
+
+def hub_offline() -> bool:
+    """``HF_HUB_OFFLINE`` set to 1 / true / yes / on: never contact the Hugging Face hub."""
+    return (_text(HUB_OFFLINE_ENV) or "").lower() in ("1", "true", "yes", "on")
+
+
+@contextlib.contextmanager
+def hub_offline_set() -> Iterator[None]:
+    """``HF_HUB_OFFLINE=1`` inside the block, then the variable as it was (set to its value, or unset)."""
+    saved = os.environ.get(HUB_OFFLINE_ENV)
+    os.environ[HUB_OFFLINE_ENV] = "1"
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop(HUB_OFFLINE_ENV, None)
+        else:
+            os.environ[HUB_OFFLINE_ENV] = saved
+
+
+def proxy_set() -> bool:
+    """An HTTPS or catch-all proxy is configured (a direct probe of the hub says nothing then)."""
+    return any(_text(name) for name in PROXY_ENVS)
+
+
+def local_rank() -> int:
+    """torchrun's ``LOCAL_RANK`` (0 in a plain run): this process's GPU on its machine."""
+    return int(os.environ.get("LOCAL_RANK", 0))
+
+
+def world_size() -> int:
+    """torchrun's ``WORLD_SIZE`` (1 in a plain run): the processes training together."""
+    return int(os.environ.get("WORLD_SIZE", 1))
+
+
+def local_world_size() -> int:
+    """torchrun's ``LOCAL_WORLD_SIZE`` (1 in a plain run): the processes sharing this machine's cores."""
+    return int(os.environ.get("LOCAL_WORLD_SIZE", 1))
+
+
+@contextlib.contextmanager
+def torch_threads(count: Optional[int]) -> Iterator[None]:
+    """torch's intra-op thread count set to ``count`` inside the block, and restored after it, also on
+    an error. ``None``, or the count already in place, touches nothing: setting the count re-creates
+    torch's thread pool, which is not free and, from several threads at once, not safe (see
+    :func:`one_thread_after_fork`). The count is process-wide: other Python threads see it meanwhile."""
+    import torch
+
+    before = torch.get_num_threads()
+    if count is None or count == before:
+        yield
+        return
+    torch.set_num_threads(count)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def one_thread_after_fork() -> None:

@@ -12,9 +12,9 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..core.env import fast_mode
+from ..core.env import DATA_ENV, data_root, fast_mode
 from ..data import DATASETS, EMBEDDED, GlyphDataset
-from ..data.disk import DATA_ENV, SOURCES, find_root
+from ..data.disk import SOURCES, find_root
 from ..losses import LOSSES
 from ..models import check_model_name
 from ..models.timm_backbone import EXAMPLES
@@ -175,8 +175,8 @@ def _root_errors(s: Settings) -> list[str]:
                     f"{SOURCES['folder'][2]}"]
         return []
     if find_root(s.dataset, root) is None:
-        where = f"under {shown(root)}" if root else f"(no root given and ${DATA_ENV} unset)" if not os.environ.get(DATA_ENV) \
-            else f"under ${DATA_ENV}={os.environ[DATA_ENV]!r}"
+        where = f"under {shown(root)}" if root else f"(no root given and ${DATA_ENV} unset)" if data_root() is None \
+            else f"under ${DATA_ENV}={str(data_root())!r}"
         return [f"{s.dataset} was not found {where}. {SOURCES[s.dataset][2]}"]
     return []
 

@@ -19,9 +19,9 @@ import numpy as np
 import torch
 from PIL import Image
 
+from ..core.env import DATA_ENV, data_root
 from .base import DatasetNotFoundError, LabeledImages, check_split
 
-DATA_ENV = "RANKLAB_DATA"
 IMAGE_EXTENSIONS = {".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp", ".tif", ".tiff"}
 INATURALIST_SUPERCATEGORIES = ("Actinopterygii", "Amphibia", "Animalia", "Arachnida", "Aves", "Bacteria",
                                "Chromista", "Fungi", "Insecta", "Mammalia", "Mollusca", "Plantae",
@@ -56,8 +56,7 @@ SOURCES = {
 def find_root(name: str, root: Optional[str]) -> Optional[Path]:
     """The folder holding dataset ``name``'s files, from ``root`` or $RANKLAB_DATA; None if absent."""
     folders, required, _ = SOURCES[name]
-    bases = [Path(root).expanduser()] if root is not None else (
-        [Path(os.environ[DATA_ENV]).expanduser()] if os.environ.get(DATA_ENV) else [])
+    bases = [Path(root).expanduser()] if root is not None else [p for p in [data_root()] if p is not None]
     for base in bases:
         for candidate in [base] + [base / f for f in folders]:
             if candidate.is_dir() and all((candidate / r).is_file() for r in required):
@@ -70,8 +69,8 @@ def _require_root(name: str, root: Optional[str]) -> Path:
     if found is None:
         if root is not None:
             where = f"root={root!r}"
-        elif os.environ.get(DATA_ENV):
-            where = f"${DATA_ENV}={os.environ[DATA_ENV]!r}"
+        elif data_root() is not None:
+            where = f"${DATA_ENV}={str(data_root())!r}"
         else:
             where = f"no root given and ${DATA_ENV} unset"
         raise DatasetNotFoundError(f"{name} not found ({where}). {SOURCES[name][2]} Then pass root=<that folder> "

@@ -33,6 +33,7 @@ from PIL import Image, ImageFont, features
 from torch import Tensor
 from tqdm.auto import tqdm
 
+from ..core import env
 from ..core.checks import check_int
 from .base import LabeledImages, check_split
 
@@ -199,7 +200,7 @@ def scan_fonts() -> list[Glyph]:
 
 
 def cache_root(cache_dir: Optional[str] = None) -> Path:
-    return Path(cache_dir or os.environ.get("RANKLAB_CACHE") or Path.home() / ".cache" / "ranklab")
+    return Path(cache_dir) if cache_dir else env.cache_dir()
 
 
 def _fingerprint() -> list:

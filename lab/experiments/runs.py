@@ -23,7 +23,7 @@ import json
 import time
 from typing import Any, Optional, Sequence
 
-from ..core.env import fast_mode
+from ..core.env import fast_mode, torch_threads
 from ..metrics import RETRIEVAL_KEYS
 from .cached import cached_rows
 
@@ -69,14 +69,8 @@ def run_threads():
     """``RUN_THREADS`` torch threads while a run trains or evaluates, then back. In fast mode too:
     batches of 32 images gain nothing from a second thread (the four runs of notebook 04 took
     15 s with two, 7 s with one)."""
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(RUN_THREADS)
-    try:
+    with torch_threads(RUN_THREADS):
         yield
-    finally:
-        torch.set_num_threads(before)
 
 
 @functools.lru_cache(maxsize=16)

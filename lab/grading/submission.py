@@ -9,12 +9,12 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
-import os
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any, Optional
 
+from ..core.env import submission_path
 from .assignments import ASSIGNMENTS, Assignment
 from .cases import Case
 from .checks import CHECKS
@@ -87,7 +87,7 @@ def load_submission(assignment: str, path: Optional[str] = None) -> dict[str, An
     ``path`` (default: the RANKLAB_SUBMISSION environment variable) is a folder or a zip made by
     ``collect`` (verified against its manifest first).
     """
-    path = path or os.environ.get("RANKLAB_SUBMISSION")
+    path = path or submission_path()
     if not path:
         raise RuntimeError("set RANKLAB_SUBMISSION to the submission folder or zip to grade")
     source = Path(path)

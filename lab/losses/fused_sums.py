@@ -23,11 +23,12 @@ turns the kernels off everywhere (for comparisons).
 """
 from __future__ import annotations
 
-import os
 from typing import Optional
 
 import torch
 from torch import Tensor
+
+from ..core.env import FUSED_ENV, fused_mode
 
 try:
     import triton
@@ -35,7 +36,6 @@ try:
 except ImportError:  # Triton ships with CUDA builds of torch; CPU-only installs have none
     triton = None
 
-FUSED_ENV = "RANKLAB_FUSED"
 SIGMOID, H_MINUS, STEP = 0, 1, 2
 # A program's tile of (anchors, items) differences: BLOCK_P x BLOCK_M entries in registers.
 TILE = 2048
@@ -55,9 +55,7 @@ def use_fused(scores: Tensor) -> bool:
 def fused_path(device_type: str, dtype: torch.dtype, have_triton: bool, interpreter: bool) -> bool:
     """The dispatch rule. ``RANKLAB_FUSED`` unset or "auto": float32 on CUDA with compiled kernels;
     "0": never; "1": also on the CPU, through Triton's interpreter (the tests; needs ``TRITON_INTERPRET=1``)."""
-    mode = os.environ.get(FUSED_ENV, "auto").strip().lower() or "auto"
-    if mode not in ("auto", "0", "1"):
-        raise ValueError(f"{FUSED_ENV} must be 'auto', '0' or '1', got {mode!r}")
+    mode = fused_mode()
     if mode == "0" or not have_triton or dtype != torch.float32 or device_type not in ("cuda", "cpu"):
         return False
     if device_type == "cuda":

@@ -17,6 +17,7 @@ from torch import Tensor
 from tqdm.auto import tqdm
 
 from ..core.checks import check_chunk_size, check_ks, check_references, fine
+from ..core.env import torch_threads
 from ..core.graded_ranks import GradedRanks, exact_graded_ranks
 from ..core.normalize import duplicate_representatives, unit_rows
 from ..core.relevance import check_alpha, hap_relevance, ndcg_relevance, num_levels, shared_levels
@@ -53,15 +54,8 @@ def _one_thread(device: torch.device) -> Iterator[None]:
     starting threads for it costs more than it saves, and on a busy machine far more, as a parallel op waits for a free core (15k easy data
     on 2 loaded cores: 2.3 s with 2 threads, against 1.7 s before issue 20). torch's thread count
     is process-wide: meanwhile other Python threads' ops run on one thread too."""
-    threads = torch.get_num_threads()
-    if device.type != "cpu" or threads == 1:
+    with torch_threads(1 if device.type == "cpu" else None):
         yield
-        return
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
 
 
 def _similarities(refs_t: Tensor, backend: str, rows: int, columns: Optional[Tensor] = None):

@@ -9,12 +9,13 @@ initialisation with a visible warning.
 from __future__ import annotations
 
 import contextlib
-import os
 import socket
 import warnings
 from typing import Iterator
 
 from torch import Tensor, nn
+
+from ..core.env import hub_offline, hub_offline_set, proxy_set
 
 HUB_HOST = ("huggingface.co", 443)
 PROBE_TIMEOUT_S = 2.0
@@ -23,7 +24,7 @@ EXAMPLES = ("resnet18", "resnet50", "deit_small_patch16_224", "deit_small_distil
 
 def hub_reachable(timeout: float = PROBE_TIMEOUT_S) -> bool:
     """True if a TCP connection to the hub opens within ``timeout`` seconds (or a proxy is set)."""
-    if any(os.environ.get(v) for v in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")):
+    if proxy_set():
         return True  # the probe cannot see through a proxy; let the hub client try
     try:
         socket.create_connection(HUB_HOST, timeout=timeout).close()
@@ -35,28 +36,22 @@ def hub_reachable(timeout: float = PROBE_TIMEOUT_S) -> bool:
 @contextlib.contextmanager
 def offline_unless_reachable() -> Iterator[None]:
     """Offline hub mode (and a short socket timeout for plain URL downloads) if the hub is unreachable."""
-    env_set = os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
-    if env_set or hub_reachable():
+    if hub_offline() or hub_reachable():
         yield
         return
     import huggingface_hub.constants as hub_constants
 
     # The env var is read when huggingface_hub is imported; it may already be imported, so
     # the module constant (read on every request through is_offline_mode()) is patched too.
-    saved_env, saved_const = os.environ.get("HF_HUB_OFFLINE"), hub_constants.HF_HUB_OFFLINE
-    saved_timeout = socket.getdefaulttimeout()
-    os.environ["HF_HUB_OFFLINE"] = "1"
+    saved_const, saved_timeout = hub_constants.HF_HUB_OFFLINE, socket.getdefaulttimeout()
     hub_constants.HF_HUB_OFFLINE = True
     socket.setdefaulttimeout(PROBE_TIMEOUT_S)
     try:
-        yield
+        with hub_offline_set():
+            yield
     finally:
         hub_constants.HF_HUB_OFFLINE = saved_const
         socket.setdefaulttimeout(saved_timeout)
-        if saved_env is None:
-            os.environ.pop("HF_HUB_OFFLINE", None)
-        else:
-            os.environ["HF_HUB_OFFLINE"] = saved_env
 
 
 def is_timm_model(name: str) -> bool:

@@ -1,4 +1,10 @@
-"""The training configuration: one plain dataclass; YAML recipes and CLI flags map onto it."""
+"""The training configuration: one frozen dataclass; YAML recipes and CLI flags map onto it.
+
+Parsed once, at the boundary: building a :class:`TrainConfig` (directly, ``from_dict`` or
+``dataclasses.replace``) converts text to the fields' types (:func:`lab.core.convert.to_type`) and
+checks every field, with a one-line error naming the field and what it accepts. A config that
+exists is valid, so nothing downstream checks it again.
+"""
 from __future__ import annotations
 
 import dataclasses
@@ -12,6 +18,7 @@ from typing import Any, Optional, Union
 import torch
 import yaml
 
+from ..core.convert import to_type
 from ..losses import LOSSES, build_loss, check_loss_kwargs, loss_kwargs_of
 from .files import write_text_atomic
 
@@ -32,9 +39,11 @@ RESUME_FREE = frozenset({"steps", "epochs", "out", "checkpoint_every", "eval_eve
                          "device", "num_workers", "eval_max_items", "eval_backend", "eval_batch_size"})
 
 
-@dataclass
+@dataclass(frozen=True)
 class TrainConfig:
     """Every setting of a training run. Defaults: the 2-core CPU lab (glyphs, small CNN, ROADMAP).
+
+    Frozen: a changed run is a new config, ``dataclasses.replace(cfg, steps=10)``, checked as it is built.
 
     Run length: ``epochs`` if > 0 (then ``milestones`` are in epochs too), else ``steps``.
     ``batch_size`` is the global batch (all ranks together) and must be divisible by ``m``.
@@ -100,13 +109,23 @@ class TrainConfig:
     chunk_size: InitVar[Optional[int]] = None
 
     def __post_init__(self, chunk_size: Optional[int] = None) -> None:
+        # The only writes to a frozen config: the deprecated name and the typed loss_kwargs, while it is built.
         if chunk_size is not None:
             warnings.warn("TrainConfig(chunk_size=...) is now stage_size (images per staged-backprop stage)",
                           DeprecationWarning, stacklevel=3)
-            self.stage_size = chunk_size
-        if isinstance(self.loss_kwargs, dict) and self.loss in LOSSES:  # '1e-2' from YAML -> 0.01
-            self.loss_kwargs = self._checked_loss_kwargs()
-        self.validate()
+            object.__setattr__(self, "stage_size", chunk_size)
+        declared = hints(type(self))
+        for f in dataclasses.fields(self):  # text (a flag, YAML's '1e-5') -> the field's declared type
+            value = getattr(self, f.name)
+            typed = to_type(f.name, value, declared[f.name])
+            if typed is not value:
+                object.__setattr__(self, f.name, typed)
+        self._check()
+        if self.loss in LOSSES:  # another name is refused by the Trainer (or is a loss module passed to it)
+            object.__setattr__(self, "loss_kwargs", self._checked_loss_kwargs())  # '1e-2' from YAML -> 0.01
+        if self.loss_kwargs.get("reduction", "mean") != "mean":
+            raise ValueError(f"loss_kwargs: reduction must be 'mean' for training (one number per batch), "
+                             f"got {self.loss_kwargs['reduction']!r}")
 
     def _checked_loss_kwargs(self) -> dict[str, Any]:
         try:
@@ -114,7 +133,8 @@ class TrainConfig:
         except ValueError as e:  # also UnknownHyperParameterError, which keeps its type
             raise type(e)(f"loss_kwargs: {e}") from None
 
-    def validate(self) -> None:
+    def _check(self) -> None:
+        """Every field but the loss's hyper-parameters (``_checked_loss_kwargs``): once, as the config is built."""
         choices = {"optimizer": OPTIMIZERS, "scheduler": SCHEDULERS, "sampler": SAMPLERS, "amp": AMP,
                    "transform": (None, *TRANSFORMS), "eval_backend": EVAL_BACKENDS, "eval_split": ("train", "test")}
         for name, allowed in choices.items():
@@ -146,11 +166,6 @@ class TrainConfig:
             if not isinstance(getattr(self, name), dict):
                 raise ValueError(f"{name} must be a mapping of names to values (e.g. {{tau: 0.01}}), "
                                  f"got {type(getattr(self, name)).__name__} {getattr(self, name)!r}")
-        if self.loss in LOSSES:  # another name is refused by the Trainer (or is a loss module passed to it)
-            self._checked_loss_kwargs()
-        if self.loss_kwargs.get("reduction", "mean") != "mean":
-            raise ValueError(f"loss_kwargs: reduction must be 'mean' for training (one number per batch), "
-                             f"got {self.loss_kwargs['reduction']!r}")
 
     # ------------------------------------------------------------------ conversions
     def to_dict(self) -> dict[str, Any]:
@@ -164,7 +179,7 @@ class TrainConfig:
         unknown = sorted(set(values) - set(names))
         if unknown:
             raise ValueError(f"unknown config key(s) {unknown}; valid keys: {', '.join(names)}")
-        return cls(**{k: coerce(k, v, cls) for k, v in values.items()})
+        return cls(**values)
 
     def save_yaml(self, path: Union[str, Path]) -> None:
         write_text_atomic(path, yaml.safe_dump(self.to_dict(), sort_keys=False))
@@ -176,31 +191,17 @@ def field_names() -> list[str]:
 
 def field_type(name: str, config: Optional[type] = None) -> Any:
     """The runtime type of a field of ``config`` (default TrainConfig): Optional[X] -> X."""
-    hint = _hints(config or TrainConfig)[name]
+    hint = hints(config or TrainConfig)[name]
     args = [a for a in typing.get_args(hint) if a is not type(None)]
     return args[0] if typing.get_origin(hint) is Union else hint
 
 
 @functools.lru_cache(maxsize=8)
-def _hints(config: type) -> dict[str, Any]:
+def hints(config: type) -> dict[str, Any]:
+    """{field: its annotation} of a config class (Optional[int], list, ...): what :func:`to_type` converts to."""
     # get_type_hints evaluates every annotation string again (~1 ms): once per class, not once per field
     # of every config built (reading results/ builds ~400 configs to key their runs).
     return typing.get_type_hints(config)
-
-
-def coerce(name: str, value: Any, config: Optional[type] = None) -> Any:
-    """YAML reads 1e-5 as a string and 30 as an int; give each field its declared type."""
-    kind = field_type(name, config)
-    if value is None or kind in (dict, list) or isinstance(value, bool):
-        return value
-    if kind is float and isinstance(value, (int, str)):
-        try:
-            return float(value)
-        except ValueError:
-            raise ValueError(f"{name} must be a number, got {value!r}") from None
-    if kind is int and isinstance(value, float) and value.is_integer():
-        return int(value)
-    return value
 
 
 def merge_overrides(values: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:

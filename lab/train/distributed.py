@@ -10,13 +10,14 @@ for an abbreviation of its own options).
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from datetime import timedelta
 
 import torch
 import torch.distributed as dist
 from torch import Tensor
+
+from ..core import env
 
 
 @dataclass(frozen=True)
@@ -41,17 +42,17 @@ def init_distributed(device_type: str) -> DistInfo:
     gloo otherwise. An already initialised group is reused.
     """
     if dist.is_available() and dist.is_initialized():
-        return DistInfo(dist.get_rank(), dist.get_world_size(), int(os.environ.get("LOCAL_RANK", 0)))
-    world_size = int(os.environ.get("WORLD_SIZE", 1))
+        return DistInfo(dist.get_rank(), dist.get_world_size(), env.local_rank())
+    world_size = env.world_size()
     if world_size <= 1:
         return DistInfo()
     backend = "nccl" if device_type == "cuda" else "gloo"
     if device_type == "cuda":  # NCCL wants each process on its own GPU before the group forms
-        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
+        torch.cuda.set_device(env.local_rank())
     # Rank 0 evaluates alone while the others wait at a barrier: a large gallery can take longer
     # than the default 10-30 minute collective timeout.
     dist.init_process_group(backend=backend, timeout=timedelta(hours=2))
-    return DistInfo(dist.get_rank(), dist.get_world_size(), int(os.environ.get("LOCAL_RANK", 0)))
+    return DistInfo(dist.get_rank(), dist.get_world_size(), env.local_rank())
 
 
 class _GatherWithGrad(torch.autograd.Function):

@@ -97,16 +97,16 @@ def runtime_plan(device: Union[str, torch.device], cfg: TrainConfig, *, batchabl
         workers_unused=batchable and bool(cfg.num_workers))
 
 
-def auto_amp(device: Union[str, torch.device], cfg: TrainConfig, *, timm_backbone: bool,
+def auto_amp(device: Union[str, torch.device], amp: str, *, timm_backbone: bool,
              bf16_supported: bool = True) -> tuple[str, str]:
-    """(amp, why) for a run whose user chose no amp: bf16 autocast for a timm backbone on a CUDA
-    device that has bf16 (the loss stays float32), else ``cfg.amp``. An explicit choice (flag,
-    recipe, the checkpoint being resumed) never comes here."""
-    if torch.device(device).type == "cuda" and timm_backbone and cfg.amp == "none":
+    """(amp, why) for a run whose user chose no amp (``amp``: the config's default): bf16 autocast for a
+    timm backbone on a CUDA device that has bf16 (the loss stays float32), else ``amp``. An explicit
+    choice (flag, recipe, the checkpoint being resumed) never comes here."""
+    if torch.device(device).type == "cuda" and timm_backbone and amp == "none":
         if bf16_supported:
             return "bf16", "bf16 autocast for a timm backbone on CUDA (not chosen; --amp none keeps float32)"
         return "none", "float32: this GPU has no bf16 (--amp fp16 for mixed precision)"
-    return cfg.amp, f"amp {cfg.amp} (the config's)"
+    return amp, f"amp {amp} (the config's)"
 
 
 def bf16_supported(device: torch.device) -> bool:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import sys
 import time
 from pathlib import Path
@@ -24,6 +23,7 @@ from torch import Tensor, nn
 from torch.nn.parallel import DistributedDataParallel
 from tqdm.auto import tqdm
 
+from ..core import env
 from ..data.base import batchable
 from ..losses import LOSSES, build_loss
 from ..models import TimmBackbone, check_model_name
@@ -56,9 +56,8 @@ class Trainer:
 
     def __init__(self, config: TrainConfig, *, train_set=None, test_set=None, model: Optional[nn.Module] = None,
                  loss: Optional[nn.Module] = None, eval_transform=None, overwrite: bool = False) -> None:
-        self.config = cfg = config
-        cfg.validate()
-        self.device = select_device(cfg.device, int(os.environ.get("LOCAL_RANK", 0)))
+        self.config = cfg = config  # frozen and checked as it was built
+        self.device = select_device(cfg.device, env.local_rank())
         self.dist = init_distributed(self.device.type)
         self.amp_dtype = amp_dtype(cfg.amp)
         apply_determinism(cfg.deterministic)
@@ -77,7 +76,7 @@ class Trainer:
         self.model = model if model is not None else model_for(cfg, in_chans)
         self.plan = runtime_plan(self.device, cfg, batchable=batchable(train_set),
                                  timm_backbone=isinstance(getattr(self.model, "backbone", None), TimmBackbone),
-                                 local_world_size=int(os.environ.get("LOCAL_WORLD_SIZE", 1)))
+                                 local_world_size=env.local_world_size())
         self.model.to(self.device).train()
         if self.plan.channels_last:
             self.model.to(memory_format=torch.channels_last)
