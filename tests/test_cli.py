@@ -13,6 +13,7 @@ import torch
 import yaml
 
 from lab.cli import EVAL_IMAGES, main
+from lab.core.env import torch_threads
 from lab.data import build_dataset
 from lab.train import Trainer, TrainConfig, class_subset, field_names, load_checkpoint, load_config
 
@@ -161,7 +162,9 @@ def test_the_cli_and_the_trainer_given_its_config_yaml_train_the_same_weights_bi
     choice the command line makes (EVAL_IMAGES, amp for the device) is written into config.yaml, so the
     Trainer given that file, stepping without evaluating, ends on the CLI's checkpoint weights, bit for bit."""
     out = tmp_path / "cli"
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
+    # One thread on both sides: the thread count changes a CPU run's bits, and this process's count is
+    # whatever an earlier test left (the study runner sets 1 for good).
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
     done = subprocess.run([sys.executable, "-m", "lab", "train", *TINY, "--steps", "4", "--eval-every", "2",
                            "--out", str(out)], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
     assert done.returncode == 0, done.stderr
@@ -170,9 +173,10 @@ def test_the_cli_and_the_trainer_given_its_config_yaml_train_the_same_weights_bi
     assert cfg.eval_max_items == EVAL_IMAGES and cfg.amp == "none"  # the CLI's choices, in the file
 
     def weights_after(config: TrainConfig) -> dict:
-        trainer = Trainer(config)
-        trainer.step(4)
-        return trainer.model.state_dict()
+        with torch_threads(1):
+            trainer = Trainer(config)
+            trainer.step(4)
+            return trainer.model.state_dict()
 
     same = weights_after(cfg)
     assert same.keys() == cli_weights.keys()
