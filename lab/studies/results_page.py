@@ -16,7 +16,8 @@ from typing import Any, Callable, Optional
 from . import spec
 from .claims import Section, analyse_batch_size, analyse_gap, analyse_methods, table
 from .code_versions import code_versions, pilot_replay
-from .ordering import analyse_methods_v2, pilot_section
+from .ordering import _seeds, analyse_methods_v2, pilot_section
+from .power import MAX_SEEDS
 from .runner import load_results, missing_runs
 from .spec import (ALPHA, BATCH_SIZES, BINS, FULL_BASE, FULL_SEEDS, HPARAMS, METHODS, QUICK_BASE, QUICK_SEEDS,
                    V2_BASE, V2_SEEDS, V2_STUDIES, XBM_FRACTION, XBM_WARMUP, RunSpec, study_runs)
@@ -42,6 +43,10 @@ def section_figures(name: str, records: list[dict[str, Any]], protocol: str) -> 
     if name == "methods" and protocol == "v2":
         out[f"study_ranks{suffix}"] = plots.plot_ranks(records, spec.PAPER_ORDER)
     return out
+
+
+def _seed_list(records: list[dict[str, Any]]) -> str:
+    return _seeds(sorted({r["seed"] for r in records}))
 
 
 def _minutes(seconds: float) -> str:
@@ -151,7 +156,10 @@ def _section(name: str, data: dict[str, Any], quick: bool, seeds: Optional[int],
     if not records:
         lines += [f"**Not run yet.** Complete with `{command}` ({len(missing)} runs).", ""]
         return "\n".join(lines), [TITLES[name], "—", "not run", "not run"]
-    s = (ANALYSE_V2 if protocol == "v2" else ANALYSE)[name](records)
+    # Study 1's claims read every seed the power plan added; its descriptive numbers and figures keep seeds 0-4.
+    extended = study_records(name, data, quick, MAX_SEEDS, protocol) if (protocol, name) == ("v2", "methods") else None
+    s = analyse_methods_v2(records, extended) if extended is not None else \
+        (ANALYSE_V2 if protocol == "v2" else ANALYSE)[name](records)
     per_setting: dict[str, set] = {}  # a study cut short has more seeds of some settings than of others
     for r in records:
         per_setting.setdefault(repr((r["method"], sorted(r.get("params", {}).items()))), set()).add(r["seed"])
@@ -159,7 +167,8 @@ def _section(name: str, data: dict[str, Any], quick: bool, seeds: Optional[int],
     n = f"{counts[0]}" if len(counts) == 1 else f"{counts[0]}-{counts[-1]}"
     so_far = f" so far ({len(records)} of {len(records) + len(missing)} runs: provisional)" if missing else ""
     lines = [f"{level} {s.title}", "", f"**Paper.** {s.claim}", "",
-             f"**Measured** (mean ± std over n = {n} seeds a setting; metrics in %). {s.measured}.", "",
+             f"**Measured** (mean ± std over n = {n} seeds a setting, seeds {_seed_list(records)}; metrics in %). "
+             f"{s.measured}.", "",
              f"**Verdict{so_far}: {s.verdict}.**" + ("" if s.verdict == "reproduces" else f" Most likely reasons: {s.if_not}"),
              "", s.body, ""]
     if figures is not None:
@@ -170,7 +179,7 @@ def _section(name: str, data: dict[str, Any], quick: bool, seeds: Optional[int],
             lines += [f"![{s.title}]({path.relative_to(docs).as_posix()})", ""]
     lines.append(f"**Command and time.** `{command}`: {_timing(data, records, complete=not missing)}.")
     if protocol == "v2":
-        lines += ["", code_versions(records)]
+        lines += ["", code_versions(extended or records)]
     if missing or failed:
         what = _missing_settings(missing)
         lines.append(f"\n**Incomplete: {len(missing)} of {len(missing) + len(records)} runs missing** ({what}"
@@ -309,9 +318,26 @@ def _v2_part(out: Path, docs: Path, seeds: Optional[int]) -> tuple[list[str], se
 
         path = save_png(plot_pilot(pilot["curve"], pilot.get("plateau_step")), docs / "figures" / "study_pilot_v2.png")
         lines += [f"![Pilot learning curve]({path.relative_to(docs).as_posix()})", ""]
+    if spec.V2_STEPS is not None:
+        lines += _curves(study_records("methods", datas["methods"], False, MAX_SEEDS, "v2"), pilot, docs)
     lines += ["### Summary (v2)", "", table(["study", "measured", "verdict", "runs done"], summary), "",
               _compute(datas, list(distinct.values()), gpu_runs(out / GPU_RESULTS / "v2")), "", *sections]
     return lines, complete
+
+
+def _curves(records: list[dict[str, Any]], pilot: dict[str, Any], docs: Path) -> list[str]:
+    """The learning curves' paragraph and figure (study 1's runs that recorded one); a stale figure goes."""
+    from .curves import curves_section
+
+    text, fig = curves_section(records, list(METHODS), pilot)
+    target = docs / "figures" / "study_curves_v2.png"
+    if fig is None:
+        target.unlink(missing_ok=True)
+        return [text, ""]
+    from ..viz.render import save_png
+
+    path = save_png(fig, target)
+    return [text, "", f"![Learning curves per loss]({path.relative_to(docs).as_posix()})", ""]
 
 
 def _json(path: Path) -> dict[str, Any]:

@@ -106,13 +106,25 @@ def study_details(name: str, results: Optional[Path] = None) -> tuple[str, list[
     return body, list(section_figures(name, records, protocol).values())
 
 
+def every_seed(name: str, records: list[dict], protocol: str, results: Optional[Path]) -> list[dict]:
+    """Study 1's runs of every seed the power plan added (v2), else ``records``: what its claims' looks read."""
+    from .power import MAX_SEEDS
+    from .results_page import study_records
+
+    if (name, protocol) != ("methods", "v2"):
+        return records
+    data = load_results(Path(results or RESULTS) / "v2" / f"{name}.json")
+    return study_records(name, data, False, MAX_SEEDS, "v2")
+
+
 def _claim_tests(name: str, results: Optional[Path], families: Optional[Sequence[str]]) -> tuple[list, str, int]:
-    from .paper_claims import claim_tests
+    from .looks import final_tests
 
     records, protocol, _ = _records(name, results)
     if name != "methods" or not records:  # the claims of one loss beating another are study 1's
         return [], protocol, 0
-    tests = claim_tests(records)  # Holm over each whole family, as on the page, before any row is left out
+    # Holm over each whole family, as on the page, before any row is left out; each claim from its deciding look
+    tests = final_tests(every_seed(name, records, protocol, results))
     keep = [t for t in tests if families is None or t.claim.family in families]
     return keep, protocol, len({r["seed"] for r in records})
 
