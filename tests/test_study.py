@@ -162,6 +162,9 @@ def test_a_call_killed_part_way_keeps_its_session_line_with_what_it_finished(tmp
     assert len(data["runs"]) == 2 and line["trained"] == 2 and line["stopped"]
     said = _timing(data, list(data["runs"].values()))
     assert "has not recorded its end (stopped, or still running at this render): 2 runs finished" in said
+    # a study whose runs are all done reads so, whatever its last invocation recorded
+    done_anyway = _timing(data, list(data["runs"].values()), complete=True)
+    assert "has not recorded its end" not in done_anyway and "every run of this study is done" in done_anyway
     monkeypatch.setattr(runner, "execute", lambda spec, threads=1, device=None, session=None: fake_execute(spec, threads))
     data = runner.run_studies(["bins"], tmp_path, quick=True, log=lambda _: None)["bins"]
     line = data["sessions"][-1]

@@ -80,6 +80,7 @@ def test_before_any_later_seed_every_claim_keeps_its_n_5_verdict_and_the_look_wa
     assert open_ and {m for c in open_ for m in c.split(" > ")} == set(POWER)
     for s in statuses:
         assert s.look == ("n = 10: provisional, 0 of 20 runs done" if label(s.test) in open_ else "n = 5, final")
+    assert lk.looks_section(recs) == ""  # no run of the look yet: nothing to show beyond n = 5's table
 
 
 def test_a_partial_look_shows_its_numbers_but_changes_no_verdict(tmp_path):
@@ -92,7 +93,7 @@ def test_a_partial_look_shows_its_numbers_but_changes_no_verdict(tmp_path):
     rows = [line for line in section.body.splitlines() if "| n = 10: provisional, 7 of 20 runs done | " in line]
     looks_rows = [line for line in rows if line.endswith("| — | — | 0.025 | — (provisional) |")]
     assert len(looks_rows) == 3 and len(rows) == 6  # the looks table, and the primary table's open claims
-    assert section.verdict.endswith("n = 5); the look at n = 10: provisional, 7 of 20 runs done")
+    assert section.verdict.endswith("n = 5; the look at n = 10: provisional, 7 of 20 runs done)")
     # the descriptive table and the measured line read seeds 0-4 only, whatever later seeds exist
     assert "(seeds 0-4, n = 5, whatever later seeds" in section.body
 

@@ -101,12 +101,12 @@ def primary_rows(statuses: Sequence[Status]) -> list[list[str]]:
 
 
 def looks_section(records: Records, claims: Sequence[Claim] = CLAIMS) -> str:
-    """Markdown: the further looks taken so far, claim by claim, with the numbers as they are; a partial look's
+    """Markdown: the further looks with runs so far, claim by claim, with the numbers as they are; a partial look's
     p and verdict are not given (it decides nothing until all its runs are done)."""
     from .claims import table
     from .paper_claims import delta_cell, fmt_p
 
-    later = looks(records, claims)[1:]
+    later = [look for look in looks(records, claims)[1:] if look.done]  # a look with no run yet has nothing new
     if not later:
         return ""
     rows = []

@@ -37,8 +37,8 @@ def _n(tests: Sequence[ClaimTest]) -> str:
 
 def claims_verdict(tests: Sequence[ClaimTest], pending: Optional[Look] = None) -> str:
     """The study's verdict line: the claims headline with the rule it applies, and the look in progress."""
-    return (f"{claims_headline(tests)} (mAP@R, paired t, Holm within each family, n = {_n(tests)})"
-            + (f"; the look at {pending.status}" if pending else ""))
+    return (f"{claims_headline(tests)} (mAP@R, paired t, Holm within each family, n = {_n(tests)}"
+            + (f"; the look at {pending.status}" if pending else "") + ")")
 
 
 def analyse_methods_v2(records: Records, all_records: Optional[Records] = None) -> Section:
@@ -72,7 +72,8 @@ def analyse_methods_v2(records: Records, all_records: Optional[Records] = None) 
         families_text(tests),
         f"Rule: a claim is resolved when its Holm-adjusted p is below {SIGNIFICANCE}: {HOLDS} when Δ > 0, "
         f"{CONTRADICTED} when Δ < 0; otherwise {UNRESOLVED}. The paper's numbers are mAP@R (%) of the claimed-better "
-        "vs the claimed-worse loss.",
+        "vs the claimed-worse loss. The claims of studies 2, 4 and 5 (FastAP's bins, the batch size, the gap) are the "
+        "primary table's other families, in the next section.",
         "Each row gives the test of the look that decided it, or of the last complete look (the column *look*: "
         f"n = {FIRST_SEEDS} is final; a later look stays provisional until all its runs are done).",
         table(["family", "claim", "source", "paper mAP@R", "Δ mAP@R (pt) [95 % CI]", "p", "p (Holm)", "n", "look",

@@ -290,6 +290,8 @@ def _v2_part(out: Path, docs: Path, seeds: Optional[int]) -> tuple[list[str], se
         text, row = _section(name, datas[name], False, seeds, docs / "figures", docs, "v2")
         sections.append(text)
         summary.append(row)
+    if other := _other_claims(out, datas):  # right after study 1's section and its primary table
+        sections.insert(1, other + "\n")
     complete = {n for n in V2_STUDIES if v2_complete(n, datas[n], seeds)}
     # distinct trainings: study 5 reads study 2's runs, and B = 128 of study 2 is study 1's
     distinct = {s.key: s for n in V2_STUDIES for s in study_runs(n, False, seeds, "v2")} if spec.V2_STEPS else {}
@@ -323,6 +325,16 @@ def _v2_part(out: Path, docs: Path, seeds: Optional[int]) -> tuple[list[str], se
     lines += ["### Summary (v2)", "", table(["study", "measured", "verdict", "runs done"], summary), "",
               _compute(datas, list(distinct.values()), gpu_runs(out / GPU_RESULTS / "v2")), "", *sections]
     return lines, complete
+
+
+def _other_claims(out: Path, datas: dict[str, dict[str, Any]]) -> str:
+    """The primary table's families of studies 2, 4 and 5: v2's batch-size and gap runs, v1's bins runs."""
+    from .trend_claims import trend_section, trend_tests
+
+    bins = load_results(out / "bins.json")
+    records = {name: study_records(name, datas[name], False, None, "v2") for name in ("batch_size", "gap")}
+    records["bins"] = study_records("bins", bins, False, None) if bins.get("mode") == "full" else []
+    return trend_section(trend_tests(records))
 
 
 def _curves(records: list[dict[str, Any]], pilot: dict[str, Any], docs: Path) -> list[str]:
