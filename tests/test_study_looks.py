@@ -131,3 +131,16 @@ def test_the_last_look_at_n_15_tests_only_the_claims_open_after_n_10(tmp_path):
     assert lk.pending_look(recs) is None  # no look after n = 15, whatever its verdicts
     resolved_10 = {label(t) for t in lk.looks(recs)[1].tests if t.verdict != pc.UNRESOLVED}
     assert all(s.test.test.n == 10 for s in lk.claim_status(recs) if label(s.test) in resolved_10)
+
+
+def test_the_notebooks_and_the_dashboard_read_the_claims_the_looks_decide(tmp_path):
+    from lab.studies.verdicts import claims_rows, study_verdict
+
+    recs = records(with_seeds(tmp_path, range(5, 10)))
+    statuses = lk.claim_status(recs)
+    rows = claims_rows("methods", tmp_path)
+    assert [(r["claim"], r["n"], r["verdict"]) for r in rows] == [
+        (label(s.test), s.test.test.n, s.test.verdict) for s in statuses]
+    assert {r["n"] for r in rows} == {5, 10}
+    assert f"**Verdict: {analyse_methods_v2([r for r in recs if r['seed'] < 5], recs).verdict}.**" in \
+        study_verdict("methods", tmp_path)

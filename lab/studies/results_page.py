@@ -32,6 +32,15 @@ TITLES = {"methods": "1. Rank losses compared", "batch_size": "2. Batch size", "
           "bins": "4. Number of bins", "gap": "5. Decomposability gap", "memory": "6. Memory bank"}
 
 
+def analyse(name: str, records: list[dict[str, Any]], protocol: str = "v1",
+            every_seed: Optional[list[dict[str, Any]]] = None) -> Section:
+    """Study ``name``'s section from its records (seeds 0-4 in v2); ``every_seed``: study 1's runs of every seed
+    found, whose claims the power plan's looks decide (v2 only)."""
+    if protocol == "v2" and name == "methods":
+        return analyse_methods_v2(records, every_seed)
+    return (ANALYSE_V2 if protocol == "v2" else ANALYSE)[name](records)
+
+
 def section_figures(name: str, records: list[dict[str, Any]], protocol: str) -> dict[str, Any]:
     """{file stem: figure} of a study's section."""
     from . import figures as plots  # matplotlib is imported only when a figure is drawn
@@ -158,8 +167,7 @@ def _section(name: str, data: dict[str, Any], quick: bool, seeds: Optional[int],
         return "\n".join(lines), [TITLES[name], "—", "not run", "not run"]
     # Study 1's claims read every seed the power plan added; its descriptive numbers and figures keep seeds 0-4.
     extended = study_records(name, data, quick, MAX_SEEDS, protocol) if (protocol, name) == ("v2", "methods") else None
-    s = analyse_methods_v2(records, extended) if extended is not None else \
-        (ANALYSE_V2 if protocol == "v2" else ANALYSE)[name](records)
+    s = analyse(name, records, protocol, extended)
     per_setting: dict[str, set] = {}  # a study cut short has more seeds of some settings than of others
     for r in records:
         per_setting.setdefault(repr((r["method"], sorted(r.get("params", {}).items()))), set()).add(r["seed"])

@@ -47,12 +47,12 @@ def _records(name: str, results: Optional[Path]) -> tuple[list[dict], str, str]:
 def study_verdict(name: str, results: Optional[Path] = None) -> str:
     """Markdown: study ``name``'s paper claim, measured numbers, verdict (and reasons if it does not
     reproduce), with the file and the command; a line saying so when the study was not run."""
-    from .results_page import ANALYSE, ANALYSE_V2
+    from .results_page import analyse
 
     records, protocol, note = _records(name, results)
     if not records:
         return f"The reproduction study has no full-mode results for `{name}` (`python -m lab study {name}`).{note}"
-    s = (ANALYSE_V2 if protocol == "v2" else ANALYSE)[name](records)
+    s = analyse(name, records, protocol, every_seed(name, records, protocol, results))
     seeds = len({r["seed"] for r in records})
     why = "" if s.verdict == "reproduces" else f" Most likely reasons: {s.if_not}"
     where, flag = ("v2/", " --protocol v2") if protocol == "v2" else ("", "")
@@ -97,12 +97,12 @@ def claims_table(name: str, claims: Sequence[tuple[str, str, str, str]], results
 def study_details(name: str, results: Optional[Path] = None) -> tuple[str, list[Any]]:
     """(Markdown tables, matplotlib figures) of study ``name``'s section of docs/results.md, from the
     records :func:`study_verdict` reads; ("", []) when the study has no full-mode results."""
-    from .results_page import ANALYSE, ANALYSE_V2, section_figures
+    from .results_page import analyse, section_figures
 
     records, protocol, _ = _records(name, results)
     if not records:
         return "", []
-    body = (ANALYSE_V2 if protocol == "v2" else ANALYSE)[name](records).body
+    body = analyse(name, records, protocol, every_seed(name, records, protocol, results)).body
     return body, list(section_figures(name, records, protocol).values())
 
 
