@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 
 from lab.studies import curves as cv
-from lab.studies.results_page import _curves
 from lab.studies.spec import METHODS, plateau_step
 
 
@@ -50,7 +49,7 @@ def test_without_any_curve_the_page_says_so_and_draws_nothing(tmp_path):
     stale = tmp_path / "figures" / "study_curves_v2.png"
     stale.parent.mkdir()
     stale.write_bytes(b"old")
-    lines = _curves(RECORDS[3:], {}, tmp_path)
+    lines = cv.curves_lines(RECORDS[3:], {}, tmp_path)
     assert "No run of study 1 has recorded a learning curve yet" in lines[0] and not stale.exists()
-    lines = _curves(RECORDS, {}, tmp_path)
+    lines = cv.curves_lines(RECORDS, {}, tmp_path)
     assert stale.stat().st_size > 1000 and "![Learning curves per loss](figures/study_curves_v2.png)" in lines

@@ -5,6 +5,7 @@ and the page says which losses have no curve yet rather than assuming theirs.
 """
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from .claims import table
@@ -57,3 +58,19 @@ def curves_section(records: Records, losses: Sequence[str], pilot: Optional[dict
     labels = {f"{loss} ({len(seeds)} seed{'' if len(seeds) == 1 else 's'})": points
               for loss, (seeds, points) in curves.items()}
     return text, plot_curves(labels, pilot_curve)
+
+
+def curves_lines(records: Records, pilot: dict[str, Any], docs: Path) -> list[str]:
+    """The page's lines: the paragraph of study 1's curves and their figure (docs/figures/study_curves_v2.png);
+    with no curve, no figure, and a stale one is removed."""
+    from .spec import METHODS
+
+    text, fig = curves_section(records, list(METHODS), pilot)
+    target = docs / "figures" / "study_curves_v2.png"
+    if fig is None:
+        target.unlink(missing_ok=True)
+        return [text, ""]
+    from ..viz.render import save_png
+
+    path = save_png(fig, target)
+    return [text, "", f"![Learning curves per loss]({path.relative_to(docs).as_posix()})", ""]

@@ -329,7 +329,9 @@ def _v2_part(out: Path, docs: Path, seeds: Optional[int]) -> tuple[list[str], se
         path = save_png(plot_pilot(pilot["curve"], pilot.get("plateau_step")), docs / "figures" / "study_pilot_v2.png")
         lines += [f"![Pilot learning curve]({path.relative_to(docs).as_posix()})", ""]
     if spec.V2_STEPS is not None:
-        lines += _curves(study_records("methods", datas["methods"], False, MAX_SEEDS, "v2"), pilot, docs)
+        from .curves import curves_lines
+
+        lines += curves_lines(study_records("methods", datas["methods"], False, MAX_SEEDS, "v2"), pilot, docs)
     lines += ["### Summary (v2)", "", table(["study", "measured", "verdict", "runs done"], summary), "",
               _compute(datas, list(distinct.values()), gpu_runs(out / GPU_RESULTS / "v2")), "", *sections]
     return lines, complete
@@ -343,21 +345,6 @@ def _other_claims(out: Path, datas: dict[str, dict[str, Any]]) -> str:
     records = {name: study_records(name, datas[name], False, None, "v2") for name in ("batch_size", "gap")}
     records["bins"] = study_records("bins", bins, False, None) if bins.get("mode") == "full" else []
     return trend_section(trend_tests(records))
-
-
-def _curves(records: list[dict[str, Any]], pilot: dict[str, Any], docs: Path) -> list[str]:
-    """The learning curves' paragraph and figure (study 1's runs that recorded one); a stale figure goes."""
-    from .curves import curves_section
-
-    text, fig = curves_section(records, list(METHODS), pilot)
-    target = docs / "figures" / "study_curves_v2.png"
-    if fig is None:
-        target.unlink(missing_ok=True)
-        return [text, ""]
-    from ..viz.render import save_png
-
-    path = save_png(fig, target)
-    return [text, "", f"![Learning curves per loss]({path.relative_to(docs).as_posix()})", ""]
 
 
 def _json(path: Path) -> dict[str, Any]:
