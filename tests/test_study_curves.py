@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from lab.studies import curves as cv
-from lab.studies.spec import METHODS, plateau_step
+from lab.studies.spec import METHODS, V2_STEPS, plateau_step
 
 
 def run(method: str, seed: int, values: list[float], every: int = 500) -> dict:
@@ -30,7 +30,7 @@ def test_a_loss_curve_is_the_mean_over_the_seeds_that_recorded_one():
 
 
 def test_the_page_names_the_losses_without_a_curve_and_each_plateau_by_the_pilots_rule():
-    text, fig = cv.curves_section(RECORDS, list(METHODS), {"curve": [{"step": 0, "mAP@R": 0.1}]})
+    text, fig = cv.curves_section(RECORDS[::-1], list(METHODS), {"curve": [{"step": 0, "mAP@R": 0.1}]})
     missing = [m for m in METHODS if m not in ("FastAP", "SmoothAP")]
     assert f"No curve yet: {', '.join(missing)}: their plateau is not measured." in text
     assert "every 500 steps" in text
@@ -41,7 +41,9 @@ def test_the_page_names_the_losses_without_a_curve_and_each_plateau_by_the_pilot
     assert plateau_step(cv.mean_curves(RECORDS)["FastAP"][1]) is not None  # both branches of the cell occur
     assert plateau_step(cv.mean_curves(RECORDS)["SmoothAP"][1]) is None
     lines = fig.axes[0].get_lines()
-    assert [line.get_label() for line in lines] == ["FastAP (2 seeds)", "SmoothAP (1 seed)", "ROADMAP, the pilot (seed 0)"]
+    # in the study's order of the losses, whatever the records' order; the budget marked
+    assert [line.get_label() for line in lines] == ["FastAP (2 seeds)", "SmoothAP (1 seed)", "ROADMAP, the pilot (seed 0)",
+                                                    f"budget: {V2_STEPS:,} steps"]
     assert list(lines[1].get_ydata()) == pytest.approx([0.1, 0.3, 0.4, 0.5, 0.55, 0.60])
 
 

@@ -31,7 +31,8 @@ def curves_section(records: Records, losses: Sequence[str], pilot: Optional[dict
                    ) -> tuple[str, Any]:
     """(Markdown, figure or None): which of ``losses`` have a learning curve and which do not, each curve's last
     value and its plateau by the pilot's rule; the figure of the curves, the pilot's too."""
-    curves = mean_curves(records)
+    found = mean_curves(records)
+    curves = {m: found[m] for m in [*losses, *found] if m in found}  # the study's order of the losses
     pilot_curve = (pilot or {}).get("curve", [])
     lacking = [m for m in losses if m not in curves]
     rule = (f"the pilot's rule: the first evaluated step after which mAP@R never gains more than "
@@ -57,7 +58,9 @@ def curves_section(records: Records, losses: Sequence[str], pilot: Optional[dict
 
     labels = {f"{loss} ({len(seeds)} seed{'' if len(seeds) == 1 else 's'})": points
               for loss, (seeds, points) in curves.items()}
-    return text, plot_curves(labels, pilot_curve)
+    from . import spec
+
+    return text, plot_curves(labels, pilot_curve, spec.V2_STEPS)
 
 
 def curves_lines(records: Records, pilot: dict[str, Any], docs: Path) -> list[str]:
