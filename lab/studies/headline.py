@@ -49,7 +49,7 @@ def study5(records: list[dict]) -> str:
     other = [t for t in tests if t.verdict != HOLDS]
 
     def b(t: TrendTest) -> str:
-        return t.claim.claim.rsplit("B = ", 1)[1]
+        return str(t.claim.batch_size)
 
     text = ("Study 5 (the same runs): the calibration loss decreases the held-out decomposability gap by "
             + ", ".join(f"{t.interval.mean:.1f} % at B = {b(t)}" for t in tests))

@@ -177,7 +177,7 @@ def _section(name: str, data: dict[str, Any], quick: bool, seeds: Optional[int],
     lines = [f"{level} {s.title}", "", f"**Paper.** {s.claim}", "",
              f"**Measured** (mean ± std over n = {n} seeds a setting, seeds {_seed_list(records)}; metrics in %). "
              f"{s.measured}.", "",
-             f"**Verdict{so_far}: {s.verdict}.**" + ("" if s.verdict == "reproduces" else f" Most likely reasons: {s.if_not}"),
+             f"**Verdict{so_far}: {s.verdict}.**" + ("" if s.verdict == "reproduces" or not s.if_not else f" Most likely reasons: {s.if_not}"),
              "", s.body, ""]
     if figures is not None:
         from ..viz.render import save_png

@@ -12,7 +12,7 @@ somewhere in a range) is not a claim.
 from __future__ import annotations
 
 import math
-from typing import Callable, NamedTuple, Sequence
+from typing import Callable, NamedTuple, Optional, Sequence
 
 from .paper_claims import claim_verdict, fmt_p
 from .stats import Interval, Records, TTest, holm, paired, paired_interval, relative_decrease, relative_gain
@@ -26,6 +26,7 @@ class TrendClaim(NamedTuple):
     paper: str  # the paper's numbers, as it gives them
     unit: str  # of the differences
     diffs: Callable[[Records], list[float]]  # per seed, positive when the paper is right
+    batch_size: Optional[int] = None  # the gap claims': the batch size each one tests
 
 
 class TrendTest(NamedTuple):
@@ -90,7 +91,7 @@ CLAIMS: tuple[TrendClaim, ...] = (
                "iNat +19.3 vs +2.2 %", "pt of gain (%)", _gain_drop(32, 256)),
     *(TrendClaim("decomposability gap", "gap", f"ROADMAP's held-out gap < SupAP's, B = {b}",
                  "ROADMAP supp. Table 9 (ResNet-50, test sets)", "relative decrease: CUB 3.7 %, SOP 5.4 %",
-                 "% relative decrease", _gap(b)) for b in (32, 64, 128, 256)),
+                 "% relative decrease", _gap(b), b) for b in (32, 64, 128, 256)),
 )
 
 
@@ -105,9 +106,11 @@ def _t(diffs: Sequence[float]) -> TTest:
 
 
 def trend_tests(records: dict[str, Records], claims: Sequence[TrendClaim] = CLAIMS) -> list[TrendTest]:
-    """Every claim whose study has records (``records``: {study: its records}), Holm within each family."""
-    present = [c for c in claims if records.get(c.study)]
-    raw = [(d, _t(d)) for d in (c.diffs(records[c.study]) for c in present)]
+    """Every claim with at least one pair of runs in its study's records (``records``: {study: its records}),
+    Holm within each family over those claims."""
+    measured = [(c, c.diffs(records[c.study])) for c in claims if records.get(c.study)]
+    present = [c for c, d in measured if d]
+    raw = [(d, _t(d)) for _, d in measured if d]
     adjusted = [math.nan] * len(present)
     for family in dict.fromkeys(c.family for c in present):
         idx = [i for i, c in enumerate(present) if c.family == family]

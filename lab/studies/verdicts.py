@@ -54,7 +54,7 @@ def study_verdict(name: str, results: Optional[Path] = None) -> str:
         return f"The reproduction study has no full-mode results for `{name}` (`python -m lab study {name}`).{note}"
     s = analyse(name, records, protocol, every_seed(name, records, protocol, results))
     seeds = len({r["seed"] for r in records})
-    why = "" if s.verdict == "reproduces" else f" Most likely reasons: {s.if_not}"
+    why = "" if s.verdict == "reproduces" or not s.if_not else f" Most likely reasons: {s.if_not}"
     where, flag = ("v2/", " --protocol v2") if protocol == "v2" else ("", "")
     return (f"**Reproduction study, protocol {protocol}** (`results/{where}{name}.json`, {seeds} seeds, "
             f"`python -m lab study {name}{flag}`).{note} *Paper:* {s.claim}\n\n*Measured:* {s.measured}. "
