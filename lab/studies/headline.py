@@ -25,11 +25,12 @@ def study1(records: list[dict], protocol: str = "v2", every: Optional[list[dict]
     everything = records if every is None else every
     tests = final_tests(everything)
     n = sorted({t.test.n for t in tests})
-    later = ("; seeds are being added to the claims not resolved, by the power plan written before their runs"
-             if pending_look(everything) else "")
+    pending = pending_look(everything)  # its count of runs stays on the page: the README changes once a look ends
+    later = (f"; the power plan's look at n = {pending.n}, written before its runs, is not complete yet"
+             if pending else "")
     histogram = [m for m in ("FastAP", "SoftBinAP") if any(r["method"] == m for r in records)]
     order = [m for m in PAPER_ORDER if any(r["method"] == m for r in records)]
-    return (f"Study 1 (protocol {protocol}, {len(everything)} runs): {claims_headline(tests)} (mAP@R, paired t-test, "
+    return (f"Study 1 (protocol {protocol}, {len(records)} runs): {claims_headline(tests)} (mAP@R, paired t-test, "
             f"Holm within each family of claims, n = {n[0] if len(n) == 1 else f'{n[0]}-{n[-1]}'}{later}). The row order of the papers' tables is "
             "not a claim and is not tested; here the histogram losses take the first places by mean mAP@R ("
             f"{seed_positions(records, order, histogram)}).")
