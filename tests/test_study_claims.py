@@ -12,7 +12,7 @@ import pytest
 from lab.studies import paper_claims as pc
 from lab.studies import power
 from lab.studies import spec as study_spec
-from lab.studies.sweeps import bins_verdict, cpu_per_step, tied_with_peak
+from lab.studies.sweeps import cpu_per_step
 
 from .test_study import fake, fake_execute  # noqa: F401 (fixture)
 
@@ -178,19 +178,6 @@ def test_claims_rows_for_the_dashboard_are_the_pages_table(tmp_path, fake, monke
     assert ablation.count("| ablation |") == 2 and "| SupRank |" not in ablation
 
 
-def test_a_flat_bins_curve_is_not_a_peak():
-    def recs(r1: dict[int, list[float]]) -> list[dict]:
-        return [{"method": "FastAP", "seed": s, "R@1": v, "params": {"num_bins": b}} for b, vs in r1.items()
-                for s, v in enumerate(vs)]
-
-    flat = recs({2: [0.83, 0.84, 0.82], 10: [0.93, 0.92, 0.94], 20: [0.94, 0.92, 0.93], 40: [0.92, 0.93, 0.92]})
-    tied = tied_with_peak(flat, "FastAP", 20, [2, 10, 20, 40])
-    assert tied == [10, 40] and bins_verdict(20, [2, 10, 20, 40], tied).startswith("partly")
-    peak = recs({2: [0.83, 0.84, 0.82], 10: [0.93, 0.94, 0.95], 20: [0.90, 0.91, 0.91], 40: [0.88, 0.885, 0.89]})
-    tied = tied_with_peak(peak, "FastAP", 10, [2, 10, 20, 40])
-    assert 40 not in tied and 2 not in tied and bins_verdict(10, [2, 10, 20, 40], tied) == "reproduces"
-
-
 def test_the_memory_claim_compares_cpu_time():
     records = [{"method": m, "seed": s, "train_cpu_seconds": cpu * 100, "steps": 100}
                for m, cpu in (("ROADMAP", 0.38), ("SupAP + XBM", 0.54)) for s in range(3)]
@@ -235,3 +222,27 @@ def test_docs_figures_says_the_seeds_its_comparisons_are_read_from():
     seeds = "/".join(str(n) for n in sorted({len(r["seeds"]) for r in reproduction_rows("methods")}))
     intro = (ROOT / "docs" / "figures.md").read_text().split("<!-- figure: ", 1)[0]
     assert f"The loss comparison and the recall losses (mean ± std over {seeds} seeds)" in intro
+
+
+def test_the_committed_page_reads_as_one_page():
+    """Issue 33's readability list, on the committed page and README: one rank convention (1 = best), a summary's
+    measured and verdict cells that say different things, no complete study that 'has not recorded its end', and
+    the README giving protocol v2's command before v1's."""
+    page_path = ROOT / "docs" / "results.md"
+    if not (ROOT / "results" / "v2" / "methods.json").exists() or not page_path.exists():
+        pytest.skip("no raw results")
+    page = page_path.read_text()
+    assert re.findall(r"\(1 = (\w+)", page) and set(re.findall(r"\(1 = (\w+)", page)) == {"best"}
+    for header in ("| study | measured | verdict | runs done |",):
+        for block in page.split(header)[1:]:
+            for line in block.strip().splitlines()[1:]:
+                if not line.startswith("|"):
+                    break
+                study, measured, verdict = (c.strip() for c in line.strip("|").split("|")[:3])
+                assert measured not in verdict and verdict not in measured, study
+    for section in re.split(r"\n#{2,3} ", page):
+        if "has not recorded its end" in section:
+            assert "**Incomplete:" in section, section.splitlines()[0]
+    readme = (ROOT / "README.md").read_text()
+    results = readme[readme.index("## Do the papers' claims hold?"):]
+    assert results.index("--protocol v2") < results.index("python -m lab study all")

@@ -232,5 +232,24 @@ def plot_pilot(curve: Sequence[dict], plateau: Any = None) -> Figure:
     return fig
 
 
-__all__ = ["plot_methods", "plot_ranks", "plot_pilot", "plot_batch_size", "plot_hparams", "plot_bins", "plot_gap", "plot_memory", "gains_by",
+def plot_curves(curves: dict[str, list[tuple[int, float]]], pilot: Sequence[dict] = (), budget: Any = None) -> Figure:
+    """Study 1's learning curves: mAP@R on the whole test split against the steps, one line per loss (``curves``:
+    {label: [(step, mAP@R), ...]}, e.g. the mean over the seeds that recorded one), the pilot's ROADMAP dashed,
+    the budget (steps per run) marked."""
+    fig, (ax,) = _figure(9.5, 4.0, 1, "Learning curves per loss", "mAP@R on the whole test split")
+    for i, (label, points) in enumerate(curves.items()):
+        ax.plot([s for s, _ in points], [v for _, v in points], marker="o", markersize=3, label=label,
+                color=CATEGORIES[i % len(CATEGORIES)])
+    if pilot:
+        ax.plot([p["step"] for p in pilot], [p["mAP@R"] for p in pilot], linestyle="--", color="#7f7f7f",
+                label="ROADMAP, the pilot (seed 0)")
+    if budget is not None:
+        ax.axvline(budget, color="#7f7f7f", linestyle=":", linewidth=1, label=f"budget: {budget:,} steps")
+    ax.set_xlabel("training steps")
+    ax.set_ylabel("mAP@R")
+    ax.legend(frameon=False, fontsize=8, loc="lower right")
+    return fig
+
+
+__all__ = ["plot_methods", "plot_ranks", "plot_pilot", "plot_curves", "plot_batch_size", "plot_hparams", "plot_bins", "plot_gap", "plot_memory", "gains_by",
            "epoch_minutes"]

@@ -8,13 +8,14 @@ never tested.
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from typing import Any, Optional, Sequence
 
 from ..core.hparams import DELTA, TAU
 from .claims import PAPER_METHODS, Section, table
 from .paper_claims import (CONTRADICTED, HOLDS, PAPER_TABLES, UNRESOLVED, ClaimTest, adjacent_row_differences, below_in,
-                           claim_tests, claims_headline, claims_table_rows, delta_cell, families_text, said)
-from .power import plan_section
+                           claim_tests, claims_headline, delta_cell, families_text, said)
+from .looks import Look, claim_status, looks_section, pending_look, primary_rows
+from .power import FIRST_SEEDS, plan_section
 from .spec import PAPER_ORDER, PILOT_FIRST_STEPS, PLATEAU_GAIN, PLATEAU_WINDOW
 from .stats import SIGNIFICANCE, Records, fmt, mean_std, seed_ranks, summarise
 
@@ -23,17 +24,27 @@ def measured_order(records: Records, order: Sequence[str] = PAPER_ORDER) -> list
     return sorted(order, key=lambda m: -summarise(records, "mAP@R", method=m).mean)
 
 
+def _seeds(seeds: Sequence[int]) -> str:
+    """'0-4' for consecutive seeds, else '0, 2, 3'."""
+    return (f"{seeds[0]}-{seeds[-1]}" if len(seeds) > 1 and list(seeds) == list(range(seeds[0], seeds[-1] + 1))
+            else ", ".join(map(str, seeds)))
+
+
 def _n(tests: Sequence[ClaimTest]) -> str:
     counts = sorted({t.test.n for t in tests})  # seeds both losses of a claim have: the paired n
     return f"{counts[0]}" if len(counts) == 1 else f"{counts[0]}-{counts[-1]}"
 
 
-def claims_verdict(tests: Sequence[ClaimTest]) -> str:
-    """The study's verdict line: the claims headline with the rule it applies."""
-    return f"{claims_headline(tests)} (mAP@R, paired t, Holm within each family, n = {_n(tests)})"
+def claims_verdict(tests: Sequence[ClaimTest], pending: Optional[Look] = None) -> str:
+    """The study's verdict line: the claims headline with the rule it applies, and the look in progress."""
+    return (f"{claims_headline(tests)} (mAP@R, paired t, Holm within each family, n = {_n(tests)}"
+            + (f"; the look at {pending.status}" if pending else "") + ")")
 
 
-def analyse_methods_v2(records: Records) -> Section:
+def analyse_methods_v2(records: Records, all_records: Optional[Records] = None) -> Section:
+    """``records``: the runs of seeds 0-4 (the descriptive table, the figures); ``all_records``: every seed found
+    (the power plan's looks decide the claims; default ``records``)."""
+    everything = records if all_records is None else all_records
     methods = list(dict.fromkeys(r["method"] for r in records))
     order = [m for m in PAPER_ORDER if m in methods]
     ranks = seed_ranks(records, order, "mAP@R")
@@ -47,7 +58,10 @@ def analyse_methods_v2(records: Records) -> Section:
                      f"{best_first.index(m) + 1} of {len(order)}" if m in order else "—",
                      f"{rank.mean:.1f} ± {rank.std:.1f}" if rank and rank.n > 1 else "—",
                      f"{ref[0]} / {ref[1]} ({ref[2]})" if ref else "—"])
-    tests = claim_tests(records)
+    first = claim_tests([r for r in everything if r["seed"] < FIRST_SEEDS])  # the look the plan was written at
+    statuses = claim_status(everything)
+    tests = [s.test for s in statuses]
+    seeds = sorted({r["seed"] for r in records})
     below, settings = below_in("BlackBoxAP", "SoftBinAP")
     body = "\n\n".join([
         "**The papers' claims** (the primary table): each claim is a paper saying one loss beats another. Each is "
@@ -58,11 +72,16 @@ def analyse_methods_v2(records: Records) -> Section:
         families_text(tests),
         f"Rule: a claim is resolved when its Holm-adjusted p is below {SIGNIFICANCE}: {HOLDS} when Δ > 0, "
         f"{CONTRADICTED} when Δ < 0; otherwise {UNRESOLVED}. The paper's numbers are mAP@R (%) of the claimed-better "
-        "vs the claimed-worse loss.",
-        table(["family", "claim", "source", "paper mAP@R", "Δ mAP@R (pt) [95 % CI]", "p", "p (Holm)", "n",
-               "verdict"], claims_table_rows(tests)),
-        plan_section(tests),
-        "**Descriptive, not a claim of the papers:** every loss's mean over seeds and its rank (1 = best everywhere "
+        "vs the claimed-worse loss. The claims of studies 2, 4 and 5 (FastAP's bins, the batch size, the gap) are the "
+        "primary table's other families, in the next section.",
+        "Each row gives the test of the look that decided it, or of the last complete look (the column *look*: "
+        f"n = {FIRST_SEEDS} is final; a later look stays provisional until all its runs are done).",
+        table(["family", "claim", "source", "paper mAP@R", "Δ mAP@R (pt) [95 % CI]", "p", "p (Holm)", "n", "look",
+               "verdict"], primary_rows(statuses)),
+        plan_section(first),
+        *([later] if (later := looks_section(everything)) else []),
+        f"**Descriptive, not a claim of the papers** (seeds {_seeds(seeds)}, n = {len(seeds)}, whatever later seeds "
+        "the power plan adds): every loss's mean over seeds and its rank (1 = best everywhere "
         f"on this page). The row order of the papers' tables ({' > '.join(reversed(order))}) is not a ranking "
         f"the papers claim: their own mAP@R puts BlackBoxAP below SoftBinAP in {below} of {settings} dataset × "
         "backbone settings (ROADMAP Table 1, supp. Table 4, SupRank Table I), so it is shown, not tested.",
@@ -77,7 +96,7 @@ def analyse_methods_v2(records: Records) -> Section:
         f"{m} {100 * summarise(records, 'mAP@R', method=m).mean:.1f}"
         for m in sorted(methods, key=lambda m: -summarise(records, "mAP@R", method=m).mean))
     return Section("1. Rank losses compared (ROADMAP Tables 1-2, supp. Table 4; SupRank Tables I-II)", claim,
-                   measured, claims_verdict(tests), body, why_not_v2(records, tests, order))
+                   measured, claims_verdict(tests, pending_look(everything)), body, why_not_v2(records, tests, order))
 
 
 def _kernel_widths() -> dict[str, float]:

@@ -98,9 +98,10 @@ def claim_verdict(mean_diff: float, p_holm: float, alpha: float = SIGNIFICANCE) 
     return HOLDS if mean_diff > 0 else CONTRADICTED
 
 
-def claim_tests(records: Records, claims: Sequence[Claim] = CLAIMS, metric: str = "mAP@R") -> list[ClaimTest]:
+def claim_tests(records: Records, claims: Sequence[Claim] = CLAIMS, metric: str = "mAP@R",
+                alpha: float = SIGNIFICANCE) -> list[ClaimTest]:
     """Every claim whose two methods are in ``records``, in the order of ``claims``, tested on ``metric``
-    (paired by seed), with Holm over the tested claims of its family."""
+    (paired by seed), with Holm over the tested claims of its family, resolved at level ``alpha``."""
     methods = {r["method"] for r in records}
     present = [c for c in claims if c.better in methods and c.worse in methods]
     raw = []
@@ -112,7 +113,7 @@ def claim_tests(records: Records, claims: Sequence[Claim] = CLAIMS, metric: str 
         idx = [i for i, c in enumerate(present) if c.family == family]
         for i, p in zip(idx, holm([raw[i][1].p for i in idx])):
             adjusted[i] = p
-    return [ClaimTest(c, d, paired_interval(d), t, p, claim_verdict(paired_interval(d).mean, p))
+    return [ClaimTest(c, d, paired_interval(d), t, p, claim_verdict(paired_interval(d).mean, p, alpha))
             for c, (d, t), p in zip(present, raw, adjusted)]
 
 

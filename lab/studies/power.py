@@ -95,8 +95,9 @@ def plan_section(tests: Sequence[ClaimTest]) -> str:
     return "\n\n".join([
         f"**Power plan** (`lab/studies/power.py`, `POWER_PLAN`). {POWER_PLAN}",
         f"It needs more seeds of {', '.join(losses)}: {runs} runs per look, {runs * len(LOOKS)} at most. "
-        f"`python -m lab study methods --protocol v2 --seeds {LOOKS[0]}` (then `--seeds {MAX_SEEDS}`) trains the "
-        "new seeds of every loss of the study, since the runner cannot yet train only some losses; the stored "
+        f"`python -m lab study methods --protocol v2 --seeds {LOOKS[0]} --methods {','.join(losses)} "
+        f"--curve-every 500` (then `--seeds {MAX_SEEDS}`) trains only these losses' new seeds, each with its "
+        "learning curve (evaluating on the way does not change a run); the stored "
         f"seeds 0-{FIRST_SEEDS - 1} are not re-run, and a claim resolved at n = {FIRST_SEEDS} keeps its n = "
         f"{FIRST_SEEDS} whatever the new seeds say.",
         f"Planning figure, from the effects observed at n = {FIRST_SEEDS} (post hoc: it sizes the plan, it is not "

@@ -17,7 +17,8 @@ from . import spec
 from .claims import Section, analyse_batch_size, analyse_gap, analyse_methods, table
 from .code_versions import code_versions, pilot_replay
 from .gpu_time import gpu_time
-from .ordering import analyse_methods_v2, pilot_section
+from .ordering import _seeds, analyse_methods_v2, pilot_section
+from .power import MAX_SEEDS
 from .runner import load_results, missing_runs
 from .spec import (ALPHA, BATCH_SIZES, BINS, FULL_BASE, FULL_SEEDS, HPARAMS, METHODS, QUICK_BASE, QUICK_SEEDS,
                    V2_BASE, V2_SEEDS, V2_STUDIES, XBM_FRACTION, XBM_WARMUP, RunSpec, study_runs)
@@ -32,6 +33,15 @@ TITLES = {"methods": "1. Rank losses compared", "batch_size": "2. Batch size", "
           "bins": "4. Number of bins", "gap": "5. Decomposability gap", "memory": "6. Memory bank"}
 
 
+def analyse(name: str, records: list[dict[str, Any]], protocol: str = "v1",
+            every_seed: Optional[list[dict[str, Any]]] = None) -> Section:
+    """Study ``name``'s section from its records (seeds 0-4 in v2); ``every_seed``: study 1's runs of every seed
+    found, whose claims the power plan's looks decide (v2 only)."""
+    if protocol == "v2" and name == "methods":
+        return analyse_methods_v2(records, every_seed)
+    return (ANALYSE_V2 if protocol == "v2" else ANALYSE)[name](records)
+
+
 def section_figures(name: str, records: list[dict[str, Any]], protocol: str) -> dict[str, Any]:
     """{file stem: figure} of a study's section."""
     from . import figures as plots  # matplotlib is imported only when a figure is drawn
@@ -43,6 +53,10 @@ def section_figures(name: str, records: list[dict[str, Any]], protocol: str) -> 
     if name == "methods" and protocol == "v2":
         out[f"study_ranks{suffix}"] = plots.plot_ranks(records, spec.PAPER_ORDER)
     return out
+
+
+def _seed_list(records: list[dict[str, Any]]) -> str:
+    return _seeds(sorted({r["seed"] for r in records}))
 
 
 def _minutes(seconds: float) -> str:
@@ -152,7 +166,9 @@ def _section(name: str, data: dict[str, Any], quick: bool, seeds: Optional[int],
     if not records:
         lines += [f"**Not run yet.** Complete with `{command}` ({len(missing)} runs).", ""]
         return "\n".join(lines), [TITLES[name], "—", "not run", "not run"]
-    s = (ANALYSE_V2 if protocol == "v2" else ANALYSE)[name](records)
+    # Study 1's claims read every seed the power plan added; its descriptive numbers and figures keep seeds 0-4.
+    extended = study_records(name, data, quick, MAX_SEEDS, protocol) if (protocol, name) == ("v2", "methods") else None
+    s = analyse(name, records, protocol, extended)
     per_setting: dict[str, set] = {}  # a study cut short has more seeds of some settings than of others
     for r in records:
         per_setting.setdefault(repr((r["method"], sorted(r.get("params", {}).items()))), set()).add(r["seed"])
@@ -160,8 +176,9 @@ def _section(name: str, data: dict[str, Any], quick: bool, seeds: Optional[int],
     n = f"{counts[0]}" if len(counts) == 1 else f"{counts[0]}-{counts[-1]}"
     so_far = f" so far ({len(records)} of {len(records) + len(missing)} runs: provisional)" if missing else ""
     lines = [f"{level} {s.title}", "", f"**Paper.** {s.claim}", "",
-             f"**Measured** (mean ± std over n = {n} seeds a setting; metrics in %). {s.measured}.", "",
-             f"**Verdict{so_far}: {s.verdict}.**" + ("" if s.verdict == "reproduces" else f" Most likely reasons: {s.if_not}"),
+             f"**Measured** (mean ± std over n = {n} seeds a setting, seeds {_seed_list(records)}; metrics in %). "
+             f"{s.measured}.", "",
+             f"**Verdict{so_far}: {s.verdict}.**" + ("" if s.verdict == "reproduces" or not s.if_not else f" Most likely reasons: {s.if_not}"),
              "", s.body, ""]
     if figures is not None:
         from ..viz.render import save_png
@@ -171,7 +188,7 @@ def _section(name: str, data: dict[str, Any], quick: bool, seeds: Optional[int],
             lines += [f"![{s.title}]({path.relative_to(docs).as_posix()})", ""]
     lines.append(f"**Command and time.** `{command}`: {_timing(data, records, complete=not missing)}.")
     if protocol == "v2":
-        lines += ["", code_versions(records)]
+        lines += ["", code_versions(extended or records)]
     if missing or failed:
         what = _missing_settings(missing)
         lines.append(f"\n**Incomplete: {len(missing)} of {len(missing) + len(records)} runs missing** ({what}"
@@ -282,6 +299,8 @@ def _v2_part(out: Path, docs: Path, seeds: Optional[int]) -> tuple[list[str], se
         text, row = _section(name, datas[name], False, seeds, docs / "figures", docs, "v2")
         sections.append(text)
         summary.append(row)
+    if other := _other_claims(out, datas):  # right after study 1's section and its primary table
+        sections.insert(1, other + "\n")
     complete = {n for n in V2_STUDIES if v2_complete(n, datas[n], seeds)}
     # distinct trainings: study 5 reads study 2's runs, and B = 128 of study 2 is study 1's
     distinct = {s.key: s for n in V2_STUDIES for s in study_runs(n, False, seeds, "v2")} if spec.V2_STEPS else {}
@@ -310,9 +329,23 @@ def _v2_part(out: Path, docs: Path, seeds: Optional[int]) -> tuple[list[str], se
 
         path = save_png(plot_pilot(pilot["curve"], pilot.get("plateau_step")), docs / "figures" / "study_pilot_v2.png")
         lines += [f"![Pilot learning curve]({path.relative_to(docs).as_posix()})", ""]
+    if spec.V2_STEPS is not None:
+        from .curves import curves_lines
+
+        lines += curves_lines(study_records("methods", datas["methods"], False, MAX_SEEDS, "v2"), pilot, docs)
     lines += ["### Summary (v2)", "", table(["study", "measured", "verdict", "runs done"], summary), "",
               _compute(datas, list(distinct.values()), gpu_runs(out / GPU_RESULTS / "v2")), "", *sections]
     return lines, complete
+
+
+def _other_claims(out: Path, datas: dict[str, dict[str, Any]]) -> str:
+    """The primary table's families of studies 2, 4 and 5: v2's batch-size and gap runs, v1's bins runs."""
+    from .trend_claims import trend_section, trend_tests
+
+    bins = load_results(out / "bins.json")
+    records = {name: study_records(name, datas[name], False, None, "v2") for name in ("batch_size", "gap")}
+    records["bins"] = study_records("bins", bins, False, None) if bins.get("mode") == "full" else []
+    return trend_section(trend_tests(records))
 
 
 def _json(path: Path) -> dict[str, Any]:

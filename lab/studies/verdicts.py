@@ -47,14 +47,14 @@ def _records(name: str, results: Optional[Path]) -> tuple[list[dict], str, str]:
 def study_verdict(name: str, results: Optional[Path] = None) -> str:
     """Markdown: study ``name``'s paper claim, measured numbers, verdict (and reasons if it does not
     reproduce), with the file and the command; a line saying so when the study was not run."""
-    from .results_page import ANALYSE, ANALYSE_V2
+    from .results_page import analyse
 
     records, protocol, note = _records(name, results)
     if not records:
         return f"The reproduction study has no full-mode results for `{name}` (`python -m lab study {name}`).{note}"
-    s = (ANALYSE_V2 if protocol == "v2" else ANALYSE)[name](records)
+    s = analyse(name, records, protocol, every_seed(name, records, protocol, results))
     seeds = len({r["seed"] for r in records})
-    why = "" if s.verdict == "reproduces" else f" Most likely reasons: {s.if_not}"
+    why = "" if s.verdict == "reproduces" or not s.if_not else f" Most likely reasons: {s.if_not}"
     where, flag = ("v2/", " --protocol v2") if protocol == "v2" else ("", "")
     return (f"**Reproduction study, protocol {protocol}** (`results/{where}{name}.json`, {seeds} seeds, "
             f"`python -m lab study {name}{flag}`).{note} *Paper:* {s.claim}\n\n*Measured:* {s.measured}. "
@@ -97,22 +97,34 @@ def claims_table(name: str, claims: Sequence[tuple[str, str, str, str]], results
 def study_details(name: str, results: Optional[Path] = None) -> tuple[str, list[Any]]:
     """(Markdown tables, matplotlib figures) of study ``name``'s section of docs/results.md, from the
     records :func:`study_verdict` reads; ("", []) when the study has no full-mode results."""
-    from .results_page import ANALYSE, ANALYSE_V2, section_figures
+    from .results_page import analyse, section_figures
 
     records, protocol, _ = _records(name, results)
     if not records:
         return "", []
-    body = (ANALYSE_V2 if protocol == "v2" else ANALYSE)[name](records).body
+    body = analyse(name, records, protocol, every_seed(name, records, protocol, results)).body
     return body, list(section_figures(name, records, protocol).values())
 
 
+def every_seed(name: str, records: list[dict], protocol: str, results: Optional[Path]) -> list[dict]:
+    """Study 1's runs of every seed the power plan added (v2), else ``records``: what its claims' looks read."""
+    from .power import MAX_SEEDS
+    from .results_page import study_records
+
+    if (name, protocol) != ("methods", "v2"):
+        return records
+    data = load_results(Path(results or RESULTS) / "v2" / f"{name}.json")
+    return study_records(name, data, False, MAX_SEEDS, "v2")
+
+
 def _claim_tests(name: str, results: Optional[Path], families: Optional[Sequence[str]]) -> tuple[list, str, int]:
-    from .paper_claims import claim_tests
+    from .looks import final_tests
 
     records, protocol, _ = _records(name, results)
     if name != "methods" or not records:  # the claims of one loss beating another are study 1's
         return [], protocol, 0
-    tests = claim_tests(records)  # Holm over each whole family, as on the page, before any row is left out
+    # Holm over each whole family, as on the page, before any row is left out; each claim from its deciding look
+    tests = final_tests(every_seed(name, records, protocol, results))
     keep = [t for t in tests if families is None or t.claim.family in families]
     return keep, protocol, len({r["seed"] for r in records})
 

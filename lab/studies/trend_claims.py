@@ -1,0 +1,171 @@
+"""The papers' claims of studies 2, 4 and 5 as paired tests: the primary table's families beyond study 1's.
+
+Each claim is one statement of a paper, turned into a per-seed difference that is positive when the paper is
+right: FastAP's R@1 at 10 bins minus at fewer or more bins (FastAP Sec. 4.4, Fig. 4b), ROADMAP's relative gain
+over SupAP at the smallest batch minus at a larger one (ROADMAP Sec. 4.3, Fig. 5), SupAP's held-out
+decomposability gap minus ROADMAP's (supp. Table 9). A claim is tested by the two-sided t-test of those
+differences (a paired t-test: same seed, same initial weights and batches), Holm within its family, resolved at
+0.05 as study 1's claims are (:func:`lab.studies.paper_claims.claim_verdict`). A family is fixed here from the
+paper's text, with its reason, before its tests are read; a shape that the data cannot reject (a best mean
+somewhere in a range) is not a claim.
+"""
+from __future__ import annotations
+
+import math
+from typing import Callable, NamedTuple, Optional, Sequence
+
+from .paper_claims import claim_verdict, fmt_p
+from .stats import Interval, Records, TTest, holm, paired, paired_interval, relative_decrease, relative_gain
+
+
+class TrendClaim(NamedTuple):
+    family: str
+    study: str  # the results file its runs are in (bins: protocol v1; batch_size, gap: protocol v2)
+    claim: str
+    source: str
+    paper: str  # the paper's numbers, as it gives them
+    unit: str  # of the differences
+    diffs: Callable[[Records], list[float]]  # per seed, positive when the paper is right
+    batch_size: Optional[int] = None  # the gap claims': the batch size each one tests
+
+
+class TrendTest(NamedTuple):
+    claim: TrendClaim
+    diffs: list[float]
+    interval: Interval
+    test: TTest
+    p_holm: float
+    verdict: str
+
+
+def _bins(more: int, fewer: int) -> Callable[[Records], list[float]]:
+    def diffs(records: Records) -> list[float]:
+        a, b = paired(records, "R@1", {"method": "FastAP", "num_bins": more}, {"method": "FastAP", "num_bins": fewer})
+        return [100 * (x - y) for x, y in zip(a, b)]
+    return diffs
+
+
+def _gain(records: Records, b: int) -> dict[int, float]:
+    """{seed: ROADMAP's relative mAP@R gain (%) over SupAP at batch size b}."""
+    road = {r["seed"]: r["mAP@R"] for r in records if r["method"] == "ROADMAP" and r["params"].get("batch_size") == b}
+    sup = {r["seed"]: r["mAP@R"] for r in records if r["method"] == "SupAP" and r["params"].get("batch_size") == b}
+    return {s: relative_gain(road[s], sup[s]) for s in sorted(set(road) & set(sup))}
+
+
+def _gain_drop(small: int, large: int) -> Callable[[Records], list[float]]:
+    def diffs(records: Records) -> list[float]:
+        a, b = _gain(records, small), _gain(records, large)
+        return [a[s] - b[s] for s in sorted(set(a) & set(b))]
+    return diffs
+
+
+def _gap(b: int) -> Callable[[Records], list[float]]:
+    def diffs(records: Records) -> list[float]:
+        sup, road = paired(records, "gap_heldout", {"method": "SupAP", "batch_size": b},
+                           {"method": "ROADMAP", "batch_size": b})
+        return [relative_decrease(r, s) for s, r in zip(sup, road)]
+    return diffs
+
+
+def _paper_gains(small: int, large: int) -> str:
+    """'CUB +3.5 vs +1.9 %; ...': supp. Table 6's relative gains at two batch sizes (claims.PAPER_BATCH)."""
+    from .claims import PAPER_BATCH, paper_gains
+
+    return "; ".join(f"{d} {paper_gains(d)[small]:+.1f} vs {paper_gains(d)[large]:+.1f} %" for d in PAPER_BATCH)
+
+
+_FIG4 = "FastAP Sec. 4.4, Fig. 4b (ResNet-18, B = 256)"
+_PEAK = "plotted only: R@1 'consistently peaks around 10 bins' on every dataset"
+_FIG5 = "ROADMAP Sec. 4.3, Fig. 5; supp. Table 6 (ResNet-50)"
+FAMILIES: dict[str, str] = {
+    "FastAP's bins": "FastAP Sec. 4.4 makes one statement of the bin count: R@1 peaks around 10 bins, too few bins "
+                     "approximate AP badly and more bins do not help; tested as 10 bins above each end of the grid "
+                     "(2 and 40)",
+    "batch size": "ROADMAP Sec. 4.3 makes one statement of Fig. 5: the gain of L_calibr. over SupAP becomes larger as "
+                  "the batch gets smaller; tested between the smallest batch and the studies' default (128) and the "
+                  "largest (256)",
+    "decomposability gap": "ROADMAP supp. Table 9 states that L_calibr. decreases the decomposability gap, at no "
+                           "stated batch size: each of the 4 batch sizes of study 2's runs tests it",
+}
+CLAIMS: tuple[TrendClaim, ...] = (
+    TrendClaim("FastAP's bins", "bins", "FastAP: 10 bins > 2 bins (R@1)", _FIG4, _PEAK, "pt of R@1", _bins(10, 2)),
+    TrendClaim("FastAP's bins", "bins", "FastAP: 10 bins > 40 bins (R@1)", _FIG4, _PEAK, "pt of R@1", _bins(10, 40)),
+    TrendClaim("batch size", "batch_size", "gain at B = 32 > gain at B = 128", _FIG5,
+               "relative mAP@R gain: " + _paper_gains(32, 128), "pt of gain (%)", _gain_drop(32, 128)),
+    TrendClaim("batch size", "batch_size", "gain at B = 32 > gain at B = 256", _FIG5,
+               "relative mAP@R gain, B = 32 vs 384 (the paper's largest): " + _paper_gains(32, 384), "pt of gain (%)",
+               _gain_drop(32, 256)),
+    *(TrendClaim("decomposability gap", "gap", f"ROADMAP's held-out gap < SupAP's, B = {b}",
+                 "ROADMAP supp. Table 9 (ResNet-50, test sets)", "relative decrease: CUB 3.7 %, SOP 5.4 %",
+                 "% relative decrease", _gap(b), b) for b in (32, 64, 128, 256)),
+)
+
+
+def _t(diffs: Sequence[float]) -> TTest:
+    """The t-test of paired differences against 0 (the paired t-test of the two sides)."""
+    if len(diffs) < 2 or max(diffs) == min(diffs):
+        return TTest(math.nan, math.nan, len(diffs))
+    from scipy.stats import ttest_1samp
+
+    res = ttest_1samp(list(diffs), 0.0)
+    return TTest(float(res.statistic), float(res.pvalue), len(diffs))
+
+
+def trend_tests(records: dict[str, Records], claims: Sequence[TrendClaim] = CLAIMS) -> list[TrendTest]:
+    """Every claim with at least one pair of runs in its study's records (``records``: {study: its records}),
+    Holm within each family over those claims."""
+    measured = [(c, c.diffs(records[c.study])) for c in claims if records.get(c.study)]
+    present = [c for c, d in measured if d]
+    raw = [(d, _t(d)) for _, d in measured if d]
+    adjusted = [math.nan] * len(present)
+    for family in dict.fromkeys(c.family for c in present):
+        idx = [i for i, c in enumerate(present) if c.family == family]
+        for i, p in zip(idx, holm([raw[i][1].p for i in idx])):
+            adjusted[i] = p
+    return [TrendTest(c, d, paired_interval(d), t, p, claim_verdict(paired_interval(d).mean, p))
+            for c, (d, t), p in zip(present, raw, adjusted)]
+
+
+def _cell(i: Interval) -> str:
+    return f"{i.mean:+.2f}" if i.n < 2 else f"{i.mean:+.2f} [{i.low:+.2f}, {i.high:+.2f}]"
+
+
+def trend_rows(tests: Sequence[TrendTest]) -> list[list[str]]:
+    """Rows: family, claim, source, the paper's numbers, Δ [95 % CI] with its unit, p, Holm p, n, verdict."""
+    return [[t.claim.family, t.claim.claim, t.claim.source, t.claim.paper, f"{_cell(t.interval)} {t.claim.unit}",
+             fmt_p(t.test.p), fmt_p(t.p_holm), str(t.test.n), t.verdict] for t in tests]
+
+
+def family_headline(tests: Sequence[TrendTest], family: str) -> str:
+    """'of the papers' 2 claims, 1 hold, 0 contradicted, 1 not resolved (...)': one family's outcome, in study 1's
+    words (:func:`lab.studies.paper_claims.claims_headline`, which the dashboard's badge reads)."""
+    from .paper_claims import CONTRADICTED, HOLDS, UNRESOLVED
+
+    mine = [t for t in tests if t.claim.family == family]
+    against = [t.claim.claim for t in mine if t.verdict == CONTRADICTED]
+    ns = sorted({t.test.n for t in mine})
+    return (f"of the papers' {len(mine)} claims, {sum(t.verdict == HOLDS for t in mine)} hold, {len(against)} "
+            "contradicted" + (f" ({', '.join(against)})" if against else "")
+            + f", {sum(t.verdict == UNRESOLVED for t in mine)} not resolved (paired t, Holm within the family, "
+            f"n = {'-'.join(map(str, ns))})")
+
+
+def trend_section(tests: Sequence[TrendTest]) -> str:
+    """Markdown: the families with their reasons, the rule and the table."""
+    from .claims import table
+
+    if not tests:
+        return ""
+    sizes = {f: sum(t.claim.family == f for t in tests) for f in dict.fromkeys(t.claim.family for t in tests)}
+    return "\n\n".join([
+        "### The papers' other claims (primary table, continued)",
+        "The claims of studies 2, 4 and 5, each a paper's statement turned into a per-seed difference that is "
+        "positive when the paper is right, tested by a two-sided paired t-test (same seed, same initial weights "
+        "and batches) with its 95 % t interval, Holm within its family, resolved at 0.05 as study 1's claims are. "
+        "Tested once, at the n of their studies: the power plan adds seeds to study 1's claims only. The families, "
+        "fixed from the papers' text:",
+        "\n".join(f"- *{f}* (Holm over {n}): {FAMILIES[f]}." for f, n in sizes.items()),
+        table(["family", "claim", "source", "paper", "Δ [95 % CI]", "p", "p (Holm)", "n", "verdict"],
+              trend_rows(tests)),
+        "The gap's Δ and p are those of the per-seed relative decreases, the paper's measure; study 5's table "
+        "tests the gaps themselves (paired), hence p-values that differ in the second or third digit."])
