@@ -47,7 +47,7 @@ from measure import DOCS, load_average, measure, publish, write_section  # noqa:
 
 import lab.core.budget as budget  # noqa: E402
 import lab.losses as L  # noqa: E402
-from lab.losses import fused_sums  # noqa: E402
+from lab.losses.engine import fused_sums  # noqa: E402
 
 DIM = 512  # the measurements: D = 512
 FLAT = ["smooth_ap", "sup_ap", "roadmap", "calibration", "fast_ap", "soft_bin_ap", "blackbox_ap", "smooth_recall",

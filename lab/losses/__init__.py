@@ -1,9 +1,10 @@
 """Rank losses, embedding level: ``loss = LossClass(**hparams)(embeddings, labels)``.
 
-The score-level forms live in :mod:`lab.losses.functional`. One loss per file; the three other
-files are shared machinery: ``base`` (the ``nn.Module`` bases and the reduction over queries),
-``engine`` (the chunked (query, positive, item) blocks) and ``functional`` (the score-level names).
-Input checks, step surrogates and graded relevance come from :mod:`lab.core`.
+The score-level forms live in :mod:`lab.losses.functional`. Each top-level file is one loss (or one
+family), except ``base`` (the ``nn.Module`` bases and the reduction over queries) and
+``functional`` (the score-level names). The engine the losses stand on is the subpackage
+:mod:`lab.losses.engine` (plan, block loop, pair sums, fused kernels, histograms); it never imports
+a loss. Input checks, step surrogates and graded relevance come from :mod:`lab.core`.
 """
 from __future__ import annotations
 
