@@ -47,7 +47,7 @@ from measure import DOCS, load_average, measure, publish, write_section  # noqa:
 
 import lab.core.budget as budget  # noqa: E402
 import lab.losses as L  # noqa: E402
-from lab.losses import fused_sums  # noqa: E402
+from lab.losses.engine import fused_sums, plan  # noqa: E402
 
 DIM = 512  # the issue's measurements: D = 512
 FLAT = ["smooth_ap", "sup_ap", "roadmap", "calibration", "fast_ap", "soft_bin_ap", "blackbox_ap", "smooth_recall",
@@ -62,23 +62,17 @@ SLOW = 6.0  # seconds: a case predicted to take longer per call is skipped (the 
 def engine(name: str) -> Iterator[None]:
     """``default``: as shipped; ``pytorch``: fused kernels off; ``cpu-sized``: kernels off and the CPU's
     block, tile and chunk sizes on any device (what the engine did everywhere before)."""
-    saved_env = os.environ.get(fused_sums.FUSED_ENV)
-    saved_cache = budget.uses_cache_blocks
+    saved_env = os.environ.get(plan.FUSED_ENV)
     try:
         if name != "default":
-            os.environ[fused_sums.FUSED_ENV] = "0"
-        if name == "cpu-sized":
-            budget.uses_cache_blocks = lambda device: True
-            with budget.memory_budget(budget.CPU_BUDGET):
-                yield
-        else:
+            os.environ[plan.FUSED_ENV] = "0"
+        with plan.cpu_sized() if name == "cpu-sized" else contextlib.nullcontext():
             yield
     finally:
-        budget.uses_cache_blocks = saved_cache
         if saved_env is None:
-            os.environ.pop(fused_sums.FUSED_ENV, None)
+            os.environ.pop(plan.FUSED_ENV, None)
         else:
-            os.environ[fused_sums.FUSED_ENV] = saved_env
+            os.environ[plan.FUSED_ENV] = saved_env
 
 
 def batch(size: int, composition: str, device: torch.device, dtype=torch.float32):

@@ -18,7 +18,7 @@ import peers  # noqa: E402
 
 import lab.losses as L  # noqa: E402
 from lab.core import budget  # noqa: E402
-from lab.losses import engine, fused_sums  # noqa: E402
+from lab.losses.engine import blocks, plan  # noqa: E402
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU")
@@ -41,18 +41,18 @@ def test_cubic_smooth_ap_is_our_objective(per_class):
 
 
 def test_engine_modes_switch_and_restore(monkeypatch):
-    monkeypatch.setenv(fused_sums.FUSED_ENV, "auto")
+    monkeypatch.setenv(plan.FUSED_ENV, "auto")
     with budget.memory_budget("2GB"):
-        gpu_block = engine.block_budget(4096, 4096, "cuda")
+        gpu_block = plan.plan_for(4096, 4096, "cuda").block_entries
         with gpu.engine("cpu-sized"):
-            assert engine.block_budget(4096, 4096, "cuda") == 2**22  # the CPU's block, on a GPU
-            assert engine.row_chunks(4096, 4096, "cuda") == engine.row_chunks(4096, 4096, "cpu")
-            assert not fused_sums.fused_path("cuda", torch.float32, True, False)
+            assert plan.plan_for(4096, 4096, "cuda").block_entries == 2**22  # the CPU's block, on a GPU
+            assert blocks.row_chunks(4096, 4096, "cuda") == blocks.row_chunks(4096, 4096, "cpu")
+            assert not plan.fused_path("cuda", torch.float32, True, False)
         with gpu.engine("pytorch"):
-            assert engine.block_budget(4096, 4096, "cuda") == gpu_block
-            assert not fused_sums.fused_path("cuda", torch.float32, True, False)
-        assert engine.block_budget(4096, 4096, "cuda") == gpu_block
-        assert fused_sums.fused_path("cuda", torch.float32, True, False)
+            assert plan.plan_for(4096, 4096, "cuda").block_entries == gpu_block
+            assert not plan.fused_path("cuda", torch.float32, True, False)
+        assert plan.plan_for(4096, 4096, "cuda").block_entries == gpu_block
+        assert plan.fused_path("cuda", torch.float32, True, False)
 
 
 def test_smoke_run_covers_every_loss_and_target(monkeypatch):

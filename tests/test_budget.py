@@ -9,10 +9,8 @@ import pytest
 import torch
 
 import lab.core.budget as budget
-import lab.losses.engine as engine
-from lab.losses import fast_ap as fast_ap_module
 from lab.losses import functional as LF
-from lab.losses import pair_sums
+from lab.losses.engine import blocks, plan
 
 from .test_losses_inputs import LargestTensor
 
@@ -82,18 +80,20 @@ def test_the_context_manager_is_per_thread(monkeypatch):
 def test_sizes_follow_the_device():
     """On a CPU, cache-sized pieces as before; on CUDA, pieces as large as the budget allows (the
     device is only named, so no GPU is needed)."""
-    assert engine.max_block_elements("cpu") == 2**22  # today's CPU block: 16 MB of float32
-    assert pair_sums.tile_limit(2**22, torch.device("cpu")) == pair_sums.TILE_ELEMENTS
+    cpu = plan.plan_for(16384, 16384, "cpu")
+    assert cpu.block_entries == 2**22  # today's CPU block: 16 MB of float32
+    assert cpu.tile_entries == plan.CPU_TILE_ENTRIES
     with budget.memory_budget("2GB"):
-        assert engine.max_block_elements("cuda") == 2 * GiB // engine.BYTES_PER_ENTRY
-        assert pair_sums.tile_limit(2**28, torch.device("cuda")) == 2**28  # a tile is the whole block
-        assert engine.block_budget(16384, 16384, "cuda") == 2 * GiB // engine.BYTES_PER_ENTRY
-        assert engine.block_budget(4096, 4096, "cuda") == 3 * 4096 * 4096  # one chunk at B = 4096
-        assert len(engine.row_chunks(4096, 4096, "cuda")) == 1
-        assert len(engine.row_chunks(4096, 4096, "cpu")) == 4096 * 4096 // pair_sums.TILE_ELEMENTS
-        rows = fast_ap_module.histogram_rows(4096, torch.device("cuda"))
-        assert rows == 2 * GiB // fast_ap_module.HISTOGRAM_BYTES_PER_ENTRY // 4096 >= 4096  # one chunk
-        assert fast_ap_module.histogram_rows(4096, torch.device("cpu")) == fast_ap_module.CPU_HISTOGRAM_ENTRIES // 4096 == 64
+        cuda = plan.plan_for(16384, 16384, "cuda", torch.float64)  # float64: the PyTorch path on any machine
+        assert cuda.block_entries == 2 * GiB // plan.PAIR_BLOCK_BYTES_PER_ENTRY
+        assert cuda.tile_entries == cuda.block_entries  # a tile is the whole block
+        assert plan.plan_for(4096, 4096, "cuda").block_entries == 3 * 4096 * 4096  # one chunk at B = 4096
+        assert len(blocks.row_chunks(4096, 4096, "cuda")) == 1
+        assert len(blocks.row_chunks(4096, 4096, "cpu")) == 4096 * 4096 // plan.CPU_TILE_ENTRIES
+        rows = plan.plan_for(4096, 4096, "cuda", torch.float64, "histograms").chunk_rows
+        assert rows == 2 * GiB // plan.HISTOGRAM_BYTES_PER_ENTRY // 4096 >= 4096  # one chunk
+        rows = plan.plan_for(4096, 4096, "cpu", work="histograms").chunk_rows
+        assert rows == plan.CPU_HISTOGRAM_ENTRIES // 4096 == 64
 
 
 @pytest.mark.parametrize("name", ["sup_ap", "smooth_ap", "fast_ap", "calibration"])
@@ -110,6 +110,23 @@ def test_a_small_budget_bounds_the_largest_tensor_and_changes_no_value(name):
     with budget.memory_budget("1MB"), LargestTensor() as probe:
         got = getattr(LF, name)(scores, targets, reduction="none")
         g_got, = torch.autograd.grad(got.sum(), scores)
-    assert probe.largest <= max(MiB // engine.BYTES_PER_ENTRY, 2 * 64 * 512)  # or a (Q, N) tensor, nonzero's 2 Q N
+    assert probe.largest <= max(MiB // plan.PAIR_BLOCK_BYTES_PER_ENTRY, 2 * 64 * 512)  # or a few (Q, N) tensors
     torch.testing.assert_close(got, want)
     torch.testing.assert_close(g_got, g_want)
+
+
+def test_cpu_sized_runs_the_cpus_engine_on_any_device(monkeypatch):
+    """The benchmarks' switch: inside ``cpu_sized()`` a CUDA call gets the CPU's plan (PyTorch path, cache
+    tiles, the CPU's budget) even where the fused kernels are asked for; after it, the device's own."""
+    monkeypatch.setenv(plan.FUSED_ENV, "1")
+    with budget.memory_budget("2GB"):
+        gpu = plan.plan_for(4096, 4096, "cuda")
+        with plan.cpu_sized():
+            sized = plan.plan_for(4096, 4096, "cuda")
+            assert sized == plan.plan_for(4096, 4096, "cpu")
+        assert plan.plan_for(4096, 4096, "cuda") == gpu
+    assert not sized.fused and sized.block_entries == 2**22 and sized.tile_entries == plan.CPU_TILE_ENTRIES
+    assert gpu.block_entries == 3 * 4096 * 4096 and gpu.tile_entries == gpu.block_entries
+    assert gpu.fused == (plan._triton.triton is not None)
+    with pytest.raises(AttributeError):
+        gpu.fused = False  # a frozen record: nothing below the plan changes it

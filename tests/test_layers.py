@@ -12,7 +12,7 @@ LAB = ROOT / "lab"
 # its own layer (siblings stay independent) or of a higher one.
 LAYERS = [
     {"lab", "lab.core"},  # lab/__init__ holds only the version
-    {"lab.losses", "lab.metrics"},
+    {"lab.losses", "lab.metrics"},  # lab.losses.engine is a level below the losses (see the end)
     {"lab.data", "lab.models"},
     {"lab.train"},
     {"lab.experiments", "lab.viz"},
@@ -140,3 +140,27 @@ def test_the_checker_sees_a_loop_and_a_violation(tmp_path):
     module = LAB / "metrics" / "retrieval.py"
     assert "lab.core.checks" in imported_modules(module)
     assert all(package_of(t) in ("lab.core", "lab.metrics") for t in imported_modules(module))
+
+
+# Inside lab.losses the engine is a floor of its own: every loss stands on it, it imports no loss.
+ENGINE = "lab.losses.engine"
+
+
+def in_engine(module: str) -> bool:
+    return module == ENGINE or module.startswith(ENGINE + ".")
+
+
+def engine_violations(edges: dict[str, set[str]]) -> list[str]:
+    """Imports from the engine into lab.losses outside it (a loss, base, functional, the registry)."""
+    return sorted(f"{m} imports {t}" for m, targets in edges.items() if in_engine(m)
+                  for t in targets if package_of(t) == "lab.losses" and not in_engine(t))
+
+
+def test_the_engine_is_a_level_below_the_losses():
+    g = graph()
+    assert any(in_engine(m) for m in g), "lab/losses/engine/ is missing"
+    assert engine_violations(g) == [], "the engine imports a loss"
+    assert ENGINE in g["lab.losses.smooth_ap"]  # the losses do stand on it
+    # The check can fail: an engine module importing a loss file is reported.
+    assert engine_violations({f"{ENGINE}.blocks": {"lab.losses.base", "lab.core.checks", f"{ENGINE}.plan"}}) == \
+        [f"{ENGINE}.blocks imports lab.losses.base"]

@@ -3,6 +3,8 @@ values and gradients on random data with ties, on batches of one and two classes
 does not grow with the number of positives (asserted on tensor sizes, never on seconds)."""
 from __future__ import annotations
 
+import importlib
+import re
 import weakref
 
 import pytest
@@ -11,11 +13,10 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 import lab.core.budget as budget
 import lab.losses as L
-import lab.losses.engine as engine
-import lab.losses.pair_sums as pair_sums
 from lab.core.relevance import hap_relevance, ndcg_relevance
 from lab.core.steps import h_minus, kernel_bins, soft_histogram
 from lab.losses import functional as LF
+from lab.losses.engine import pair_sums, plan
 
 from . import reference_engine as R
 from .test_losses_inputs import LargestTensor
@@ -168,7 +169,7 @@ def test_one_or_two_classes_need_no_more_memory_than_four_per_class(name):
     4 samples per class. Today's engine makes (query, positive, item) blocks of 4M entries for them
     (50x the 4-per-class ones); the engine's chunks and tiles keep to the 4-per-class budget."""
     batch = 160
-    budget = engine.block_budget(batch, batch)
+    budget = plan.plan_for(batch, batch, "cpu").block_entries
     assert budget == 3 * batch * batch  # 4 per class: P = 3
     kwargs = dict(num_classes=batch, embed_dim=32)
     today = probe(todays_module(name, **kwargs), batch, 4)
@@ -188,7 +189,7 @@ def test_score_level_block_stays_within_budget_with_thousands_of_positives(name)
     scores = torch.rand(4, 6000, generator=g, requires_grad=True)
     targets = torch.zeros(4, 6000, dtype=torch.bool)
     targets[:, ::2] = True
-    budget = engine.block_budget(4, 6000)
+    budget = plan.plan_for(4, 6000, "cpu").block_entries
     with LargestTensor() as p:
         getattr(LF, name)(scores, targets).backward()
     assert p.largest <= max(budget, 6000 * 3)  # a (c, 3, N) or (c, N) row tensor at most
@@ -203,11 +204,9 @@ def brute_force_sums(items, anchors, tau, rho=None, delta=None):
 
 @pytest.mark.parametrize("kind", [dict(), dict(rho=10.0, delta=0.1), dict(rho=0.0, delta=0.0)])
 @pytest.mark.parametrize("tiny", [False, True])
-def test_pair_sums_match_brute_force_and_gradcheck(kind, tiny, monkeypatch):
+def test_pair_sums_match_brute_force_and_gradcheck(kind, tiny):
     """Dense definition (with ties at 0 and at delta, and items left out as -inf); with ``tiny``,
     tiles of 7 entries cut rows into several anchor tiles and nothing is kept for the backward."""
-    if tiny:
-        monkeypatch.setattr(pair_sums, "TILE_ELEMENTS", 7)
     budget = 7 if tiny else 2**16
     g = torch.Generator().manual_seed(2)
     items = (torch.randint(-4, 5, (3, 6), generator=g) / 10).double()
@@ -216,11 +215,12 @@ def test_pair_sums_match_brute_force_and_gradcheck(kind, tiny, monkeypatch):
     anchors[0, 0] = 0.3
     tau = 0.1
     with torch.no_grad():
-        got = pair_sums.PairSums(items, anchors, tau, need_grad=False, budget=budget, **kind).sums
+        got = pair_sums.PairSums(items, anchors, tau, need_grad=False, block_entries=budget, tile_entries=budget,
+                                 **kind).sums
     torch.testing.assert_close(got, brute_force_sums(items, anchors, tau, **kind))
 
     def fn(i, a):
-        return _Sums.apply(i, a, dict(tau=tau, budget=budget, **kind))
+        return _Sums.apply(i, a, dict(tau=tau, block_entries=budget, tile_entries=budget, **kind))
 
     # Off the ties (the kinks) for the finite differences: anchors are not items here.
     smooth_items = items + torch.rand(3, 6, generator=g, dtype=torch.float64) * 0.01
@@ -276,11 +276,11 @@ def test_tiny_budgets_and_no_grad_change_nothing(name, monkeypatch):
     want, g_want = values_and_grads(getattr(LF, name), scores, targets, mask=mask)
     with torch.no_grad():
         torch.testing.assert_close(getattr(LF, name)(scores, targets, mask=mask, reduction="none"), want)
-    monkeypatch.setattr(engine, "MIN_BLOCK_ELEMENTS", 1)
+    monkeypatch.setattr(plan, "MIN_BLOCK_ENTRIES", 1)
     monkeypatch.setattr(budget, "MIN_BUDGET", 1)
     # 40 entries: chunks of 1 query, anchors cut in tiles, recomputed; histogram chunks of 1 query.
-    with budget.memory_budget(40 * engine.BYTES_PER_ENTRY):
-        assert engine.block_budget(17, 29) == 40
+    with budget.memory_budget(40 * plan.PAIR_BLOCK_BYTES_PER_ENTRY):
+        assert plan.plan_for(17, 29, "cpu").block_entries == 40
         got, g_got = values_and_grads(getattr(LF, name), scores, targets, mask=mask)
     torch.testing.assert_close(got, want)
     torch.testing.assert_close(g_got, g_want)
@@ -292,3 +292,16 @@ def test_backward_twice_with_retain_graph_gives_the_same_gradient():
     first, = torch.autograd.grad(loss, scores, retain_graph=True)
     second, = torch.autograd.grad(loss, scores)
     torch.testing.assert_close(first, second)
+
+
+def test_every_loss_names_its_loop_reference_and_it_exists():
+    """Each registered loss's docstring (class or function form) says "Reference: ``tests/<file>.py::<loop>``";
+    every loop it names is a function of that file (a renamed loop would leave a stale pointer)."""
+    for name, cls in L.LOSSES.items():
+        docs = (cls.__doc__ or "") + (getattr(getattr(cls, "functional", None), "__doc__", None) or "")
+        line = next((ln for ln in docs.splitlines() if "Reference:" in ln), None)
+        assert line is not None, f"{name}: no 'Reference:' line in its docstrings"
+        module = None
+        for path, loop in re.findall(r"``(?:tests/(\w+)\.py::)?(\w+)``", line.split("Reference:", 1)[1]):
+            module = importlib.import_module(f"tests.{path}") if path else module
+            assert module is not None and callable(getattr(module, loop, None)), f"{name}: {loop} not found"

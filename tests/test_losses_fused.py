@@ -1,4 +1,4 @@
-"""The fused Triton kernels (lab.losses.fused_sums) against the PyTorch engine and the float64 definitions.
+"""The fused Triton kernels (lab.losses.engine.fused_sums) against the PyTorch engine and the float64 definitions.
 
 Without a GPU they run in Triton's interpreter (conftest.py sets TRITON_INTERPRET=1, and the
 ``fused`` fixture sends CPU tensors to them); on a GPU machine they run compiled, on CUDA. The cases
@@ -16,9 +16,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 import lab.losses as L
 from lab.core.relevance import hap_relevance, ndcg_relevance
 from lab.core.steps import soft_histogram
-from lab.losses import fused_histograms, fused_sums
 from lab.losses import functional as LF
-from lab.losses import pair_sums
+from lab.losses.engine import _triton, fused_histograms, fused_sums, pair_sums, plan
 
 from . import reference as ref
 from . import reference_graded as refg
@@ -33,12 +32,12 @@ DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 @pytest.fixture
 def fused(monkeypatch):
     """Send float32 scores to the fused kernels, on the CPU too (interpreted)."""
-    monkeypatch.setenv(fused_sums.FUSED_ENV, "1")
+    monkeypatch.setenv(plan.FUSED_ENV, "1")
 
 
 @pytest.fixture
 def pytorch_path(monkeypatch):
-    monkeypatch.setenv(fused_sums.FUSED_ENV, "0")
+    monkeypatch.setenv(plan.FUSED_ENV, "0")
 
 
 def definition_sums(items, anchors, kind, tau, rho=None, delta=None):
@@ -113,7 +112,7 @@ def test_kernel_equals_the_pytorch_tiles(hp):
     items[1, ::4] = float("-inf")
     anchors = items[:, :9].clone().masked_fill_(torch.isinf(items[:, :9]), 0.3)
     dsums = torch.randn(7, 9, generator=g)
-    want = pair_sums.PairSums(items, anchors, 0.05, need_grad=True, budget=2**16, **hp)
+    want = pair_sums.PairSums(items, anchors, 0.05, need_grad=True, block_entries=2**16, **hp)
     got = fused_sums.FusedPairSums(items.to(DEVICE), anchors.to(DEVICE), 0.05, need_grad=True, **hp)
     torch.testing.assert_close(got.sums.cpu(), want.sums, rtol=1e-5, atol=1e-5)
     want_items, got_items = torch.zeros_like(items), torch.zeros(items.shape, device=DEVICE)
@@ -260,7 +259,7 @@ def test_every_engine_loss_fused_equals_the_pytorch_engine(name, per_class, monk
     labels = torch.stack([fine, torch.arange(24) % 3], 1)
     results = {}
     for mode in ("0", "1"):
-        monkeypatch.setenv(fused_sums.FUSED_ENV, mode)
+        monkeypatch.setenv(plan.FUSED_ENV, mode)
         torch.manual_seed(0)
         loss_fn = L.build_loss(name, num_classes=int(fine.max()) + 1, embed_dim=8).to(DEVICE)
         e = emb.to(DEVICE).requires_grad_()
@@ -300,7 +299,7 @@ def test_fused_path_makes_no_pair_tile(name, per_class, monkeypatch):
     labels = (torch.arange(96) // per_class).to(DEVICE)
     probes = {}
     for mode in ("0", "1"):
-        monkeypatch.setenv(fused_sums.FUSED_ENV, mode)
+        monkeypatch.setenv(plan.FUSED_ENV, mode)
         e = emb.clone().requires_grad_()
         loss_fn = L.build_loss(name)  # outside the probe: construction checks its hparams in float64
         with Allocations() as probes[mode]:
@@ -311,22 +310,22 @@ def test_fused_path_makes_no_pair_tile(name, per_class, monkeypatch):
 
 
 def test_dispatch_rule(monkeypatch):
-    rule = fused_sums.fused_path
+    rule = plan.fused_path
     f32 = torch.float32
-    monkeypatch.delenv(fused_sums.FUSED_ENV, raising=False)
+    monkeypatch.delenv(plan.FUSED_ENV, raising=False)
     assert rule("cuda", f32, True, False)
     assert not rule("cuda", torch.float64, True, False)  # float64: the PyTorch path, exact reference
     assert not rule("cuda", torch.bfloat16, True, False)
     assert not rule("cuda", f32, False, False)  # no Triton
     assert not rule("mps", f32, True, False) and not rule("cpu", f32, True, False)
     assert not rule("cuda", f32, True, True)  # interpreted kernels on a GPU only when asked for
-    monkeypatch.setenv(fused_sums.FUSED_ENV, "0")
+    monkeypatch.setenv(plan.FUSED_ENV, "0")
     assert not rule("cuda", f32, True, False)
-    monkeypatch.setenv(fused_sums.FUSED_ENV, "1")
+    monkeypatch.setenv(plan.FUSED_ENV, "1")
     assert rule("cpu", f32, True, True) and rule("cuda", f32, True, True)
     with pytest.raises(RuntimeError, match="TRITON_INTERPRET=1"):
         rule("cpu", f32, True, False)
-    monkeypatch.setenv(fused_sums.FUSED_ENV, "yes")
+    monkeypatch.setenv(plan.FUSED_ENV, "yes")
     with pytest.raises(ValueError, match="RANKLAB_FUSED must be 'auto', '0' or '1'"):
         rule("cuda", f32, True, False)
 
@@ -334,8 +333,8 @@ def test_dispatch_rule(monkeypatch):
 def test_without_triton_the_pytorch_path_runs(fused, monkeypatch):
     scores, targets, mask, _ = (t.to(DEVICE) for t in batch_problem(4))
     want = LF.sup_ap(scores.float(), targets, mask=mask, reduction="none")
-    monkeypatch.setattr(fused_sums, "triton", None)
-    assert not fused_sums.use_fused(scores.float())
+    monkeypatch.setattr(_triton, "triton", None)
+    assert not plan.plan_for(*scores.shape, scores.device, torch.float32).fused
     torch.testing.assert_close(LF.sup_ap(scores.float(), targets, mask=mask, reduction="none"), want)
 
 

@@ -6,6 +6,10 @@ on neither (``tests/test_layers.py`` checks it).
   Eq. 3-4; :mod:`lab.ranking` is their public face;
 * ``relevance`` — graded relevance from hierarchical labels (SupRank Eq. 20, Property 1, NDCG);
 * ``graded_ranks`` — exact ranks under graded relevance (H-rank⁺, rank⁺, rank);
+* ``normalize`` — unit rows and cosine scores, the one normalisation of every loss and metric;
+* ``budget`` — the working memory of one loss or metric call (bytes), from the device or the knob;
+* ``hparams`` — each loss hyper-parameter declared once (default, range, meaning, slider);
+* ``provenance`` — the code, libraries and machine behind a run;
 * ``convert`` — the one converter from text (flags, YAML) to the declared types;
 * ``env`` — every switch read from the environment, and the guard of torch's thread count.
 """

@@ -69,6 +69,12 @@ def fused_mode() -> str:
     return mode
 
 
+def triton_interpret() -> bool:
+    """``TRITON_INTERPRET``, Triton's own switch ("1", "true", "on", "yes"), as its ``knobs`` read it: the
+    kernels are built for its CPU interpreter."""
+    return (_text("TRITON_INTERPRET") or "0").lower() in ("1", "true", "on", "yes")
+
+
 def data_root() -> Optional[Path]:
     """``RANKLAB_DATA``: the folder under which disk datasets are looked for (None: unset)."""
     text = _text(DATA_ENV)

@@ -1,9 +1,11 @@
 """Rank losses, embedding level: ``loss = LossClass(**hparams)(embeddings, labels)``.
 
-One loss per file, each named after the loss it defines. Beside them: ``base`` (the ``nn.Module``
-bases and the reduction over queries), ``functional`` (the score-level forms), ``registry`` (the
-loss names, ``build_loss`` and the checking of a config's ``loss_kwargs``) and the block engine the
-losses compute on. Input checks, step surrogates and graded relevance come from :mod:`lab.core`.
+The score-level forms live in :mod:`lab.losses.functional`. Each top-level file is one loss (or one
+family), except ``base`` (the ``nn.Module`` bases and the reduction over queries), ``functional`` (the
+score-level names) and ``registry`` (the loss names, ``build_loss`` and the checking of a config's
+``loss_kwargs``). The engine the losses stand on is the subpackage
+:mod:`lab.losses.engine` (plan, block loop, pair sums, fused kernels, histograms); it never imports
+a loss. Input checks, step surrogates and graded relevance come from :mod:`lab.core`.
 """
 from __future__ import annotations
 

@@ -58,6 +58,7 @@ def blackbox_ap(
     we use a fixed one so the loss is reproducible). rank(k) among all items goes through
     ``BlackBoxRank``; rank^+(k) among positives is exact and carries no gradient, as in the
     authors' code. Memory O(Q * N).
+    Reference: ``tests/reference.py::ap_loop`` (forward); the backward's loops are in tests/test_losses_blackbox.py.
     """
     scores, targets, mask = check_scores(scores, targets, mask)
     check_reduction(reduction)

@@ -34,6 +34,7 @@ def calibration(
     scores, targets, mask: (Q, N). Pushes positive scores above alpha and negative scores
     below beta in every batch, which bounds the decomposability gap (ROADMAP Eq. 9).
     A query without negatives gets only the positive term.
+    Reference: ``tests/reference.py::calibration_loop``.
     """
     scores, targets, mask = check_scores(scores, targets, mask)
     check_reduction(reduction)

@@ -33,6 +33,7 @@ class ProxyDecompositionLoss(RankLoss):
     forward(embeddings (B, D), labels (B,) or (B, L)) -> scalar, or (B,) with reduction="none".
     ``ref_embeddings``, ``ref_labels`` and ``mask`` are accepted for a uniform call signature
     and ignored: the proxies play the part of the references.
+    Reference: ``tests/reference_graded.py::proxy_loss_loop``.
     """
 
     needs_num_classes = True

@@ -61,6 +61,7 @@ def smooth_recall(
 
     rank(p) = 1 + sum_{j != p} sigma((s_j - s_p) / tau) over every kept item (positives too);
     tau = 0.01 ranks, tau_star = 1 counts the positives in the top k. Memory O(Q * P * N), chunked.
+    Reference: ``tests/reference_graded.py::smooth_recall_loop``.
     """
     TAU.check(tau)
 
@@ -87,6 +88,7 @@ def sup_recall(
 
     rank(p) = rank^+(p) (exact, no gradient) + rank^-_s(p) (H^- over negatives, Eq. 4-5): a
     negative above a positive keeps receiving gradient (slope rho) however far above it is.
+    Reference: ``tests/reference_graded.py::sup_recall_loop``.
     """
     check_h_minus(tau, rho, delta)
 

@@ -25,7 +25,9 @@ def roadmap(
     beta: float = CAL_BETA.default,
     chunk_size: Optional[int] = None,
 ) -> Tensor:
-    """L_ROADMAP = (1 - lam) * L_SupAP + lam * L_calibr. (ROADMAP Eq. 2). scores etc. (Q, N)."""
+    """L_ROADMAP = (1 - lam) * L_SupAP + lam * L_calibr. (ROADMAP Eq. 2). scores etc. (Q, N).
+    Reference: ``tests/reference.py::sup_ap_loop`` and ``calibration_loop``, mixed.
+    """
     return rod_calibrated(sup_ap, scores, targets, mask=mask, reduction=reduction, lam=lam, alpha=alpha, beta=beta,
                           tau=tau, rho=rho, delta=delta, chunk_size=chunk_size)
 

@@ -93,7 +93,8 @@ class _ProxyROD(RODLoss):
 
 
 class HAPPIER(_ProxyROD):
-    """HAPPIER (Eq. 22): (1 - lam) * Sup-H-AP + lam * L_DG*. ``hap_alpha`` sets Eq. 20 (> 1: HAPPIER_F)."""
+    """HAPPIER (Eq. 22): (1 - lam) * Sup-H-AP + lam * L_DG*. ``hap_alpha`` sets Eq. 20 (> 1: HAPPIER_F).
+    Reference: ``tests/reference_graded.py::sup_hap_loop`` and ``proxy_loss_loop``, mixed."""
 
     rank_class = SupHAP
     declared = _ProxyROD.declared + declare(HAP_ALPHA)
@@ -108,12 +109,14 @@ class HAPPIER(_ProxyROD):
 
 
 class RODNDCG(_ProxyROD):
-    """ROD-NDCG (Eq. 25): (1 - lam) * Sup-NDCG + lam * L_DG*."""
+    """ROD-NDCG (Eq. 25): (1 - lam) * Sup-NDCG + lam * L_DG*.
+    Reference: ``tests/reference_graded.py::sup_ndcg_loop`` and ``proxy_loss_loop``, mixed."""
 
     rank_class = SupNDCG
 
 
 class ROADMAPProxy(_ProxyROD):
-    """ROADMAP with L_DG* (SupRank Tab. II): (1 - lam) * Sup-AP + lam * L_DG*."""
+    """ROADMAP with L_DG* (SupRank Tab. II): (1 - lam) * Sup-AP + lam * L_DG*.
+    Reference: ``tests/reference.py::sup_ap_loop`` and ``tests/reference_graded.py::proxy_loss_loop``, mixed."""
 
     rank_class = SupAP

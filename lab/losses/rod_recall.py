@@ -32,6 +32,7 @@ def rod_recall(
 
     With the proxy decomposability loss L_DG* instead (Tab. II), use
     ``RODLoss(SupRecall(), ProxyDecompositionLoss(num_classes, embed_dim), lam=0.1)``.
+    Reference: ``tests/reference_graded.py::sup_recall_loop`` and ``tests/reference.py::calibration_loop``, mixed.
     """
     return rod_calibrated(sup_recall, scores, targets, mask=mask, reduction=reduction, lam=lam, alpha=alpha, beta=beta,
                           tau=tau, rho=rho, delta=delta, tau_star=tau_star, ks=ks, chunk_size=chunk_size)

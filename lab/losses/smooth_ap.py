@@ -28,6 +28,7 @@ def smooth_ap(
     ``exact_rank_pos=True`` keeps the exact step for positive-positive comparisons: the
     intermediate loss of ROADMAP supp. Fig. 8a (no more opposite gradients on positives, but
     still vanishing ones). Time O(Q * P * N), memory bounded per chunk of queries (``engine``).
+    Reference: ``tests/reference.py::smooth_ap_loop``.
     """
     scores, targets, mask = check_scores(scores, targets, mask)
     check_reduction(reduction)

@@ -8,8 +8,8 @@ from torch import Tensor
 
 from ..core.checks import check_reduction, check_scores
 from ..core.hparams import NUM_BINS, declare
-from .base import RankLoss
-from .fast_ap import binned_ap_loss
+from .base import RankLoss, reduce
+from .engine import binned_ap_loss
 
 Q_BINS = NUM_BINS.but(default=20)  # Revaud et al.'s Q
 
@@ -28,12 +28,14 @@ def soft_bin_ap(
     ``num_bins`` centres from 1 down to -1, triangular kernel of width 2 / (num_bins - 1)
     (supp. Eq. 7); precision from cumulative soft counts, recall increments from per-bin ones.
     A query without positive gets loss 0 (the reference returns NaN).
+    Reference: ``tests/reference.py::soft_bin_ap_loop``.
     """
     scores, targets, mask = check_scores(scores, targets, mask)
     check_reduction(reduction)
     Q_BINS.check(num_bins)
     centres = torch.linspace(1.0, -1.0, num_bins, dtype=scores.dtype, device=scores.device)
-    return binned_ap_loss(scores, targets, mask, centres, 2.0 / (num_bins - 1), reduction, chunk_size)
+    losses = binned_ap_loss(scores, targets, mask, centres, 2.0 / (num_bins - 1), chunk_size)
+    return reduce(losses, (targets & mask).any(1), reduction)
 
 
 class SoftBinAP(RankLoss):

@@ -39,6 +39,7 @@ def sup_ap(
 
     Sup-AP = mean over positives k of rank^+(k) / (rank^+(k) + rank^-_s(k)). Because
     H^- >= H, the loss is an upper bound of the exact AP loss 1 - AP (ROADMAP Sec. 3.1).
+    Reference: ``tests/reference.py::sup_ap_loop``.
     """
     scores, targets, mask = check_scores(scores, targets, mask)
     check_reduction(reduction)

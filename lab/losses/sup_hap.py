@@ -25,8 +25,8 @@ def graded_sup_ranks(b: Block, tau: float, rho: float, delta: float) -> tuple[Te
     being ranked above k. One pass per relevance value v of the row: anchors rel(k) = v, items
     rel(j) < v, so the pairs formed are the (positive, item) pairs, as with binary relevance.
     """
-    exact = exact_graded_ranks(b.scores, b.relevance, b.valid)
-    rank_neg = torch.zeros_like(b.scores)
+    exact = exact_graded_ranks(b.detached_scores, b.relevance, b.valid)
+    rank_neg = torch.zeros_like(b.detached_scores)
     for value, _ in relevance_steps(b.relevance):
         level = b.level(b.relevance == value[:, None])
         sums = level.h_minus_sums(level.items(b.valid & (b.relevance < value[:, None])), tau, rho, delta)
@@ -61,6 +61,7 @@ def sup_hap(
     relevance (H^-). H^- >= H makes the loss an upper bound of 1 - H-AP. With 0/1 relevance
     it equals Sup-AP. Time O(Q * P * N), P = items with relevance > 0; memory bounded per chunk of queries.
     Returns a scalar, or (Q,) with reduction="none" (0 for queries without positive).
+    Reference: ``tests/reference_graded.py::sup_hap_loop``.
     """
     scores, relevance, mask, pos = check_graded_loss(scores, relevance, mask, reduction, tau, rho, delta)
 

@@ -31,6 +31,7 @@ def sup_ndcg(
     exact iDCG (relevances sorted in decreasing order). rank_s >= rank, so the loss upper-bounds
     1 - NDCG. Embedding-level losses use rel = 2^l - 1; any relevance >= 0 works here.
     Returns a scalar, or (Q,) with reduction="none" (0 for queries without positive).
+    Reference: ``tests/reference_graded.py::sup_ndcg_loop``.
     """
     scores, relevance, mask, pos = check_graded_loss(scores, relevance, mask, reduction, tau, rho, delta)
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 import math
 from typing import Any, NamedTuple, Sequence
 
-from .paper_claims import HOLDS
-from .stats import Records, compare, fmt, fmt_p, gains_by, mean_std, paired, relative_decrease, select, summarise
+from .paper_claims import HOLDS, PAPER_BATCH, paper_gains
+from .stats import Records, compare, fmt, fmt_p, gains_by, mean_std, paired, relative_decrease, select, summarise, table
 
 
 class Section(NamedTuple):
@@ -21,11 +21,6 @@ class Section(NamedTuple):
     verdict: str
     body: str  # Markdown: tables and comparisons
     if_not: str  # the most likely reasons when the verdict is not "reproduces"
-
-
-def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    return "\n".join(lines + ["| " + " | ".join(str(c) for c in row) + " |" for row in rows])
 
 
 def points(s) -> str:
@@ -128,17 +123,6 @@ def _why_not_methods(records: Records, unmet: list[str]) -> str:
 
 
 # ----------------------------------------------------------------------------- study 2
-PAPER_BATCH = {  # supp. Table 6 (ResNet-50): batch -> (SupAP, ROADMAP) mAP@R per dataset
-    "CUB": {32: (24.12, 24.97), 128: (24.9, 25.38), 224: (25.13, 25.51), 384: (25.27, 25.36)},
-    "SOP": {32: (53.85, 54.68), 128: (55.65, 56.64), 224: (55.75, 56.55), 384: (55.78, 56.47)},
-    "iNat": {32: (17.13, 20.43), 128: (24.77, 27.13), 224: (26.32, 27.74), 384: (27.24, 27.85)}}
-
-
-def paper_gains(dataset: str) -> dict[int, float]:
-    """Relative mAP@R gain (%) of ROADMAP over SupAP per batch size, from supp. Table 6."""
-    return {b: 100 * (r - s) / s for b, (s, r) in PAPER_BATCH[dataset].items()}
-
-
 def trend_verdict(values: Sequence[float]) -> str:
     """For a claim that ``values`` (in increasing order of the x axis) decrease: "reproduces" when
     strictly decreasing and the first is > 0, "partly (first > last, not monotone)", else "does not reproduce"."""

@@ -220,3 +220,9 @@ def seed_ranks(records: Records, methods: Sequence[str], metric: str) -> dict[st
         for m in methods:
             ranks[m].append(1 + sum(1 for other in methods if values[other] > values[m]))
     return ranks
+
+
+def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """A markdown table (the page's tables, the dashboard's and the notebooks')."""
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    return "\n".join(lines + ["| " + " | ".join(str(c) for c in row) + " |" for row in rows])

@@ -69,7 +69,7 @@ def _gap(b: int) -> Callable[[Records], list[float]]:
 
 def _paper_gains(small: int, large: int) -> str:
     """'CUB +3.5 vs +1.9 %; ...': supp. Table 6's relative gains at two batch sizes (claims.PAPER_BATCH)."""
-    from .claims import PAPER_BATCH, paper_gains
+    from .paper_claims import PAPER_BATCH, paper_gains
 
     return "; ".join(f"{d} {paper_gains(d)[small]:+.1f} vs {paper_gains(d)[large]:+.1f} %" for d in PAPER_BATCH)
 
@@ -152,7 +152,7 @@ def family_headline(tests: Sequence[TrendTest], family: str) -> str:
 
 def trend_section(tests: Sequence[TrendTest]) -> str:
     """Markdown: the families with their reasons, the rule and the table."""
-    from .claims import table
+    from .stats import table
 
     if not tests:
         return ""

@@ -15,55 +15,27 @@ Two kernels cover the forward and the backward pass.
 Memory is O(Q (P + M)) whatever the number of positives P. The time is 2 sigmoids per
 (query, anchor, item) triple, all on the device, with a handful of launches per call.
 
-``use_fused`` picks this path for float32 scores on CUDA when Triton is installed. The PyTorch tiles
-of ``pair_sums`` are the fallback (CPU, MPS, other dtypes, no Triton) and the tests' reference. On a
-CPU the kernels run in Triton's interpreter when ``TRITON_INTERPRET=1`` was set before this module
-was imported; ``RANKLAB_FUSED=1`` then sends CPU tensors here (the tests do). ``RANKLAB_FUSED=0``
-turns the kernels off everywhere (for comparisons).
+``plan.fused_path`` picks this path for float32 scores on CUDA when Triton is installed. The PyTorch
+tiles of ``pair_sums`` are the fallback (CPU, MPS, other dtypes, no Triton) and the tests' reference.
+On a CPU the kernels run in Triton's interpreter when ``TRITON_INTERPRET=1`` was set before this
+module was imported; ``RANKLAB_FUSED=1`` then sends CPU tensors here (the tests do).
+``RANKLAB_FUSED=0`` turns the kernels off everywhere (for comparisons).
 """
 from __future__ import annotations
 
+import functools
 from typing import Optional
 
 import torch
 from torch import Tensor
 
-from ..core.env import FUSED_ENV, fused_mode
-
-try:
-    import triton
-    import triton.language as tl
-except ImportError:  # Triton ships with CUDA builds of torch; CPU-only installs have none
-    triton = None
+from ._triton import tl, triton
+from .plan import FUSED_ENV  # noqa: F401  (bench/gpu.py reads it here)
 
 SIGMOID, H_MINUS, STEP = 0, 1, 2
-# A program's tile of (anchors, items) differences: BLOCK_P x BLOCK_M entries in registers.
-TILE = 2048
+# A program's tile of (anchors, items) differences, BLOCK_P x BLOCK_M entries in registers.
+REGISTER_TILE_ENTRIES = 2048
 MAX_BLOCK_P = 32
-
-
-def interpreted() -> bool:
-    """True when this module's kernels were built for Triton's CPU interpreter (``TRITON_INTERPRET=1``)."""
-    return triton is not None and type(_anchor_sums).__name__ == "InterpretedFunction"
-
-
-def use_fused(scores: Tensor) -> bool:
-    """Whether the engine computes ``scores``' pair sums with the fused kernels (``fused_path``)."""
-    return fused_path(scores.device.type, scores.dtype, triton is not None, interpreted())
-
-
-def fused_path(device_type: str, dtype: torch.dtype, have_triton: bool, interpreter: bool) -> bool:
-    """The dispatch rule. ``RANKLAB_FUSED`` unset or "auto": float32 on CUDA with compiled kernels;
-    "0": never; "1": also on the CPU, through Triton's interpreter (the tests; needs ``TRITON_INTERPRET=1``)."""
-    mode = fused_mode()
-    if mode == "0" or not have_triton or dtype != torch.float32 or device_type not in ("cuda", "cpu"):
-        return False
-    if device_type == "cuda":
-        return mode == "1" or not interpreter  # interpreted kernels on a GPU only when asked for
-    if mode == "1" and not interpreter:
-        raise RuntimeError(f"{FUSED_ENV}=1 on CPU tensors needs Triton's interpreter: set TRITON_INTERPRET=1 "
-                           "before lab is imported")
-    return mode == "1"
 
 
 if triton is not None:
@@ -133,11 +105,12 @@ if triton is not None:
 
 
 def _blocks(num_anchors: int) -> tuple[int, int]:
-    """(BLOCK_P, BLOCK_M): anchors per program up to MAX_BLOCK_P, items filling a TILE-entry tile."""
+    """(BLOCK_P, BLOCK_M): anchors per program up to MAX_BLOCK_P, items filling a register tile."""
     block_p = min(MAX_BLOCK_P, triton.next_power_of_2(max(num_anchors, 1)))
-    return block_p, TILE // block_p
+    return block_p, REGISTER_TILE_ENTRIES // block_p
 
 
+@functools.lru_cache(maxsize=64)
 def _scalars(tau: float, rho: Optional[float], delta: Optional[float]) -> tuple[float, float, float, float]:
     # delta rounded to float32, as the PyTorch path rounds it to the scores' dtype: t <= delta is the same test.
     delta32 = 0.0 if delta is None else float(torch.tensor(delta, dtype=torch.float32))
@@ -184,7 +157,8 @@ class FusedPairSums:
     """
 
     def __init__(self, items: Tensor, anchors: Tensor, tau: float, rho: Optional[float] = None,
-                 delta: Optional[float] = None, need_grad: bool = False, budget: Optional[int] = None) -> None:
+                 delta: Optional[float] = None, need_grad: bool = False, block_entries: Optional[int] = None,
+                 tile_entries: Optional[int] = None) -> None:
         self.items, self.anchors, self.tau, self.rho, self.delta = items, anchors, tau, rho, delta
         self.mode = SIGMOID if rho is None else H_MINUS
         self.sums, self.slopes = anchor_sums(items, anchors, self.mode, tau, rho, delta, slopes=need_grad)

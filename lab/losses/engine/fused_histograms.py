@@ -11,18 +11,17 @@ dv_j = sum_l (g+_l p_j + g_l m_j) w_l'(v_j).
 
 The kernel is evaluated for all bins, as in the definition (``lab.core.steps.soft_histogram``),
 rather than for the two or three nearest. The cost is bins x more arithmetic, cheap against
-memory traffic on a GPU. The PyTorch scatter of ``fast_ap`` is the fallback and the reference.
-The dispatch is that of ``fused_sums.use_fused``.
+memory traffic on a GPU. The PyTorch scatter of ``histograms`` is the fallback and the reference.
+The dispatch is that of ``plan.fused_path``.
 """
 from __future__ import annotations
 
 import torch
 from torch import Tensor
 
-from .fused_sums import triton
+from ._triton import tl, triton
 
 if triton is not None:
-    import triton.language as tl
 
     @triton.jit
     def _weights(v, centres, bin_in, width):
@@ -78,12 +77,12 @@ if triton is not None:
             tl.store(grad + row * num_items + j, d, mask=j_in)
 
 
-TILE = 4096  # bins x items of one block, in registers
+REGISTER_TILE_ENTRIES = 4096  # bins x items of one program's block, in registers
 
 
 def _blocks(num_bins: int) -> tuple[int, int]:
     block_l = triton.next_power_of_2(num_bins)
-    return block_l, max(16, TILE // block_l)
+    return block_l, max(16, REGISTER_TILE_ENTRIES // block_l)
 
 
 def _bytes(mask: Tensor) -> Tensor:

@@ -4,9 +4,9 @@ For each query row and anchor k (a positive), ``S_k = sum_j f(s_j - s_k)`` over 
 the row, f = sigma(t / tau) (SmoothAP) or H^- (SupRank Eq. 4). Items left out of a sum carry the
 score -inf: f(-inf) = 0 and so is its derivative, so no weight vector is needed. The (queries,
 anchors, items) block is cut into tiles, and each tile goes through a few in-place passes
-(difference, scale, sigmoid, row sum). On a CPU a tile holds ``TILE_ELEMENTS`` entries, which stay
-in cache; on an accelerator a tile is as large as the caller's budget, since there every pass is a
-kernel launch. The gradient is analytic, sigma' = sigma (1 - sigma) / tau, taken on the stored
+(difference, scale, sigmoid, row sum). The caller's plan sizes the tiles (``plan.Plan.tile_entries``):
+cache-sized on a CPU, the whole block on an accelerator, since there every pass is a kernel launch.
+The gradient is analytic, sigma' = sigma (1 - sigma) / tau, taken on the stored
 sigmoids, or on recomputed ones when the block is larger than the caller's memory budget.
 
 This is the PyTorch path and the reference of the fused kernels (``fused_sums``), which compute
@@ -14,24 +14,16 @@ the same sums on CUDA without storing any tile.
 """
 from __future__ import annotations
 
+import functools
 from typing import Optional
 
 import torch
 from torch import Tensor
 
-from ..core import budget
-
-# Entries of one tile of the (queries, anchors, items) block: 4 MB in float32, within the L3 cache;
-# few enough tiles that the per-op overhead (and, with 2 threads, the OpenMP barrier) stays small.
-TILE_ELEMENTS = 2**20
+from .plan import CPU_TILE_ENTRIES
 
 
-def tile_limit(block_entries: int, device: torch.device) -> int:
-    """Entries of one tile: cache-sized on a CPU, the whole block on an accelerator."""
-    return min(TILE_ELEMENTS, block_entries) if budget.uses_cache_blocks(device) else block_entries
-
-
-def tiles(rows: int, anchors: int, items: int, limit: int = TILE_ELEMENTS) -> list[tuple[int, int, int, int]]:
+def tiles(rows: int, anchors: int, items: int, limit: int = CPU_TILE_ENTRIES) -> list[tuple[int, int, int, int]]:
     """(q0, q1, p0, p1) tiles of a (rows, anchors, items) block, each at most ``limit`` entries
     (or one anchor of one row when a single row of items is wider)."""
     per_row = anchors * items
@@ -42,11 +34,13 @@ def tiles(rows: int, anchors: int, items: int, limit: int = TILE_ELEMENTS) -> li
     return [(q, q + 1, p, min(p + step, anchors)) for q in range(rows) for p in range(0, anchors, step)]
 
 
-def differences(items: Tensor, anchors: Tensor, tile: tuple[int, int, int, int], out: Tensor) -> Tensor:
-    """t = s_j - s_k for one tile -> (q1 - q0, p1 - p0, M), written into the flat buffer ``out``."""
-    q0, q1, p0, p1 = tile
-    t = out[: (q1 - q0) * (p1 - p0) * items.shape[1]].view(q1 - q0, p1 - p0, items.shape[1])
-    return torch.sub(items[q0:q1, None, :], anchors[q0:q1, p0:p1, None], out=t)
+@functools.lru_cache(maxsize=64)
+def h_minus_constants(delta: float, tau: float, dtype: torch.dtype) -> tuple[float, float]:
+    """(delta rounded to ``dtype``, the threshold of h_minus's comparison t <= delta; sigma (1 - sigma) of
+    delta / tau in ``dtype``). Host numbers, computed once per (delta, tau, dtype), not once per block."""
+    rounded = torch.tensor(delta, dtype=dtype)
+    at_delta = rounded.div(tau).sigmoid()
+    return float(rounded), float(at_delta * (1 - at_delta))
 
 
 class ExactParts:
@@ -81,20 +75,20 @@ class PairSums:
 
     items (c, M), -inf = left out; anchors (c, P), finite. ``sums`` is (c, P); with ``need_grad``,
     ``backward(dS)`` gives the gradient. Each tile's derivative tau * H'(t) (sigma (1 - sigma), and
-    tau * rho beyond delta for H^-) is kept for it when the block holds ``budget`` entries or fewer,
-    and recomputed otherwise; no tile holds more than ``budget`` entries.
+    tau * rho beyond delta for H^-) is kept for it when the block holds ``block_entries`` entries or
+    fewer, and recomputed otherwise; no tile holds more than ``tile_entries`` entries.
     """
 
     def __init__(self, items: Tensor, anchors: Tensor, tau: float, rho: Optional[float] = None,
-                 delta: Optional[float] = None, need_grad: bool = False, budget: int = TILE_ELEMENTS) -> None:
+                 delta: Optional[float] = None, need_grad: bool = False, block_entries: int = CPU_TILE_ENTRIES,
+                 tile_entries: int = CPU_TILE_ENTRIES) -> None:
         self.items, self.anchors, self.tau, self.rho = items, anchors, tau, rho
         rows, num_anchors, num_items = anchors.shape[0], anchors.shape[1], items.shape[1]
-        # delta rounded to the scores' dtype: the threshold of h_minus's comparison t <= delta.
-        self.delta = None if delta is None else float(torch.tensor(delta, dtype=items.dtype))
-        self.tiles = tiles(rows, num_anchors, num_items, tile_limit(budget, items.device))
+        self.delta, self.slope_at_delta = (None, None) if delta is None else h_minus_constants(delta, tau, items.dtype)
+        self.tiles = tiles(rows, num_anchors, num_items, min(tile_entries, block_entries))
         largest = max((q1 - q0) * (p1 - p0) * num_items for q0, q1, p0, p1 in self.tiles)
         size = rows * num_anchors * num_items
-        keep = need_grad and size <= budget
+        keep = need_grad and size <= block_entries
         # Tiles are written into one buffer: the whole block when the derivatives are kept, else one tile.
         self.buffer = items.new_empty(size if keep else largest)
         exact = None if delta is None else ExactParts(anchors, self.delta, largest)
@@ -113,8 +107,10 @@ class PairSums:
 
     def sigmoid_tile(self, tile: tuple[int, int, int, int], exact: Optional[ExactParts],
                      out: Tensor) -> tuple[Tensor, Optional[Tensor]]:
-        """sigma(min(t, delta) / tau) of one tile (in ``out``), and [t > delta] for H^-."""
-        t = differences(self.items, self.anchors, tile, out)
+        """sigma(min(t, delta) / tau) of one tile of t = s_j - s_k (in ``out``), and [t > delta] for H^-."""
+        q0, q1, p0, p1 = tile
+        t = out[: (q1 - q0) * (p1 - p0) * self.items.shape[1]].view(q1 - q0, p1 - p0, self.items.shape[1])
+        torch.sub(self.items[q0:q1, None, :], self.anchors[q0:q1, p0:p1, None], out=t)
         beyond = None
         if self.delta is not None:
             beyond = exact.add(t, tile) if exact is not None else (t > self.delta).to(t.dtype)
@@ -126,8 +122,7 @@ class PairSums:
         step.addcmul_(step, step, value=-1)
         if beyond is not None:
             # Beyond delta the tile holds sigma(delta / tau), whose slope it now has; H^-'s slope there is rho.
-            at_delta = torch.tensor(self.delta, dtype=step.dtype).div(self.tau).sigmoid()
-            step.add_(beyond, alpha=self.rho * self.tau - float(at_delta * (1 - at_delta)))
+            step.add_(beyond, alpha=self.rho * self.tau - self.slope_at_delta)
         return step
 
     def backward(self, grad_sums: Tensor, grad_items: Tensor) -> Tensor:
@@ -144,10 +139,10 @@ class PairSums:
         return grad_anchors
 
 
-def count_at_least(items: Tensor, anchors: Tensor, budget: int = TILE_ELEMENTS) -> Tensor:
+def count_at_least(items: Tensor, anchors: Tensor, tile_entries: int = CPU_TILE_ENTRIES) -> Tensor:
     """#{j : s_j >= s_k} -> (c, P) in the items' dtype, no gradient. H(0) = 1: ties count (ROADMAP Eq. 3)."""
     counts = items.new_empty(anchors.shape)
-    for q0, q1, p0, p1 in tiles(anchors.shape[0], anchors.shape[1], items.shape[1], tile_limit(budget, items.device)):
+    for q0, q1, p0, p1 in tiles(anchors.shape[0], anchors.shape[1], items.shape[1], tile_entries):
         above = items[q0:q1, None, :] >= anchors[q0:q1, p0:p1, None]
         counts[q0:q1, p0:p1] = above.sum(-1, dtype=counts.dtype)
     return counts
