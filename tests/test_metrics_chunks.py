@@ -116,7 +116,7 @@ def test_faiss_is_only_used_on_the_cpu():
     assert _backend(None, cpu) == _backend(None, cuda) == _backend("faiss", cuda) == "torch"
     assert _backend("faiss", cpu) == "faiss"
     with pytest.raises(ValueError, match="backend must be None or one of"):
-        _backend("annoy", cpu)
+        retrieval_metrics(torch.randn(4, 2), torch.tensor([0, 0, 1, 1]), backend="annoy")
 
 
 # ------------------------------------------------------------------------------ behaviour

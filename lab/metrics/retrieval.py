@@ -9,28 +9,25 @@ same numbers on the same similarities, ties included.
 from __future__ import annotations
 
 import contextlib
-from typing import Iterator, Optional, Sequence, Union
+from typing import Iterator, Optional, Sequence
 
 import numpy as np
 import torch
 from torch import Tensor
 from tqdm.auto import tqdm
 
-from ..core.checks import check_chunk_size, check_ks, check_references, fine
+from ..core.checks import check_references, fine
 from ..core.graded_ranks import GradedRanks, exact_graded_ranks
 from ..core.normalize import duplicate_representatives, unit_rows
-from ..core.relevance import check_alpha, hap_relevance, ndcg_relevance, num_levels, shared_levels
+from ..core.relevance import hap_relevance, ndcg_relevance, num_levels, shared_levels
 from .exact import Sorted, ap_from_ranks, hits_from_ranks, map_at_r_from_ranks, ranks_for, sort_scores
 from .hierarchical import asi, h_ap_from_ranks, ndcg_from_ranks
-from ..core.budget import parse_budget
 from .chunking import budget_bytes, chunk_bounds
 from .counting import counting_threads
 from .list_metrics import list_metrics
+from .options import EVAL_KS, RetrievalOptions, options_from, with_options_signature
 from .relevant import LabelIndex
 
-BACKENDS = ("faiss", "torch")
-METHODS = ("count", "sort")
-EVAL_KS = (1, 2, 4, 8)  # the R@k ROADMAP reports on CUB (and the default here)
 RETRIEVAL_KEYS = (*(f"R@{k}" for k in EVAL_KS), "mAP@R")  # what the lab's tables and figures show by default
 
 
@@ -41,8 +38,6 @@ def _work_device(device: torch.device) -> torch.device:
 
 def _backend(backend: Optional[str], device: torch.device) -> str:
     """faiss computes on the CPU only: on a GPU the similarities are torch's, there."""
-    if backend not in (None, *BACKENDS):
-        raise ValueError(f"backend must be None or one of {BACKENDS}, got {backend!r}")
     return "torch" if backend is None or device.type != "cpu" else backend
 
 
@@ -135,21 +130,9 @@ def _hierarchical_values(scores: Tensor, sorted_: Sorted, levels: Tensor, alpha:
     return {key: value.double() for key, value in out.items()}
 
 
-def retrieval_metrics(
-    query_emb: Tensor,
-    query_labels: Tensor,
-    ref_emb: Optional[Tensor] = None,
-    ref_labels: Optional[Tensor] = None,
-    ks: Sequence[int] = EVAL_KS,
-    backend: Optional[str] = None,
-    chunk_size: Optional[int] = None,
-    progress: bool = False,
-    alpha: float = 1.0,
-    level_names: Optional[Sequence[str]] = None,
-    method: str = "count",
-    memory_budget: Union[int, str, None] = None,
-    full_map: bool = True,
-) -> dict[str, float]:
+@with_options_signature
+def retrieval_metrics(query_emb: Tensor, query_labels: Tensor, ref_emb: Optional[Tensor] = None,
+                      ref_labels: Optional[Tensor] = None, **options) -> dict[str, float]:
     """R@k (hit rate), mAP@R and mAP, averaged over queries, as fractions in [0, 1].
 
     With hierarchical labels (L > 1 columns, finest first) also ``"H-AP"`` (SupRank Eq. 19
@@ -164,19 +147,10 @@ def retrieval_metrics(
     Queries with no other item of their class are left out and counted in ``"excluded_queries"``.
 
     Runs on the embeddings' device (a GPU: everything stays there until the final means; MPS,
-    which lacks float64, on the CPU). ``backend``: who computes the similarity blocks on the CPU,
-    ``"torch"`` (the default) or ``"faiss"`` (its CPU kernel); the same numbers. On a GPU they are
-    always torch's. ``memory_budget``: bytes (or "512MB") one chunk of queries may hold (its similarity
-    block and temporaries, :mod:`lab.metrics.chunking`); default the lab's budget
-    (:mod:`lab.core.budget`: 32 MB on the CPU, a quarter of the free memory, at most 2 GB, on CUDA). ``chunk_size`` fixes the queries per chunk
-    instead. ``method="sort"``: the slow reference (same chunks, about 5x the memory per score).
-    ``full_map=False`` (flat labels): R@k and mAP@R only, AccuracyCalculator's metrics, without
-    "mAP": a positive's rank is counted only while R@k or mAP@R can read it, which on hard data
-    (most positives far down the list) saves most of the counting.
+    which lacks float64, on the CPU). ``options``: keywords, each a field of
+    :class:`lab.metrics.options.RetrievalOptions`, where its meaning and accepted values are given.
     """
-    keys, order, values, total = _per_query(
-        query_emb, query_labels, ref_emb, ref_labels, ks=ks, backend=backend, chunk_size=chunk_size, progress=progress,
-        alpha=alpha, level_names=level_names, method=method, memory_budget=memory_budget, full_map=full_map)
+    keys, order, values, total = _per_query(query_emb, query_labels, ref_emb, ref_labels, options_from(options))
     # Summed in query order, whatever order the chunks took: the same per-query values give the same
     # means, e.g. with one label column or with coarser ones added (their lists order the chunks otherwise).
     sums = values[:, torch.argsort(order)].sum(1).tolist()  # the one move to the host
@@ -186,45 +160,28 @@ def retrieval_metrics(
     return out
 
 
+@with_options_signature
 def per_query_metrics(query_emb: Tensor, query_labels: Tensor, ref_emb: Optional[Tensor] = None,
                       ref_labels: Optional[Tensor] = None, **options) -> dict[str, Tensor]:
     """:func:`retrieval_metrics` query by query: {key: (Q,) float64} on the embeddings' work device,
     NaN for the queries it leaves out (no other item of their class). ``options``: those of
     :func:`retrieval_metrics`. What paired statistics and the decomposability gap need."""
-    keys, order, values, total = _per_query(query_emb, query_labels, ref_emb, ref_labels, **options)
+    keys, order, values, total = _per_query(query_emb, query_labels, ref_emb, ref_labels, options_from(options))
     full = torch.full((len(keys), total), float("nan"), dtype=values.dtype, device=values.device)
     full[:, order] = values
     return dict(zip(keys, full))
 
 
-def _per_query(
-    query_emb: Tensor,
-    query_labels: Tensor,
-    ref_emb: Optional[Tensor] = None,
-    ref_labels: Optional[Tensor] = None,
-    ks: Sequence[int] = EVAL_KS,
-    backend: Optional[str] = None,
-    chunk_size: Optional[int] = None,
-    progress: bool = False,
-    alpha: float = 1.0,
-    level_names: Optional[Sequence[str]] = None,
-    method: str = "count",
-    memory_budget: Union[int, str, None] = None,
-    full_map: bool = True,
-) -> tuple[list[str], Tensor, Tensor, int]:
+def _per_query(query_emb: Tensor, query_labels: Tensor, ref_emb: Optional[Tensor], ref_labels: Optional[Tensor],
+               options: RetrievalOptions) -> tuple[list[str], Tensor, Tensor, int]:
     """(keys, order (Q_kept,) query indices, values (len(keys), Q_kept) float64, Q): the kept
     queries by increasing list length, the order of the chunks."""
-    if method not in METHODS:
-        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
-    ks = check_ks(ks)
-    check_alpha(alpha)
-    check_chunk_size(chunk_size)
-    memory_budget = parse_budget(memory_budget, name="memory_budget")  # bad input fails before any work
+    ks, alpha, full_map = options.ks, options.alpha, options.full_map
     query_labels, ref_emb, ref_labels, self_retrieval = check_references(
         query_emb, query_labels, ref_emb, ref_labels, names=("query_emb", "query_labels", "ref_emb", "ref_labels"))
 
     device = _work_device(query_emb.device)
-    backend = _backend(backend, device)
+    backend = _backend(options.backend, device)
     queries = unit_rows(query_emb.detach().to(device), torch.float32)
     refs = queries if self_retrieval else unit_rows(ref_emb.detach().to(device), torch.float32)
     refs_t = refs.T.contiguous()  # (D, N): one layout for mm
@@ -245,7 +202,7 @@ def _per_query(
     if not full_map and num > 1:
         raise ValueError(f"full_map=False is for flat labels: query_labels has {num} levels, and H-AP, NDCG "
                          "and ASI need every relevant item's rank (use full_map=True)")
-    names = _level_names(level_names, num) if num > 1 else None
+    names = _level_names(options.level_names, num) if num > 1 else None
     keys = [f"R@{k}" for k in ks] + ["mAP@R"] + (["mAP"] if full_map else [])
     if names is not None:
         keys += ["H-AP", "NDCG", "ASI", *[f"AP@{name}" for name in names]]
@@ -256,19 +213,19 @@ def _per_query(
     by_length = np.argsort(widths.sum(1), kind="stable")
     widths = widths[by_length]
     order = kept[torch.from_numpy(by_length).to(device)]
-    budget = budget_bytes(device, memory_budget)
-    bounds = chunk_bounds(widths, n, budget, device.type, index.num, chunk_size)
+    budget = budget_bytes(device, options.memory_budget)
+    bounds = chunk_bounds(widths, n, budget, device.type, index.num, options.chunk_size)
     similarities = _similarities(refs_t, backend, rows=max(end - start for start, end in bounds),
                                  columns=duplicate_representatives(refs))
     values = torch.zeros(len(keys), len(kept), dtype=torch.float64, device=device)
     threads = torch.get_num_threads()  # the counts' share of the caller's threads (numpy, in Python threads)
-    for start, end in tqdm(bounds, desc="retrieval metrics", disable=not progress, leave=False):
+    for start, end in tqdm(bounds, desc="retrieval metrics", disable=not options.progress, leave=False):
         rows = order[start:end]
         with _one_thread(device):
             chunk_queries = queries.index_select(0, rows)
         scores = similarities(chunk_queries)  # the big product: with the caller's threads
         self_index = rows if self_retrieval else None
-        if method == "sort":
+        if options.method == "sort":
             chunk = _sorted_chunk(scores, self_index, q_all[rows], r_all, ks, alpha, names)
         else:
             with _one_thread(device), counting_threads(threads):
