@@ -134,24 +134,58 @@ def _count_in_a_child(scores, t, want):
         os._exit(0 if torch.equal(counting.count_at_least(scores, t).at_least, want) else 1)
 
 
-def test_retrieval_metrics_count_with_the_callers_threads(monkeypatch):
+@pytest.mark.parametrize("full_map", [True, False])
+def test_the_callers_threads_become_chunk_workers(monkeypatch, full_map):
+    """On the CPU with T torch threads, T workers each count whole chunks with one thread (numpy and
+    torch); with one thread the chunks run in order in the caller's thread. The same numbers, and the
+    caller's thread count back afterwards."""
+    import threading
+
     seen = []
     count = counting.count_at_least
-    monkeypatch.setattr("lab.metrics.list_metrics.count_at_least",
-                        lambda s, t, cap: seen.append(counting._threads.get()) or count(s, t, cap))
-    emb = torch.nn.functional.normalize(torch.randn(200, 8, generator=torch.Generator().manual_seed(0)), dim=1)
-    labels = torch.arange(200) // 4
+    monkeypatch.setattr("lab.metrics.list_metrics.count_at_least", lambda s, t, cap: seen.append(
+        (threading.get_ident(), counting._threads.get(), torch.get_num_threads())) or count(s, t, cap))
+    emb = torch.nn.functional.normalize(torch.randn(400, 8, generator=torch.Generator().manual_seed(0)), dim=1)
+    labels = torch.arange(400) // 4
     before = torch.get_num_threads()
     try:
         torch.set_num_threads(2)
-        two = retrieval_metrics(emb, labels)
-        assert seen and set(seen) == {2}
+        two = retrieval_metrics(emb, labels, chunk_size=10, full_map=full_map)
+        assert torch.get_num_threads() == 2 and len(seen) == 40
+        assert {(threads, torch_threads) for _, threads, torch_threads in seen} == {(1, 1)}
+        workers = {ident for ident, _, _ in seen}
+        assert len(workers) == 2 and threading.get_ident() not in workers
+        seen.clear()
         torch.set_num_threads(1)
-        one = retrieval_metrics(emb, labels)
-        assert set(seen[len(seen) // 2:]) <= {1, 2} and seen[-1] == 1
+        one = retrieval_metrics(emb, labels, chunk_size=10, full_map=full_map)
+        assert {ident for ident, _, _ in seen} == {threading.get_ident()}
     finally:
         torch.set_num_threads(before)
     assert one == two
+
+
+def test_each_worker_holds_its_share_of_the_budget(monkeypatch):
+    """Two workers, two chunks in memory at once: each chunk's score block (and the bool mask the
+    counting makes of it, chunking.SCORE_BYTES) within half the budget."""
+    import lab.metrics.chunking as chunking
+    import lab.metrics.retrieval as retrieval
+
+    blocks = []
+    real = retrieval.list_metrics
+    monkeypatch.setattr(retrieval, "list_metrics", lambda scores, *a, **k: blocks.append(scores.numel() * chunking.SCORE_BYTES["cpu"]) or real(
+        scores, *a, **k))
+    emb = torch.randn(3000, 8, generator=torch.Generator().manual_seed(1))
+    labels = torch.arange(3000) // 6
+    budget = 2**20
+    before = torch.get_num_threads()
+    try:
+        for threads in (1, 2):
+            torch.set_num_threads(threads)
+            blocks.clear()
+            retrieval_metrics(emb, labels, memory_budget=budget)
+            assert budget / (2 * threads) < max(blocks) <= budget / threads  # within its share, and filling it
+    finally:
+        torch.set_num_threads(before)
 
 
 @pytest.mark.parametrize("decimals", [1, 2, 5])

@@ -8,13 +8,12 @@ same numbers on the same similarities, ties included.
 """
 from __future__ import annotations
 
-import contextlib
-from typing import Iterator, Optional, Sequence
+import threading
+from typing import Optional, Sequence
 
 import numpy as np
 import torch
 from torch import Tensor
-from tqdm.auto import tqdm
 
 from ..core.checks import check_references, fine
 from ..core.graded_ranks import GradedRanks, exact_graded_ranks
@@ -24,6 +23,7 @@ from .exact import Sorted, ap_from_ranks, hits_from_ranks, map_at_r_from_ranks, 
 from .hierarchical import asi, h_ap_from_ranks, ndcg_from_ranks
 from .chunking import budget_bytes, chunk_bounds
 from .counting import counting_threads
+from .parallel import chunk_workers, one_thread, run_chunks
 from .list_metrics import list_metrics
 from .options import EVAL_KS, RetrievalOptions, options_from, with_options_signature
 from .relevant import LabelIndex
@@ -41,36 +41,20 @@ def _backend(backend: Optional[str], device: torch.device) -> str:
     return "torch" if backend is None or device.type != "cpu" else backend
 
 
-@contextlib.contextmanager
-def _one_thread(device: torch.device) -> Iterator[None]:
-    """On the CPU, a chunk's bookkeeping (tensors of a few thousand entries; the big counting is
-    numpy's, in as many Python threads as the caller had torch threads) runs on one torch thread:
-    starting threads for it costs more than it saves, and on a busy machine far more, as a parallel op waits for a free core (15k easy data
-    on 2 loaded cores: 2.3 s with 2 threads, against 1.7 s before issue 20). torch's thread count
-    is process-wide: meanwhile other Python threads' ops run on one thread too."""
-    threads = torch.get_num_threads()
-    if device.type != "cpu" or threads == 1:
-        yield
-        return
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
-
-
 def _similarities(refs_t: Tensor, backend: str, rows: int, columns: Optional[Tensor] = None):
     """A function (queries (c, D) normalised) -> (c, N) float32 similarities to every reference,
-    refs_t (D, N). torch writes into one buffer of ``rows`` x N reused by every chunk (on the CPU
-    no fresh pages each time); faiss computes on the CPU with its own kernel. ``columns`` (N,), when
+    refs_t (D, N). torch writes into one buffer of ``rows`` x N per worker thread, reused by each of its
+    chunks (on the CPU no fresh pages each time); faiss computes on the CPU with its own kernel. ``columns`` (N,), when
     some references are copies: the first copy of each; every copy then reads that copy's column,
     so copies tie exactly as the tie rule says (faiss scores two copies differently by where its
     SIMD loop meets them), and both backends give the same numbers."""
     if backend == "torch":
-        buffer = torch.empty(rows, refs_t.shape[1], device=refs_t.device)
+        buffers = threading.local()  # one per worker thread
 
         def product(queries: Tensor) -> Tensor:
-            return torch.mm(queries, refs_t, out=buffer[: len(queries)])
+            if not hasattr(buffers, "block"):
+                buffers.block = torch.empty(rows, refs_t.shape[1], device=refs_t.device)
+            return torch.mm(queries, refs_t, out=buffers.block[: len(queries)])
     else:
         import faiss  # imported lazily: faiss is slow to import and only this backend needs it
 
@@ -213,26 +197,36 @@ def _per_query(query_emb: Tensor, query_labels: Tensor, ref_emb: Optional[Tensor
     by_length = np.argsort(widths.sum(1), kind="stable")
     widths = widths[by_length]
     order = kept[torch.from_numpy(by_length).to(device)]
-    budget = budget_bytes(device, options.memory_budget)
+    # On the CPU with several threads, as many workers, each a chunk at a time on one torch thread: one
+    # thread's product costs no more CPU time per score than two threads' on the same rows, and the
+    # chunk's bookkeeping, serial in between, no longer leaves the other cores waiting. Each worker holds
+    # its own chunk: the budget is shared out.
+    workers = chunk_workers(device, backend)
+    budget = budget_bytes(device, options.memory_budget) // workers
     bounds = chunk_bounds(widths, n, budget, device.type, index.num, options.chunk_size)
     similarities = _similarities(refs_t, backend, rows=max(end - start for start, end in bounds),
                                  columns=duplicate_representatives(refs))
     values = torch.zeros(len(keys), len(kept), dtype=torch.float64, device=device)
-    threads = torch.get_num_threads()  # the counts' share of the caller's threads (numpy, in Python threads)
-    for start, end in tqdm(bounds, desc="retrieval metrics", disable=not options.progress, leave=False):
+    # The counts' share of the caller's threads (numpy, in Python threads) when one worker counts.
+    threads = torch.get_num_threads() if workers == 1 else 1
+
+    def chunk_values(bound: tuple[int, int]) -> None:
+        start, end = bound
         rows = order[start:end]
-        with _one_thread(device):
+        with one_thread(device):
             chunk_queries = queries.index_select(0, rows)
-        scores = similarities(chunk_queries)  # the big product: with the caller's threads
+        scores = similarities(chunk_queries)  # the big product: with the caller's threads (or this worker's one)
         self_index = rows if self_retrieval else None
         if options.method == "sort":
             chunk = _sorted_chunk(scores, self_index, q_all[rows], r_all, ks, alpha, names)
         else:
-            with _one_thread(device), counting_threads(threads):
+            with one_thread(device), counting_threads(threads):
                 if self_index is not None:
                     scores[torch.arange(len(rows), device=device), self_index] = float("-inf")
                 lists = index.lists(q_all[rows], widths[start:end].max(0).tolist(), self_index)
                 chunk = list_metrics(scores, lists, index.num, ks, alpha, graded=names is not None,
                                      level_keys=[f"AP@{name}" for name in names or ()], full_map=full_map)
-        values[:, start:end] = torch.stack([chunk[key] for key in keys])
+        values[:, start:end] = torch.stack([chunk[key] for key in keys])  # disjoint columns: no lock
+
+    run_chunks(chunk_values, bounds, workers, device, progress=options.progress)
     return keys, order, values, len(q_lab)
