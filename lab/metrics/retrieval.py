@@ -13,11 +13,12 @@ from typing import Optional, Sequence
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
 from ..core.checks import check_references, fine
 from ..core.graded_ranks import GradedRanks, exact_graded_ranks
-from ..core.normalize import duplicate_representatives, unit_rows
+from ..core.normalize import PLAIN, _leading_bytes, duplicate_representatives, unit_rows
 from ..core.relevance import hap_relevance, ndcg_relevance, num_levels, shared_levels
 from .exact import Sorted, ap_from_ranks, hits_from_ranks, map_at_r_from_ranks, ranks_for, sort_scores
 from .hierarchical import asi, h_ap_from_ranks, ndcg_from_ranks
@@ -65,6 +66,26 @@ def _similarities(refs_t: Tensor, backend: str, rows: int, columns: Optional[Ten
     if columns is None:
         return product
     return lambda queries: product(queries).index_select(1, columns)
+
+
+def _unit_rows(query_emb: Tensor, ref_emb: Optional[Tensor], device: torch.device
+               ) -> tuple[Tensor, Tensor, Optional[Tensor]]:
+    """(queries, references) as float32 unit rows on ``device`` (references: the queries themselves
+    when ``ref_emb`` is None), and each reference's first copy (``duplicate_representatives``; None
+    when none has a copy). unit_rows' range check and the check for copies, each a wait on the device
+    when called alone, read their few numbers in one move to the host: the checks run on the rows
+    F.normalize gives, which are unit_rows' own whenever the range check passes (every ordinary input)."""
+    sides = [x.detach().to(device) for x in ((query_emb,) if ref_emb is None else (query_emb, ref_emb))]
+    units = [F.normalize(x.to(torch.float32), dim=1) for x in sides]
+    keys = torch.sort(_leading_bytes(units[-1])).values  # equal rows, equal keys: no equal keys, no copies
+    may_repeat = (keys[1:] == keys[:-1]).any().double()[None]
+    extents = [torch.stack(torch.aminmax(x.abs().amax(1))).double() for x in sides]  # smallest, largest max-abs
+    *bounds, repeats = torch.cat(extents + [may_repeat]).tolist()  # the one wait
+    plain = all(PLAIN[0] <= low and high <= PLAIN[1] for low, high in zip(bounds[::2], bounds[1::2]))
+    if not plain:  # rows at 1e-30 or 1e30: unit_rows' scaled path (it checks the range again)
+        units = [unit_rows(x, torch.float32) for x in sides]
+    copies = duplicate_representatives(units[-1]) if repeats or not plain else None
+    return units[0], units[-1], copies
 
 
 def _level_names(level_names: Optional[Sequence[str]], num: int) -> list[str]:
@@ -166,21 +187,11 @@ def _per_query(query_emb: Tensor, query_labels: Tensor, ref_emb: Optional[Tensor
 
     device = _work_device(query_emb.device)
     backend = _backend(options.backend, device)
-    queries = unit_rows(query_emb.detach().to(device), torch.float32)
-    refs = queries if self_retrieval else unit_rows(ref_emb.detach().to(device), torch.float32)
+    queries, refs, copies = _unit_rows(query_emb, None if self_retrieval else ref_emb, device)
     refs_t = refs.T.contiguous()  # (D, N): one layout for mm
     q_all = query_labels.to(device).view(len(query_labels), -1)
     r_all = ref_labels.to(device).view(len(ref_labels), -1)
-    q_lab, r_lab = fine(q_all).contiguous(), fine(r_all).contiguous()
     n = refs_t.shape[1]
-
-    # Positives per query, by label counts; the query's own copy does not count.
-    uniq, r_counts = torch.unique(r_lab, return_counts=True)
-    where = torch.searchsorted(uniq, q_lab).clamp_max(len(uniq) - 1)
-    num_pos = torch.where(uniq[where] == q_lab, r_counts[where], 0) - int(self_retrieval)
-    kept = torch.nonzero(num_pos > 0).squeeze(1)  # the one wait on the device before the chunks
-    if len(kept) == 0:
-        raise ValueError("no query has another item of its class among the references: nothing to evaluate")
 
     num = num_levels(query_labels)
     if not full_map and num > 1:
@@ -191,9 +202,16 @@ def _per_query(query_emb: Tensor, query_labels: Tensor, ref_emb: Optional[Tensor
     if names is not None:
         keys += ["H-AP", "NDCG", "ASI", *[f"AP@{name}" for name in names]]
     index = LabelIndex(q_all, r_all, all_levels=names is not None)
+    # Positives per query, from the labels' index on the host (no wait on the device for a unique or a
+    # nonzero); the query's own copy does not count.
+    q_host = q_all.cpu().long().numpy()
+    kept_host = np.flatnonzero(index.class_sizes(q_host) - int(self_retrieval) > 0)
+    if len(kept_host) == 0:
+        raise ValueError("no query has another item of its class among the references: nothing to evaluate")
+    kept = torch.from_numpy(kept_host).to(device)
     # Queries by increasing list length: chunks of similar lists pad little. Both methods take the same
     # chunks (a query's similarities can differ in the last bit from one chunk shape to another).
-    widths = index.widths(q_all.cpu().long().numpy()[kept.cpu().numpy()])
+    widths = index.widths(q_host[kept_host])
     by_length = np.argsort(widths.sum(1), kind="stable")
     widths = widths[by_length]
     order = kept[torch.from_numpy(by_length).to(device)]
@@ -205,7 +223,7 @@ def _per_query(query_emb: Tensor, query_labels: Tensor, ref_emb: Optional[Tensor
     budget = budget_bytes(device, options.memory_budget) // workers
     bounds = chunk_bounds(widths, n, budget, device.type, index.num, options.chunk_size)
     similarities = _similarities(refs_t, backend, rows=max(end - start for start, end in bounds),
-                                 columns=duplicate_representatives(refs))
+                                 columns=copies)
     values = torch.zeros(len(keys), len(kept), dtype=torch.float64, device=device)
     # The counts' share of the caller's threads (numpy, in Python threads) when one worker counts.
     threads = torch.get_num_threads() if workers == 1 else 1
@@ -229,4 +247,4 @@ def _per_query(query_emb: Tensor, query_labels: Tensor, ref_emb: Optional[Tensor
         values[:, start:end] = torch.stack([chunk[key] for key in keys])  # disjoint columns: no lock
 
     run_chunks(chunk_values, bounds, workers, device, progress=options.progress)
-    return keys, order, values, len(q_lab)
+    return keys, order, values, len(q_all)
