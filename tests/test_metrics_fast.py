@@ -484,3 +484,33 @@ def test_recall_at_k_breaks_ties_against_the_query_but_not_between_positives():
     labels = torch.tensor([0, 0, 0, 1, 1, 1])
     for method in ("sort", "count"):
         assert retrieval_metrics(emb, labels, backend="torch", method=method)["R@1"] == 1.0
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_the_top_of_the_list_path_compares_each_score_about_once(monkeypatch, threads):
+    """Complexity guard (scores compared, never seconds): on data whose positives lie anywhere in the
+    row (random embeddings, 7 positives a query), R@k and mAP@R alone (``full_map=False``) compare each
+    score with about one threshold, where the full mAP compares it with each of the 7; on tied data with
+    copies, both give the same R@k and mAP@R, with one chunk worker or two."""
+    monkeypatch.setattr(counting, "SORT_COST", 100.0)  # the passes, whatever this machine's sort costs
+    compared = []
+    real = counting._count_row_by_row
+    monkeypatch.setattr(counting, "_count_row_by_row", lambda slab, t, out: compared.append(slab.size) or real(slab, t, out))
+    g = torch.Generator().manual_seed(11)
+    n = 2400
+    emb, labels = torch.randn(n, 16, generator=g), torch.arange(n) // 8
+    tied = torch.cat([tied_embeddings(n - 200, 3, seed=11), tied_embeddings(200, 3, seed=11)])  # ties and copies
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(threads)
+        top = retrieval_metrics(emb, labels, full_map=False)
+        top_compared, compared[:] = sum(compared), []
+        full = retrieval_metrics(emb, labels)
+        full_compared = sum(compared)
+        tied_top, tied_full = retrieval_metrics(tied, labels, full_map=False), retrieval_metrics(tied, labels)
+    finally:
+        torch.set_num_threads(before)
+    scores = n * (n - 1)
+    assert scores <= top_compared <= 1.1 * scores < 6 * scores <= full_compared
+    assert top == {key: value for key, value in full.items() if key != "mAP"}
+    assert tied_top == {key: value for key, value in tied_full.items() if key != "mAP"}
