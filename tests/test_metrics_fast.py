@@ -514,3 +514,29 @@ def test_the_top_of_the_list_path_compares_each_score_about_once(monkeypatch, th
     assert scores <= top_compared <= 1.1 * scores < 6 * scores <= full_compared
     assert top == {key: value for key, value in full.items() if key != "mAP"}
     assert tied_top == {key: value for key, value in tied_full.items() if key != "mAP"}
+
+
+def test_an_error_in_a_worker_stops_the_chunks_not_yet_started(monkeypatch):
+    """The first error reaches the caller, the chunks after it are dropped (not computed), and the
+    caller's thread count is back."""
+    import lab.metrics.retrieval as retrieval
+
+    calls = []
+    real = retrieval.list_metrics
+
+    def failing(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 3:
+            raise RuntimeError("chunk 3 failed")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(retrieval, "list_metrics", failing)
+    emb, labels = torch.randn(600, 4, generator=torch.Generator().manual_seed(2)), torch.arange(600) // 3
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        with pytest.raises(RuntimeError, match="chunk 3 failed"):
+            retrieval_metrics(emb, labels, chunk_size=5)  # 120 chunks
+        assert torch.get_num_threads() == 2 and len(calls) < 20
+    finally:
+        torch.set_num_threads(before)

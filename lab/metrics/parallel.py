@@ -6,7 +6,7 @@ T Python workers each take whole chunks, every torch op on one thread: the produ
 rows costs no more CPU time per score on one thread than on two (measured: 0.48-0.51 s for 15k x 15k
 x 64 in chunks of 68 to 1,024 rows), and between two products the serial bookkeeping of a chunk no
 longer leaves the other core idle or spinning (15k random data on 2 busy cores: 1.66 s of CPU time
-with 2 threads a product against 0.88 s with 2 workers). torch releases the GIL inside its ops, and
+with 2 threads a product against 0.90 s with 2 workers). torch releases the GIL inside its ops, and
 numpy inside its loops, so the workers run at once.
 """
 from __future__ import annotations
@@ -56,7 +56,11 @@ def run_chunks(fn: Callable[[tuple[int, int]], None], bounds: Sequence[tuple[int
         # The pool is made after torch's count is set to 1, in this thread: its threads start on one torch
         # thread (a new thread's first op reads the process's count), and a forked child re-creates torch's
         # pool here, once, not in two workers at once (lab.metrics.counting._executor).
-        with one_thread(device), ThreadPoolExecutor(workers, thread_name_prefix="ranklab-chunks") as pool:
-            for _ in pool.map(fn, bounds):  # in order; the first error is raised here
-                bar.update()
+        with one_thread(device):
+            pool = ThreadPoolExecutor(workers, thread_name_prefix="ranklab-chunks")
+            try:
+                for _ in pool.map(fn, bounds):  # in order; the first error (or Ctrl-C) is raised here
+                    bar.update()
+            finally:  # after an error the chunks not yet started are dropped, not computed
+                pool.shutdown(wait=True, cancel_futures=True)
     bar.close()
