@@ -81,3 +81,8 @@ def test_an_earlier_commit_is_timed_beside_ours_on_the_same_data():
     emb, labels = bench_metrics.embeddings(600, data="clustered")
     assert row["top"] == retrieval_metrics(emb, labels[:, 0], full_map=False) and row["diff"] <= 1e-6
     assert "before, its metrics" in bench_metrics.table({(600, "clustered"): row})
+
+
+def test_a_machine_busier_than_its_cores_gets_a_caveat():
+    assert bench_metrics.busy(1.5, cores=2) == ""
+    assert bench_metrics.busy(9.8, cores=2).startswith("- The load (9.8 on 2 cores) exceeded the cores")
