@@ -176,7 +176,7 @@ def test_each_worker_holds_its_share_of_the_budget(monkeypatch):
         scores, *a, **k))
     emb = torch.randn(3000, 8, generator=torch.Generator().manual_seed(1))
     labels = torch.arange(3000) // 6
-    budget = 2**20
+    budget = 4 * 2**20  # each worker's half: 87 queries a chunk, more than MIN_WORKER_ROWS
     before = torch.get_num_threads()
     try:
         for threads in (1, 2):
@@ -538,5 +538,25 @@ def test_an_error_in_a_worker_stops_the_chunks_not_yet_started(monkeypatch):
         with pytest.raises(RuntimeError, match="chunk 3 failed"):
             retrieval_metrics(emb, labels, chunk_size=5)  # 120 chunks
         assert torch.get_num_threads() == 2 and len(calls) < 20
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_workers_keep_chunks_of_a_useful_size():
+    """As many workers as threads while each share of the budget holds MIN_WORKER_ROWS queries; fewer
+    with a large gallery or a small budget; one on a GPU or with faiss; the threads with a chunk_size."""
+    from lab.metrics.chunking import SCORE_BYTES
+    from lab.metrics.parallel import MIN_WORKER_ROWS, chunk_workers
+
+    cpu, row = torch.device("cpu"), SCORE_BYTES["cpu"] * MIN_WORKER_ROWS
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(4)
+        assert chunk_workers(cpu, "torch", 1000, 4 * 1000 * row) == 4
+        assert chunk_workers(cpu, "torch", 1000, 3 * 1000 * row) == 3
+        assert chunk_workers(cpu, "torch", 1000, 1000 * row - 1) == 1
+        assert chunk_workers(cpu, "torch", 10**6, 2**25, chunk_size=7) == 4
+        assert chunk_workers(cpu, "faiss", 1000, 4 * 1000 * row) == 1
+        assert chunk_workers(torch.device("cuda"), "torch", 1000, 4 * 1000 * row) == 1
     finally:
         torch.set_num_threads(before)

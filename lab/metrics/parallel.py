@@ -13,10 +13,18 @@ from __future__ import annotations
 
 import contextlib
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable, Iterator, Sequence
+from typing import Callable, Iterator, Optional, Sequence
 
 import torch
 from tqdm.auto import tqdm
+
+from .chunking import SCORE_BYTES
+
+# The fewest queries a worker's chunk may hold: below this, a chunk's fixed costs (a dozen small torch
+# ops, a thread hand-over: a few ms) weigh on its product (32 x 30k scores: ~60 ms on one thread). With 2
+# threads and the CPU's 32 MB budget: 2 workers up to N = 65k, 1 beyond (the product then on the caller's
+# threads, as before the workers).
+MIN_WORKER_ROWS = 32
 
 
 @contextlib.contextmanager
@@ -37,10 +45,18 @@ def one_thread(device: torch.device) -> Iterator[None]:
         torch.set_num_threads(threads)
 
 
-def chunk_workers(device: torch.device, backend: str) -> int:
-    """Workers for the chunks: the caller's torch threads on the CPU with the torch backend, else 1
-    (faiss spreads its own product over OpenMP threads; a GPU's chunks queue on one stream)."""
-    return torch.get_num_threads() if device.type == "cpu" and backend == "torch" else 1
+def chunk_workers(device: torch.device, backend: str, n: int, budget: int, chunk_size: Optional[int] = None) -> int:
+    """Workers for the chunks: on the CPU with the torch backend, the caller's torch threads, as long as
+    each worker's share of ``budget`` still holds MIN_WORKER_ROWS queries against a gallery of ``n``
+    (many threads and a large gallery: fewer workers, not chunks of a few rows, each paying a chunk's
+    fixed costs); with ``chunk_size`` given, the threads. Else 1 (faiss spreads its own product over
+    OpenMP threads; a GPU's chunks queue on one stream)."""
+    if device.type != "cpu" or backend != "torch":
+        return 1
+    threads = torch.get_num_threads()
+    if chunk_size is not None:
+        return threads
+    return max(1, min(threads, budget // (n * SCORE_BYTES["cpu"] * MIN_WORKER_ROWS)))
 
 
 def run_chunks(fn: Callable[[tuple[int, int]], None], bounds: Sequence[tuple[int, int]], workers: int,

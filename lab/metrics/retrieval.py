@@ -219,8 +219,9 @@ def _per_query(query_emb: Tensor, query_labels: Tensor, ref_emb: Optional[Tensor
     # thread's product costs no more CPU time per score than two threads' on the same rows, and the
     # chunk's bookkeeping, serial in between, no longer leaves the other cores waiting. Each worker holds
     # its own chunk: the budget is shared out.
-    workers = chunk_workers(device, backend)
-    budget = budget_bytes(device, options.memory_budget) // workers
+    budget = budget_bytes(device, options.memory_budget)
+    workers = chunk_workers(device, backend, n, budget, options.chunk_size)
+    budget //= workers
     bounds = chunk_bounds(widths, n, budget, device.type, index.num, options.chunk_size)
     similarities = _similarities(refs_t, backend, rows=max(end - start for start, end in bounds),
                                  columns=copies)
