@@ -5,6 +5,7 @@ import torch
 
 import lab.metrics.chunking as chunking
 import lab.metrics.counting as counting
+import lab.metrics.retrieval as retrieval
 
 
 def _device_counts(s: np.ndarray, t: np.ndarray, cap=None) -> tuple[np.ndarray, np.ndarray]:
@@ -14,8 +15,10 @@ def _device_counts(s: np.ndarray, t: np.ndarray, cap=None) -> tuple[np.ndarray, 
 
 
 def count_as_on_a_device(monkeypatch, max_passes: int) -> None:
-    """From now on (this test) the CPU counts in torch and sizes its chunks as a device does;
+    """From now on (this test) the CPU counts in torch, sizes its chunks and runs them one after the
+    other as a device does (so a dispatch probe, which sees its own thread's ops only, sees them all);
     ``max_passes``: DEVICE_MAX_PASSES (0: buckets only, large: broadcast comparisons only)."""
     monkeypatch.setattr(counting, "DEVICE_MAX_PASSES", max_passes)
     monkeypatch.setattr(counting, "_count_numpy", _device_counts)
     monkeypatch.setitem(chunking.SCORE_BYTES, "cpu", chunking.SCORE_BYTES["device"])
+    monkeypatch.setattr(retrieval, "chunk_workers", lambda *args: 1)

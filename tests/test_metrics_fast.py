@@ -134,24 +134,58 @@ def _count_in_a_child(scores, t, want):
         os._exit(0 if torch.equal(counting.count_at_least(scores, t).at_least, want) else 1)
 
 
-def test_retrieval_metrics_count_with_the_callers_threads(monkeypatch):
+@pytest.mark.parametrize("full_map", [True, False])
+def test_the_callers_threads_become_chunk_workers(monkeypatch, full_map):
+    """On the CPU with T torch threads, T workers each count whole chunks with one thread (numpy and
+    torch); with one thread the chunks run in order in the caller's thread. The same numbers, and the
+    caller's thread count back afterwards."""
+    import threading
+
     seen = []
     count = counting.count_at_least
-    monkeypatch.setattr("lab.metrics.list_metrics.count_at_least",
-                        lambda s, t, cap: seen.append(counting._threads.get()) or count(s, t, cap))
-    emb = torch.nn.functional.normalize(torch.randn(200, 8, generator=torch.Generator().manual_seed(0)), dim=1)
-    labels = torch.arange(200) // 4
+    monkeypatch.setattr("lab.metrics.list_metrics.count_at_least", lambda s, t, cap: seen.append(
+        (threading.get_ident(), counting._threads.get(), torch.get_num_threads())) or count(s, t, cap))
+    emb = torch.nn.functional.normalize(torch.randn(400, 8, generator=torch.Generator().manual_seed(0)), dim=1)
+    labels = torch.arange(400) // 4
     before = torch.get_num_threads()
     try:
         torch.set_num_threads(2)
-        two = retrieval_metrics(emb, labels)
-        assert seen and set(seen) == {2}
+        two = retrieval_metrics(emb, labels, chunk_size=10, full_map=full_map)
+        assert torch.get_num_threads() == 2 and len(seen) == 40
+        assert {(threads, torch_threads) for _, threads, torch_threads in seen} == {(1, 1)}
+        workers = {ident for ident, _, _ in seen}
+        assert len(workers) == 2 and threading.get_ident() not in workers
+        seen.clear()
         torch.set_num_threads(1)
-        one = retrieval_metrics(emb, labels)
-        assert set(seen[len(seen) // 2:]) <= {1, 2} and seen[-1] == 1
+        one = retrieval_metrics(emb, labels, chunk_size=10, full_map=full_map)
+        assert {ident for ident, _, _ in seen} == {threading.get_ident()}
     finally:
         torch.set_num_threads(before)
     assert one == two
+
+
+def test_each_worker_holds_its_share_of_the_budget(monkeypatch):
+    """Two workers, two chunks in memory at once: each chunk's score block (and the bool mask the
+    counting makes of it, chunking.SCORE_BYTES) within half the budget."""
+    import lab.metrics.chunking as chunking
+    import lab.metrics.retrieval as retrieval
+
+    blocks = []
+    real = retrieval.list_metrics
+    monkeypatch.setattr(retrieval, "list_metrics", lambda scores, *a, **k: blocks.append(scores.numel() * chunking.SCORE_BYTES["cpu"]) or real(
+        scores, *a, **k))
+    emb = torch.randn(3000, 8, generator=torch.Generator().manual_seed(1))
+    labels = torch.arange(3000) // 6
+    budget = 4 * 2**20  # each worker's half: 87 queries a chunk, more than MIN_WORKER_ROWS
+    before = torch.get_num_threads()
+    try:
+        for threads in (1, 2):
+            torch.set_num_threads(threads)
+            blocks.clear()
+            retrieval_metrics(emb, labels, memory_budget=budget)
+            assert budget / (2 * threads) < max(blocks) <= budget / threads  # within its share, and filling it
+    finally:
+        torch.set_num_threads(before)
 
 
 @pytest.mark.parametrize("decimals", [1, 2, 5])
@@ -381,7 +415,12 @@ def test_flat_retrieval_sorts_no_gallery_row(monkeypatch):
 
     monkeypatch.setattr(np, "sort", spy(real_sort))
     monkeypatch.setattr(np, "argsort", spy(real_argsort))
-    monkeypatch.setattr(torch, "sort", lambda *a, **k: pytest.fail("torch.sort called"))
+    real_torch_sort = torch.sort  # the references' int64 keys of the check for copies: N numbers, once
+
+    def torch_sort(x, *args, **kwargs):
+        return pytest.fail("torch.sort called on scores") if x.is_floating_point() else real_torch_sort(x, *args, **kwargs)
+
+    monkeypatch.setattr(torch, "sort", torch_sort)
     out = retrieval_metrics(emb, labels, backend="torch", chunk_size=50)
     assert out["num_queries"] == 480 and max(longest, default=0) <= 8
 
@@ -445,3 +484,79 @@ def test_recall_at_k_breaks_ties_against_the_query_but_not_between_positives():
     labels = torch.tensor([0, 0, 0, 1, 1, 1])
     for method in ("sort", "count"):
         assert retrieval_metrics(emb, labels, backend="torch", method=method)["R@1"] == 1.0
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_the_top_of_the_list_path_compares_each_score_about_once(monkeypatch, threads):
+    """Complexity guard (scores compared, never seconds): on data whose positives lie anywhere in the
+    row (random embeddings, 7 positives a query), R@k and mAP@R alone (``full_map=False``) compare each
+    score with about one threshold, where the full mAP compares it with each of the 7; on tied data with
+    copies, both give the same R@k and mAP@R, with one chunk worker or two."""
+    monkeypatch.setattr(counting, "SORT_COST", 100.0)  # the passes, whatever this machine's sort costs
+    compared = []
+    real = counting._count_row_by_row
+    monkeypatch.setattr(counting, "_count_row_by_row", lambda slab, t, out: compared.append(slab.size) or real(slab, t, out))
+    g = torch.Generator().manual_seed(11)
+    n = 2400
+    emb, labels = torch.randn(n, 16, generator=g), torch.arange(n) // 8
+    tied = torch.cat([tied_embeddings(n - 200, 3, seed=11), tied_embeddings(200, 3, seed=11)])  # ties and copies
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(threads)
+        top = retrieval_metrics(emb, labels, full_map=False)
+        top_compared, compared[:] = sum(compared), []
+        full = retrieval_metrics(emb, labels)
+        full_compared = sum(compared)
+        tied_top, tied_full = retrieval_metrics(tied, labels, full_map=False), retrieval_metrics(tied, labels)
+    finally:
+        torch.set_num_threads(before)
+    scores = n * (n - 1)
+    assert scores <= top_compared <= 1.1 * scores < 6 * scores <= full_compared
+    assert top == {key: value for key, value in full.items() if key != "mAP"}
+    assert tied_top == {key: value for key, value in tied_full.items() if key != "mAP"}
+
+
+def test_an_error_in_a_worker_stops_the_chunks_not_yet_started(monkeypatch):
+    """The first error reaches the caller, the chunks after it are dropped (not computed), and the
+    caller's thread count is back."""
+    import lab.metrics.retrieval as retrieval
+
+    calls = []
+    real = retrieval.list_metrics
+
+    def failing(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 3:
+            raise RuntimeError("chunk 3 failed")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(retrieval, "list_metrics", failing)
+    emb, labels = torch.randn(600, 4, generator=torch.Generator().manual_seed(2)), torch.arange(600) // 3
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        with pytest.raises(RuntimeError, match="chunk 3 failed"):
+            retrieval_metrics(emb, labels, chunk_size=5)  # 120 chunks
+        assert torch.get_num_threads() == 2 and len(calls) < 20
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_workers_keep_chunks_of_a_useful_size():
+    """As many workers as threads while each share of the budget holds MIN_WORKER_ROWS queries; fewer
+    with a large gallery or a small budget; one on a GPU or with faiss; the threads with a chunk_size."""
+    from lab.metrics.chunking import SCORE_BYTES
+    from lab.metrics.parallel import MIN_WORKER_ROWS, chunk_workers
+
+    cpu, row = torch.device("cpu"), SCORE_BYTES["cpu"] * MIN_WORKER_ROWS
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(4)
+        assert chunk_workers(cpu, "torch", 1000, 4 * 1000 * row) == 4
+        assert chunk_workers(cpu, "torch", 1000, 3 * 1000 * row) == 3
+        assert chunk_workers(cpu, "torch", 1000, 1000 * row - 1) == 1
+        assert chunk_workers(cpu, "torch", 10**6, 2**25, chunk_size=7) == 4
+        assert chunk_workers(cpu, "faiss", 1000, 4 * 1000 * row) == 1
+        assert chunk_workers(torch.device("cuda"), "torch", 1000, 4 * 1000 * row) == 1
+    finally:
+        torch.set_num_threads(before)

@@ -97,6 +97,10 @@ class LabelIndex:
         columns = [self.num - 1] if self.tree else range(self.num)
         return np.stack([_count(self.host_runs[i], query_labels[:, i]) for i in columns], 1)
 
+    def class_sizes(self, query_labels: np.ndarray) -> np.ndarray:
+        """(Q,) host array: the references sharing each query's finest label; query_labels (Q, L) on the host."""
+        return _count(self.host_runs[0], query_labels[:, 0])
+
     def lists(self, query_labels: Tensor, widths: Sequence[int], self_index: Optional[Tensor] = None) -> Lists:
         """Relevant items of a chunk of queries, query_labels (c, L) on the device; ``widths``: the
         chunk's largest part lengths (:meth:`widths`); ``self_index`` (c,): each query's own
