@@ -52,14 +52,14 @@ assignments: setup
 	$(BIN)/python -m lab.grading.generate
 
 bench: setup
-	$(BIN)/python bench/losses.py
-	$(BIN)/python bench/metrics.py
-	$(BIN)/python bench/gap.py
-	$(BIN)/python bench/train.py
+	$(BIN)/python -m bench.losses
+	$(BIN)/python -m bench.metrics
+	$(BIN)/python -m bench.gap
+	$(BIN)/python -m bench.train
 
 # docs/figures/*.png and docs/figures.md (add ARGS=--training for the trained-model figures).
 figures: setup
-	$(BIN)/python bench/figures.py $(ARGS)
+	$(BIN)/python -m lab.docs_figures $(ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis test-artifacts

@@ -25,18 +25,14 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import sys
 import time
-from pathlib import Path
 from typing import Callable, Iterator, Optional
 
 import torch
 import torch.nn.functional as F
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from measure import machine, publish, threads  # noqa: E402
-
-from lab.metrics import retrieval_metrics  # noqa: E402
+from bench.measure import machine, publish, threads
+from lab.metrics import retrieval_metrics
 
 DIM, PER_CLASS, FINE_PER_COARSE = 64, 8, 10
 # Spread of an image around its class centre (class centres 0.7 around their coarse centre). In more

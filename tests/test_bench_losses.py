@@ -3,20 +3,12 @@ really is lab.losses, the same batch goes to both, peaks are seen, and only its 
 docs/benchmarks.md is rewritten. (Timings themselves are never asserted.)"""
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 import torch
 
-BENCH = Path(__file__).resolve().parents[1] / "bench"
-sys.path.insert(0, str(BENCH))
-
-import loss_cases  # noqa: E402
-import measure  # noqa: E402
-from tests import reference_engine  # noqa: E402
-
-import lab.losses.functional as new_functional  # noqa: E402
+import lab.losses.functional as new_functional
+from bench import loss_cases, measure
+from tests import reference_engine
 
 TARGETS = ["smooth_ap", "sup_ap", "roadmap", "fast_ap", "soft_bin_ap"]
 
