@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from PIL import Image
 
-from .base import DatasetNotFoundError, LabeledImages, check_split
+from .labeled_images import DatasetNotFoundError, LabeledImages, check_split
 
 DATA_ENV = "RANKLAB_DATA"
 IMAGE_EXTENSIONS = {".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp", ".tif", ".tiff"}

@@ -15,11 +15,11 @@ import time
 from pathlib import Path
 
 from lab.docs_figures import ENTRIES, Entry
-from lab.experiments import hierarchical as hierarchical_runs
+from lab.experiments import hierarchical_runs
 from lab.experiments import runs
 from lab.studies.results_page import TITLES as STUDY_TITLES
 from lab.studies.verdicts import reproduction_rows
-from lab.viz import retrieval
+from lab.viz import retrieval_views
 from lab.viz.render import save_png
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -72,7 +72,7 @@ def write_doc(entries: list[Entry], measured: dict[str, str], out: Path = OUT, d
              f"query); HAPPIER vs SmoothAP with the hierarchical sampler for "
              f"{hierarchical_runs.hierarchical_overrides(fast=False).get('steps', full['steps'])} steps; the maps, the "
              "retrieved images and the class means are those of the evaluation subset (t-SNE on at most "
-             f"~{retrieval.FULL_TSNE_ITEMS} points). These are the models the notebooks train in full mode, one run "
+             f"~{retrieval_views.FULL_TSNE_ITEMS} points). These are the models the notebooks train in full mode, one run "
              "per setting: differences of a point or two are within seed-to-seed noise. The times in brackets were "
              "measured on 2 CPU cores shared with other jobs. The loss comparison and the recall losses (mean ± std "
              f"over {seeds} seeds) and the batch-size, gap and bin-count figures come from the reproduction study "

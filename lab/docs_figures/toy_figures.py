@@ -2,7 +2,7 @@
 seconds, and says what it measured -> (plotly figure, "measured" sentence)."""
 from __future__ import annotations
 
-from lab.viz import binning, decomposability_toys, gradient_flow, hierarchical, recall, surrogates
+from lab.viz import binning, decomposability_toys, gradient_flow, hierarchical_ap, recall_at_k, surrogates
 
 
 def draw_surrogates():
@@ -64,21 +64,21 @@ def draw_apq():
 
 
 def draw_lada():
-    ex = hierarchical.lada_example()
+    ex = hierarchical_ap.lada_example()
     t, b = ex["top row"], ex["bottom row"]
-    return hierarchical.plot_lada(), (f"top: H-AP {t['h_ap']:.4f}, AP {t['ap']:.2f}; bottom: H-AP {b['h_ap']:.4f}, AP {b['ap']:.2f}; "
+    return hierarchical_ap.plot_lada(), (f"top: H-AP {t['h_ap']:.4f}, AP {t['ap']:.2f}; bottom: H-AP {b['h_ap']:.4f}, AP {b['ap']:.2f}; "
                                       f"H-rank⁺(2) = {t['h_rank_plus'][1]:.4f} vs {b['h_rank_plus'][1]:.4f}.")
 
 
 def draw_recall_curves():
-    c = recall.recall_curves()
-    return recall.plot_recall_at_k(), f"positives at ranks 3, 5, 9: R@k = {c['R@k'][:5]}…, TR@k = {[round(v, 3) for v in c['TR@k'][:9]]}…"
+    c = recall_at_k.recall_curves()
+    return recall_at_k.plot_recall_at_k(), f"positives at ranks 3, 5, 9: R@k = {c['R@k'][:5]}…, TR@k = {[round(v, 3) for v in c['TR@k'][:9]]}…"
 
 
 def draw_recall_surrogate():
-    s = recall.surrogate_step(4, 1.0)
+    s = recall_at_k.surrogate_step(4, 1.0)
     far = max(g for r, g in zip(s["rank"], s["slope"]) if r >= 12)
-    return recall.plot_recall_surrogate(4, 1.0), f"k = 4, τ* = 1: slope {max(s['slope']):.3f} at rank k, ≤ {far:.1e} from rank 12 on."
+    return recall_at_k.plot_recall_surrogate(4, 1.0), f"k = 4, τ* = 1: slope {max(s['slope']):.3f} at rank k, ≤ {far:.1e} from rank 12 on."
 
 
 def draw_recall_flow():

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import functools
 
-from lab.experiments import hierarchical as hierarchical_runs
+from lab.experiments import hierarchical_runs
 from lab.experiments import runs
 from lab.studies.verdicts import reproduction_rows
-from lab.viz import comparisons, retrieval
+from lab.viz import comparisons, retrieval_views
 
 
 def _test_images(fast: bool):
@@ -19,17 +19,17 @@ def _test_images(fast: bool):
 def draw_retrieval_grid(fast: bool):
     trainer, emb, labels, index = _test_images(fast)
     queries = [0, 8, 16, 24, 32, 40]
-    found = retrieval.retrieve(emb, labels, queries, k=6)
+    found = retrieval_views.retrieve(emb, labels, queries, k=6)
     names = [trainer.test_set.class_names[int(y)] for y in labels[:, 0]]
     hits = sum(any(r) for r in found["relevant"])
-    return (retrieval.plot_retrieval([trainer.test_set.image(i) for i in index], queries, found, names),
+    return (retrieval_views.plot_retrieval([trainer.test_set.image(i) for i in index], queries, found, names),
             f"ROADMAP, {trainer.config.steps} steps: {hits} of {len(queries)} queries have a relevant item in their top 6.")
 
 
 def draw_embedding(fast: bool):
     trainer, emb, labels, _ = _test_images(fast)
-    points = retrieval.project_2d(emb)
-    return (retrieval.plot_embedding_2d(points, labels[:, 1], trainer.test_set.coarse_names),
+    points = retrieval_views.project_2d(emb)
+    return (retrieval_views.plot_embedding_2d(points, labels[:, 1], trainer.test_set.coarse_names),
             f"{len(emb)} test glyphs (the evaluation subset), first two principal components.")
 
 
@@ -56,14 +56,14 @@ def draw_loss_comparison():
 @functools.lru_cache(maxsize=2)
 def _class_tsne(fast: bool):
     trainer, emb, labels, _ = _test_images(fast)
-    max_items = retrieval.FAST_TSNE_ITEMS if fast else retrieval.FULL_TSNE_ITEMS
-    return trainer, retrieval.class_tsne(emb, labels, trainer.test_set.class_names, max_items=max_items)
+    max_items = retrieval_views.FAST_TSNE_ITEMS if fast else retrieval_views.FULL_TSNE_ITEMS
+    return trainer, retrieval_views.class_tsne(emb, labels, trainer.test_set.class_names, max_items=max_items)
 
 
 def draw_tsne_classes(fast: bool):
     _, m = _class_tsne(fast)
     n = len(m["index"])
-    return (retrieval.plot_embedding_2d(m["points"], m["fine"], m["names"], highlight=m["coloured"], axis_title="t-SNE",
+    return (retrieval_views.plot_embedding_2d(m["points"], m["fine"], m["names"], highlight=m["coloured"], axis_title="t-SNE",
                                         title=f"t-SNE of {n} test embeddings (ROADMAP), the first 16 classes coloured"),
             f"{n} test images of {len(set(m['fine'].tolist()))} held-out classes: {m['map_agreement']:.2f} of "
             f"each point's 5 nearest neighbours on the map are the same glyph ({m['embedding_agreement']:.2f} in the "
@@ -74,14 +74,14 @@ def draw_tsne_scripts(fast: bool):
     trainer, m = _class_tsne(fast)
     n = len(m["index"])
     emb, labels = _test_images(fast)[1:3]
-    near, means = retrieval.coarse_neighbours(emb, labels), retrieval.class_mean_neighbours(emb, labels)
+    near, means = retrieval_views.coarse_neighbours(emb, labels), retrieval_views.class_mean_neighbours(emb, labels)
     ratio = means["same_coarse"] / means["chance"]
     lesson = (f" **Does not reproduce the paper's lesson here:** different glyphs of one script sit together "
               f"({ratio:.0f}x chance for the class means) although the loss never saw the scripts, unlike Smooth-AP's "
               "map on SOP. Likely reason: the glyphs of a script share their strokes (Braille dots, box-drawing "
               "lines, arrowheads), so the features that tell glyphs apart also tell scripts apart."
               if ratio > 2 else "")
-    return (retrieval.plot_embedding_2d(m["points"], m["coarse"], trainer.test_set.coarse_names, axis_title="t-SNE",
+    return (retrieval_views.plot_embedding_2d(m["points"], m["coarse"], trainer.test_set.coarse_names, axis_title="t-SNE",
                                         title=f"t-SNE of {n} test embeddings (ROADMAP), coloured by script"),
             f"in the 64-d space, {near['same_coarse']:.2f} of each image's 5 nearest neighbours share its script "
             f"(chance {near['chance']:.2f}), but {near['same_class']:.2f} are the same glyph, which shares it by "
@@ -117,7 +117,7 @@ def draw_class_means_tsne(fast: bool):
     for loss in hierarchical_runs.HIERARCHICAL_LOSSES:
         trainer = hierarchical_runs.hierarchical_model(loss, fast=fast)
         emb, labels, _ = runs.evaluation_embeddings(trainer)
-        maps[loss] = retrieval.class_mean_map(emb, labels)
+        maps[loss] = retrieval_views.class_mean_map(emb, labels)
         names = trainer.test_set.coarse_names
     first = next(iter(maps.values()))
     gain = maps["happier"]["embedding_agreement"] - maps["smooth_ap"]["embedding_agreement"]
@@ -125,7 +125,7 @@ def draw_class_means_tsne(fast: bool):
               f"({maps['smooth_ap']['embedding_agreement'] / first['chance']:.0f}x chance) and HAPPIER adds "
               f"{gain:+.3f}; glyphs of one script look alike, and HAPPIER's proxies have barely moved after "
               f"{trainer.config.steps} steps." if gain < 0.1 else "")
-    return retrieval.plot_class_mean_maps(maps, names), "; ".join(
+    return retrieval_views.plot_class_mean_maps(maps, names), "; ".join(
         f"{loss}: {m['embedding_agreement']:.3f} of each class mean's 5 nearest class means share its script "
         f"({m['map_agreement']:.3f} on the map)" for loss, m in maps.items()) + (
         f"; chance {first['chance']:.3f}, {first['num_classes']} test classes (those of the evaluation subset).{lesson}")

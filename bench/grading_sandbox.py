@@ -1,7 +1,7 @@
 """What the grading sandbox costs: seconds per submission with bubblewrap against ``--no-sandbox``.
 
-    python -m bench.sandbox                  # 5 rounds; writes the "Grading sandbox" section
-    python -m bench.sandbox --rounds 2 --no-write
+    python -m bench.grading_sandbox                  # 5 rounds; writes the "Grading sandbox" section
+    python -m bench.grading_sandbox --rounds 2 --no-write
 
 Grades the correct and the untouched (blank) submission of assignment 03 one by one with
 ``lab.grading.grade.run_submission``, sandboxed and not, interleaved (the order of the two modes
@@ -91,7 +91,7 @@ def main() -> None:
                  seconds[(False, s.student)], seconds[(True, s.student)]) for s in subs]
     rows += [_row(f"start Python: `python -c '{code}'`", starts[(False, code)], starts[(True, code)])
              for code in ("pass", "import torch, lab.grading")]
-    text = f"""## Grading sandbox (`python -m bench.sandbox`)
+    text = f"""## Grading sandbox (`python -m bench.grading_sandbox`)
 
 Seconds to grade one submission of assignment 03 (2 test cells, 5 checks) with `run_submission`,
 sandboxed (bubblewrap) and `--no-sandbox`, interleaved over {args.rounds} rounds; medians, and the
