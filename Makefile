@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed-stamp
 # Never wait for the Hugging Face hub: pretrained weights are used when cached, else random init.
 export HF_HUB_OFFLINE ?= 1
 
-.PHONY: setup browser sandbox app lab test bench figures assignments clean
+.PHONY: setup browser sandbox app lab test test-fast bench figures assignments clean
 
 # Grading needs bubblewrap (lab/grading/sandbox.py): setup installs it, as root, where apt-get exists.
 setup: $(STAMP) sandbox
@@ -46,20 +46,29 @@ sandbox:
 test: setup browser sandbox
 	$(BIN)/python -m pytest $(PYTEST_ARGS) || { rc=$$?; [ $$rc -eq 5 ] && echo "pytest: no tests collected" || exit $$rc; }
 
+# The edit loop's subset: tests/ without the notebooks (nbmake), the tests marked slow, the browser and AppTest
+# tests of the app, the grading's end-to-end tests (sandbox, nbgrader, assignments) and the benchmarks' own
+# tests. `make test` (what CI runs) stays the whole suite.
+FAST_SKIP := --ignore=tests/test_app.py --ignore=tests/test_app_browser.py --ignore=tests/test_notebook_browser.py \
+  --ignore=tests/test_grade.py --ignore=tests/test_grade_nbgrader.py --ignore=tests/test_grading_sandbox.py \
+  --ignore=tests/test_grading_hostile.py --ignore=tests/test_assignments.py --ignore-glob='tests/test_bench_*.py'
+test-fast: setup
+	$(BIN)/python -m pytest tests -m "not slow" $(FAST_SKIP) $(PYTEST_ARGS) || { rc=$$?; [ $$rc -eq 5 ] && echo "pytest: no tests collected" || exit $$rc; }
+
 # Student versions (the notebooks as nbgrader releases them: needs the dev extra), hidden tests and an
 # nbgrader source folder in build/assignments/.
 assignments: setup
 	$(BIN)/python -m lab.grading.generate
 
 bench: setup
-	$(BIN)/python bench/losses.py
-	$(BIN)/python bench/metrics.py
-	$(BIN)/python bench/gap.py
-	$(BIN)/python bench/train.py
+	$(BIN)/python -m bench.losses
+	$(BIN)/python -m bench.metrics
+	$(BIN)/python -m bench.gap
+	$(BIN)/python -m bench.train
 
 # docs/figures/*.png and docs/figures.md (add ARGS=--training for the trained-model figures).
 figures: setup
-	$(BIN)/python bench/figures.py $(ARGS)
+	$(BIN)/python -m lab.docs_figures $(ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis test-artifacts

@@ -6,7 +6,7 @@ Pick a dataset, a model and a loss in the sidebar, press Start, and watch the lo
 the held-out R@1 / mAP@R and the decomposability gap move; look at retrievals, embeddings and
 score distributions; compare two losses from the same seed. The address bar holds the settings
 and the page's run id (``sid``): a reload finds the run again. This file only lays the page out:
-logic in ``lab.dashboard``, figures in ``lab.viz.dashboard``.
+logic in ``lab.dashboard``, figures in ``lab.viz.dashboard_figures``.
 """
 from __future__ import annotations
 

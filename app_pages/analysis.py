@@ -16,7 +16,8 @@ import streamlit as st
 from lab.dashboard import TrainingSession, calibration_thresholds, escape_markdown
 from lab.dashboard.heldout import (describe_item, neighbours, pair_similarities, per_query_ap, project,
                                    selected_row, thumbnail)
-from lab.viz.dashboard import plot_ap_histograms, plot_embedding_map, plot_retrieval_strip, plot_score_histograms
+from lab.viz.dashboard_figures import (plot_ap_histograms, plot_embedding_map, plot_retrieval_strip,
+                                       plot_score_histograms)
 
 from .widgets import paced_figure
 

@@ -24,7 +24,7 @@ import streamlit as st
 from lab.dashboard import TrainingSession
 from lab.dashboard.view import View
 from lab.experiments.cached import seed_spread
-from lab.viz.dashboard import comparison_note, plot_run_comparison, plot_training_curves, spread_note
+from lab.viz.dashboard_figures import comparison_note, plot_run_comparison, plot_training_curves, spread_note
 
 from . import analysis, reattach
 from .widgets import paced_figure

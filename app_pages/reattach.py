@@ -1,5 +1,5 @@
 """A browser reload finds its training run again: the page's ``sid`` (in the URL) names its
-session in the server's :class:`~lab.dashboard.registry.Registry` (see there for the rules:
+session in the server's :class:`~lab.dashboard.session_registry.Registry` (see there for the rules:
 a reload takes the run over, a second tab with the same link gets its own run)."""
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from streamlit import runtime
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from lab.dashboard import TrainingSession
-from lab.dashboard.registry import Registry
+from lab.dashboard.session_registry import Registry
 from lab.dashboard.urlstate import SID
 
 

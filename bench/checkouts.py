@@ -1,8 +1,8 @@
 """Two checkouts of the lab side by side on the CPU: did a change make the losses slower?
 
     git worktree add /tmp/before <commit>
-    python bench/checkouts.py /tmp/before .          # ~5 minutes; writes the "checkouts" section
-    python bench/checkouts.py /tmp/before . --no-write
+    python -m bench.checkouts /tmp/before .          # ~5 minutes; writes the "checkouts" section
+    python -m bench.checkouts /tmp/before . --no-write
 
 Each checkout's `lab.losses` runs in its own child process (two packages named `lab` cannot share
 one interpreter); the children alternate, ``--rounds`` times each, so both see the same load. A
@@ -21,19 +21,18 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT / "bench"), str(ROOT)]
-from measure import load_average, machine, publish  # noqa: E402
+from bench.measure import load_average, machine, publish
 
 LOSSES = ["smooth_ap", "sup_ap", "roadmap", "fast_ap", "soft_bin_ap"]
 
+# Run with the checkout as its working directory: `python -c` puts that first on the module path, so
+# `lab` is the checkout's, not the installed one.
 CHILD = r"""
 import json, sys, time
-sys.path.insert(0, sys.argv[1])
 import torch
 import lab.losses as L
 torch.set_num_threads(1)
-losses, sizes, repeat = json.loads(sys.argv[2]), json.loads(sys.argv[3]), int(sys.argv[4])
+losses, sizes, repeat = json.loads(sys.argv[1]), json.loads(sys.argv[2]), int(sys.argv[3])
 out = {}
 for name in losses:
     fn = L.build_loss(name)
@@ -53,8 +52,8 @@ print(json.dumps(out))
 
 
 def child(checkout: Path, losses: list[str], sizes: list[int], repeat: int) -> dict[str, float]:
-    done = subprocess.run([sys.executable, "-c", CHILD, str(checkout), json.dumps(losses), json.dumps(sizes),
-                           str(repeat)], capture_output=True, text=True, check=True)
+    done = subprocess.run([sys.executable, "-c", CHILD, json.dumps(losses), json.dumps(sizes), str(repeat)],
+                          cwd=checkout, capture_output=True, text=True, check=True)
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
@@ -96,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
         name, size = key.split()
         lines.append(f"| {name} | {size} | {b:.1f} | {a:.1f} | {a / b:.2f} | {min(before):.1f}-{max(before):.1f}; "
                      f"{min(after):.1f}-{max(after):.1f} |")
-    text = (f"## Two checkouts side by side (`python bench/checkouts.py BEFORE AFTER`)\n\n"
+    text = (f"## Two checkouts side by side (`python -m bench.checkouts BEFORE AFTER`)\n\n"
             f"Before: {describe(args.before)}; after: {describe(args.after)}. {machine()}; load average (1 min) "
             f"{load:.1f} at the start, {load_average():.1f} at the end. Forward + backward from B x 64 embeddings, "
             f"4 per class, CPU time of one thread, the fastest of {args.repeat} calls in each of {args.rounds} "

@@ -1,7 +1,7 @@
 """The dashboard in a real browser under load: how long Pause takes in each view, and how often
 the charts dim (Streamlit's stale-element fade) while a run trains.
 
-    .venv/bin/python bench/dashboard.py --load 4          # ~5 min on 2 cores
+    .venv/bin/python -m bench.dashboard --load 4          # ~5 min on 2 cores
 
 Starts `streamlit run app.py` (full mode unless --fast) on a free local port and headless Debian
 chromium (/usr/bin/chromium through Playwright), compare mode (ROADMAP vs SmoothAP, defaults,
@@ -18,7 +18,7 @@ a run long enough never to finish). ``--load N`` runs N busy loops beside it (ea
 Prints one line per measurement and writes the "dashboard" section of docs/benchmarks.md (median
 and max per view, the load averages seen; ``--note`` says what else ran beside it).
 
-    .venv/bin/python bench/dashboard.py --reproduction     # ~2 min: the Reproduction view (issue 36)
+    .venv/bin/python -m bench.dashboard --reproduction     # ~2 min: the Reproduction view (issue 36)
 
 ``--reproduction`` times the Reproduction view at 1280 x 720 instead, from the click to the chosen
 study marked (its row of the studies' table, or for study 1 the line above its claims table) and its
@@ -43,10 +43,8 @@ from typing import Iterator
 from urllib.parse import urlencode
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT / "bench"), str(ROOT)]
-
-from measure import machine, publish  # noqa: E402
-from tests._browser import CHROMIUM, INSTALL_HINT, chromium_page, show_study, streamlit_server, wait_idle  # noqa: E402
+from bench.measure import machine, publish
+from tests._browser import CHROMIUM, INSTALL_HINT, chromium_page, show_study, streamlit_server, wait_idle
 
 VIEWS = ("Training", "Retrievals", "Embeddings", "Scores")
 PROGRESS = '[data-testid="stProgress"]'
@@ -185,7 +183,7 @@ def section(args: argparse.Namespace, pauses: dict[str, list[float]], dims: dict
     worst = max((max(v) for v in pauses.values()), default=float("nan"))
     beside = f"{args.load} busy loop{'s' if args.load != 1 else ''}" + (f" and {args.note}" if args.note else "")
     return "\n".join([
-        "## The dashboard in chromium under load (`python bench/dashboard.py --load N`)", "",
+        "## The dashboard in chromium under load (`python -m bench.dashboard --load N`)", "",
         f"{machine()}; {'fast' if args.fast else 'full'} mode, compare mode (ROADMAP vs SmoothAP), headless "
         f"chromium at 1440 x 1000, {time.strftime('%Y-%m-%d')}. Beside the dashboard: {beside}. Load average "
         f"(1 min) seen during the run: {min(loads):.1f}-{max(loads):.1f} on 2 cores. Pause: from the click to "
@@ -248,7 +246,7 @@ def reproduction_section(args: argparse.Namespace, times: dict[str, list[float]]
     worst = max(judged, default=float("nan"))
     beside = f"{args.load} busy loop{'s' if args.load != 1 else ''}" + (f" and {args.note}" if args.note else "")
     return "\n".join([
-        "## The Reproduction view in chromium (`python bench/dashboard.py --reproduction`)", "",
+        "## The Reproduction view in chromium (`python -m bench.dashboard --reproduction`)", "",
         f"{machine()}; headless chromium at 1280 x 720, {time.strftime('%Y-%m-%d')}. Beside the dashboard: {beside}. "
         f"Load average (1 min) seen: {min(loads):.1f}-{max(loads):.1f} on 2 cores. Timed in the page from the click "
         "(on the view's button, or on a study in the list) to the frame where the chosen study is marked (its row of the "

@@ -2,8 +2,8 @@
 N x N sort of its definition (what ``decomposability_gap`` did before, and what the studies paid for
 each run's held-out gap). Writes the "gap" section of docs/benchmarks.md.
 
-    python bench/gap.py                  # N = 2,000, 5,000 and 14,672 (protocol v2's split), ~5 min
-    python bench/gap.py --sizes 2000 --no-write
+    python -m bench.gap                  # N = 2,000, 5,000 and 14,672 (protocol v2's split), ~5 min
+    python -m bench.gap --sizes 2000 --no-write
 
 Data shaped like the glyphs' test split cut as the studies cut it: 8 images a class, D = 64, one
 epoch of the sampler's batches, 32 classes x 4 images (every query has 3 positives in its batch).
@@ -17,15 +17,12 @@ import os
 import sys
 import time
 import warnings
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from measure import cpu_model, cpu_time_and_peak, load_average, publish  # noqa: E402
-
-from lab.metrics import average_precision, decomposability_gap  # noqa: E402
+from bench.measure import cpu_model, cpu_time_and_peak, load_average, publish
+from lab.metrics import average_precision, decomposability_gap
 
 SIZES = (2000, 5000, 14672)
 PER_CLASS, DIM, M, BATCH = 8, 64, 4, 128
@@ -80,7 +77,7 @@ def run(sizes: tuple[int, ...]) -> list[dict]:
 
 def markdown(rows: list[dict], load: tuple[float, float]) -> str:
     lines = [
-        "## Decomposability gap on a whole split (`python bench/gap.py`)",
+        "## Decomposability gap on a whole split (`python -m bench.gap`)",
         "",
         f"Measured {time.strftime('%Y-%m-%d')} on {cpu_model()}, one thread's CPU time, load average "
         f"{load[0]:.1f} before and {load[1]:.1f} after. {PER_CLASS} images a class, D = {DIM}, one epoch of "
@@ -115,5 +112,6 @@ def main(argv: list[str] | None = None) -> list[dict]:
 if __name__ == "__main__":
     if os.environ.get("MALLOC_MMAP_THRESHOLD_") != "65536":
         # Peak memory means something only if freed blocks go back to the system (bench/losses.py).
-        os.execve(sys.executable, [sys.executable, *sys.argv], {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536"})
+        os.execve(sys.executable, [sys.executable, "-m", "bench.gap", *sys.argv[1:]],
+                  {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536"})
     main()

@@ -30,9 +30,9 @@ if compgen -G ".whl/*.whl" > /dev/null; then
         && export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
 fi
 nvidia-smi --query-gpu=name,memory.total,utilization.gpu --format=csv > "$out/gpu.txt" 2>&1
-step profile_16384 40 python3 bench/gpu.py --profile smooth_ap:16384
-step profile_1024 40 python3 bench/gpu.py --profile smooth_ap:1024
-step benchmarks 320 python3 bench/gpu.py --sections losses,peers,amp,eval,train --deadline 300
+step profile_16384 40 python3 -m bench.gpu --profile smooth_ap:16384
+step profile_1024 40 python3 -m bench.gpu --profile smooth_ap:1024
+step benchmarks 320 python3 -m bench.gpu --sections losses,peers,amp,eval,train --deadline 300
 cp docs/benchmarks.md "$out/benchmarks.md"
 step fused_tests 60 python3 -m pytest -q -o addopts="" -p no:cacheprovider tests/test_losses_fused.py
 # Runs are saved one by one with their seconds: one cut short by the timeout loses only itself.

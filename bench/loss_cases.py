@@ -15,13 +15,14 @@ from torch import Tensor
 import lab.losses as L
 from lab.losses.base import pairwise_inputs
 from lab.models import build_model
-from tests import reference_engine as today
+from tests import frozen_autograd_engine as frozen
 
 PER_CLASS, DIM = 4, 64
 
 
 def build(name: str, num_classes: int, engine: str = "new") -> torch.nn.Module:
-    """The loss ``name``; with engine="today", today's score-level functions in every part."""
+    """The loss ``name``; with engine="today", the frozen old engine's score-level functions in every part
+    (tests/frozen_autograd_engine.py: "today" is the label the benchmark tables print)."""
     cls = L.LOSSES[name]
     params = inspect.signature(cls).parameters
     extra = {k: v for k, v in (("num_classes", num_classes), ("embed_dim", DIM)) if k in params}
@@ -30,8 +31,8 @@ def build(name: str, num_classes: int, engine: str = "new") -> torch.nn.Module:
     if engine == "today":
         for part in module.modules():
             fn = getattr(part, "functional", None)
-            if fn is not None and hasattr(today, fn.__name__):
-                part.functional = getattr(today, fn.__name__)
+            if fn is not None and hasattr(frozen, fn.__name__):
+                part.functional = getattr(frozen, fn.__name__)
     return module
 
 

@@ -1,8 +1,8 @@
-"""The loss engine against today's (tests/reference_engine.py) and against pytorch-metric-learning,
+"""The loss engine against the old one (tests/frozen_autograd_engine.py) and against pytorch-metric-learning,
 on CPU, in one run of a few minutes; writes the "losses" section of docs/benchmarks.md.
 
-    python bench/losses.py                       # B = 1024 and 4096, 64-d embeddings (~6 minutes)
-    python bench/losses.py --quick --no-write    # small batches, a few seconds: prints the section
+    python -m bench.losses                       # B = 1024 and 4096, 64-d embeddings (~6 minutes)
+    python -m bench.losses --quick --no-write    # small batches, a few seconds: prints the section
 
 1. Forward + backward of the loss alone (from cosine scores), 4 samples per class: today's engine
    and the new one, speed-up, largest differences of the per-query losses and of their gradients.
@@ -24,11 +24,12 @@ from pathlib import Path
 
 import torch
 
+from bench.loss_cases import (DIM, PER_CLASS, ScoreStep, TrainingStep, build, embedding_step, fast_ap_difference,
+                              lab_loss, pml_loss)
+from bench.measure import cpu_model, cpu_time_and_peak, cpu_times, load_average, write_section
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT / "bench"), str(ROOT)]
-from loss_cases import (DIM, PER_CLASS, ScoreStep, TrainingStep, build, embedding_step,  # noqa: E402
-                        fast_ap_difference, lab_loss, pml_loss)
-from measure import cpu_model, cpu_time_and_peak, cpu_times, load_average, write_section  # noqa: E402
+
 
 TARGETS = ["smooth_ap", "sup_ap", "roadmap", "fast_ap", "soft_bin_ap"]  # the issue's five (5x goal)
 OTHERS = ["smooth_recall", "sup_recall", "calibration", "sup_hap", "sup_ndcg"]  # timed at B <= --others-max
@@ -58,7 +59,8 @@ def engines(sizes: list[int], others_max: int) -> tuple[str, dict]:
             lines.append(f"| {name} | {b} | {ms(t['today'])} | {ms(t['new'])} | {ratio:.1f}x{mark} | {dv:.1e} | "
                          f"{dg:.1e} |")
             print(lines[-1], flush=True)
-    return ("### The new engine against today's (`tests/reference_engine.py`), 4 samples per class\n\n"
+    return ("### The new engine against the old one (`tests/frozen_autograd_engine.py`, commit 802a172), "
+            "4 samples per class\n\n"
             "The loss alone, from precomputed cosine scores (the embedding layer costs the same for both: "
             + ", ".join(f"{ms(cosine[b])} ms at B = {b}" for b in sizes) + " for normalise + cosine, forward + "
             "backward). Differences: per-query losses and their gradients with respect to the (B, B) scores, "
@@ -166,7 +168,8 @@ def few_classes(size: int, big: int) -> str:
         times.update(cpu_times({c: ScoreStep(*c) for c in cases if c[:2] == group}))
         print(f"few classes {group}: {[ms(times[c]) for c in cases if c[:2] == group]} ms", flush=True)
     env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536"}
-    out = subprocess.run([sys.executable, __file__, "--child", json.dumps(cases)], env=env, check=True,
+    out = subprocess.run([sys.executable, "-m", "bench.losses", "--child", json.dumps(cases)], env=env, cwd=ROOT,
+                         check=True,
                          stdout=subprocess.PIPE, text=True).stdout
     peaks = {tuple(case): value for case, value in json.loads(out.splitlines()[-1])}
     lines = ["| loss | B | engine | 4 per class: ms | MB | 2 classes: ms | MB | 1 class: ms | MB |",
@@ -221,11 +224,11 @@ def main() -> None:
     sections = [goal_summary(ratios), compared, peers(args.sizes, args.smooth_pml_sizes), training_share(small),
                 few_classes(small, big)]
     text = (
-        "## Losses: time and memory (`python bench/losses.py`)\n\n"
+        "## Losses: time and memory (`python -m bench.losses`)\n\n"
         f"Machine: {cpu_model()}, {os.cpu_count()} cores, torch {torch.__version__} "
         f"({torch.get_num_threads()} threads by default; the timings use 1). Load average (1 min) at the start / "
         f"end of the run: {load_start:.2f} / {load_average():.2f} (other agents share the cores). "
-        "The CUDA path is timed in the GPU section below (`python bench/gpu.py`). Times: CPU time of one thread "
+        "The CUDA path is timed in the GPU section below (`python -m bench.gpu`). Times: CPU time of one thread "
         "(`torch.set_num_threads(1)`, `time.process_time`), the median of 3 runs after a warm-up, one run for "
         "calls over 2 s; the compared versions' runs interleaved. On shared cores wall-clock times move "
         "several-fold with the load; one thread's CPU time moves less, but the other processes share the caches, "

@@ -1,8 +1,8 @@
 """Evaluation time: lab.metrics.retrieval_metrics next to pytorch-metric-learning's AccuracyCalculator.
 
-    python bench/metrics.py                     # N = 15k and 30k, four kinds of data; writes the "metrics" section
-    python bench/metrics.py --before cafc424    # also an earlier commit's retrieval_metrics, interleaved
-    python bench/metrics.py --sizes 5000 --kinds easy random --no-write
+    python -m bench.metrics                     # N = 15k and 30k, four kinds of data; writes the "metrics" section
+    python -m bench.metrics --before cafc424    # also an earlier commit's retrieval_metrics, interleaved
+    python -m bench.metrics --sizes 5000 --kinds easy random --no-write
 
 N L2-normalised 64-d embeddings, 8 per class, every item querying all the others (self-retrieval). Four
 kinds of data, because the counting does different work on each (lab.metrics.counting):
@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import os
 import subprocess
 import sys
@@ -37,10 +38,8 @@ from typing import Callable, Optional, Sequence
 import torch
 import torch.nn.functional as F
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from measure import machine, publish  # noqa: E402
-
-from lab.metrics import retrieval_metrics  # noqa: E402
+from bench.measure import machine, publish
+from lab.metrics import retrieval_metrics
 
 ROOT = Path(__file__).resolve().parents[1]
 DIM, PER_CLASS, FINE_PER_COARSE = 64, 8, 10
@@ -57,7 +56,7 @@ MAX_DIFFERENCE = 1e-4  # of R@1 or mAP@R between ours and AccuracyCalculator (ru
 
 
 CUDA_NOTE = (
-    "**On CUDA:** the same comparison is timed by `python bench/gpu.py` (the GPU section below, part "
+    "**On CUDA:** the same comparison is timed by `python -m bench.gpu` (the GPU section below, part "
     "\"Evaluation\"). There `retrieval_metrics` runs on the embeddings' device: chunks of a quarter of the "
     "free memory, at most 2 GB (about 1,300 queries a chunk at N = 100k, `lab.metrics.chunking`), the counts "
     "from one broadcast comparison (at most 8 relevant items a query) or from bucket keys and a histogram "
@@ -165,7 +164,12 @@ def lab_at(rev: str):
     archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev, "lab"], check=True, capture_output=True).stdout
     subprocess.run(["tar", "-x", "-C", str(folder)], input=archive, check=True)
     (folder / "lab").rename(folder / "lab_before")
-    sys.path.insert(0, str(folder))
+    package = folder / "lab_before"
+    spec = importlib.util.spec_from_file_location("lab_before", package / "__init__.py",
+                                                  submodule_search_locations=[str(package)])
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["lab_before"] = module  # its relative imports find it there (no sys.path edit)
+    spec.loader.exec_module(module)
     return importlib.import_module("lab_before.metrics")
 
 
@@ -235,7 +239,7 @@ def busy(load: float, cores: Optional[int] = None) -> str:
     return (f"- The load ({load:.1f} on {cores} cores) exceeded the cores: every method waited for a core, "
             "and a method whose threads wait for each other (AccuracyCalculator's OpenMP k-NN, a 2-thread product) "
             "loses more than one whose threads each take whole pieces of work (ours since the chunk workers). "
-            "On an idle machine the ratios differ: re-run `python bench/metrics.py` there before quoting them.\n")
+            "On an idle machine the ratios differ: re-run `python -m bench.metrics` there before quoting them.\n")
 
 
 def main(argv: Optional[list[str]] = None) -> None:
@@ -252,7 +256,7 @@ def main(argv: Optional[list[str]] = None) -> None:
     load_after = os.getloadavg()
     revision = f" Before: `{args.before}`'s retrieval_metrics, in the same rounds." if args.before else ""
     text = (
-        "## Evaluation: exact metrics at library speed (`python bench/metrics.py`)\n\n"
+        "## Evaluation: exact metrics at library speed (`python -m bench.metrics`)\n\n"
         f"N L2-normalised {DIM}-d embeddings, {PER_CLASS} per class, every image querying all the others "
         "(self-retrieval), four kinds of data: easy (images near their class centre, a trained model), "
         f"clustered (classes packed {FINE_PER_COARSE} by {FINE_PER_COARSE} in tight clusters), hard (images far "

@@ -1,6 +1,6 @@
 """Replay the start of protocol v2's pilot at other commits and thread counts: is a run the same run?
 
-    python bench/pilot_replay.py --commits 19daea8 HEAD --threads 1 2 --steps 250
+    python -m bench.pilot_replay --commits 19daea8 HEAD --threads 1 2 --steps 250
 
 For each (commit, threads) it trains the pilot's config (lab.studies.spec.PILOT: ROADMAP, seed 0) for
 ``--steps`` steps from a clean export of that commit (``git archive``, so uncommitted changes play no

@@ -1,6 +1,6 @@
 """The README's picture of the dashboard: SmoothAP vs ROADMAP trained side by side for a short run.
 
-    .venv/bin/python bench/screenshot.py            # -> docs/dashboard.png (~1-2 min on 2 cores)
+    .venv/bin/python -m bench.screenshot            # -> docs/dashboard.png (~1-2 min on 2 cores)
 
 Starts `streamlit run app.py` on a free local port, opens it in headless Debian chromium
 (/usr/bin/chromium, through Playwright: never `playwright install`), trains until the run
@@ -16,9 +16,7 @@ from pathlib import Path
 from urllib.parse import urlencode
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from tests._browser import CHROMIUM, INSTALL_HINT, chromium_page, streamlit_server, wait_idle  # noqa: E402
+from tests._browser import CHROMIUM, INSTALL_HINT, chromium_page, streamlit_server, wait_idle
 
 MAX_BYTES = 400_000
 VIEWS = ("Training", "Retrievals", "Embeddings", "Scores", "Toy explorer")

@@ -1,8 +1,8 @@
 """Training on the CPU defaults (glyphs, small CNN, ROADMAP): does it learn in 2 minutes, how fast,
 how much of a step the data and the loss take.
 
-    python bench/train.py                  # 2-minute run, 3,000 held-out images, B = 64, 256, 1024
-    python bench/train.py --seconds 30 --no-write   # a quick look
+    python -m bench.train                  # 2-minute run, 3,000 held-out images, B = 64, 256, 1024
+    python -m bench.train --seconds 30 --no-write   # a quick look
 
 1. Held-out R@1 / mAP@R (test classes never seen in training; a fixed subset of whole test
    classes, every image of it querying all the others) of the untrained model and after
@@ -20,20 +20,16 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import time
-from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from measure import _median, machine, measure, threads, write_section  # noqa: E402
-
-from lab.losses import build_loss  # noqa: E402
-from lab.models import build_model, num_parameters  # noqa: E402
-from lab.train import Trainer, TrainConfig  # noqa: E402
-from lab.train.loading import BatchStream  # noqa: E402
-from lab.train.optim import amp_dtype  # noqa: E402
+from bench.measure import _median, machine, measure, threads, write_section
+from lab.losses import build_loss
+from lab.models import build_model, num_parameters
+from lab.train import Trainer, TrainConfig
+from lab.train.loading import BatchStream
+from lab.train.optim import amp_dtype
 
 DATA_PATHS = ("device", "loader")
 
@@ -206,7 +202,7 @@ def main() -> None:
     held_out = f"{a['num_queries']:,} held-out test images" + (" (all)" if not args.eval_items else
                                                                  " (a fixed subset of whole classes)")
     lines = [
-        "## Training on the CPU defaults (`python bench/train.py`)",
+        "## Training on the CPU defaults (`python -m bench.train`)",
         "",
         f"Machine: {machine()}. Defaults: glyphs ({run['train_images']:,} training images, 1 x 32 x 32), "
         f"{cfg.model} ({run['params']:,} parameters, {cfg.embed_dim}-d), {cfg.loss}, batch {cfg.batch_size} "

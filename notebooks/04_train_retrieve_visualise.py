@@ -52,7 +52,7 @@ from IPython.display import Markdown
 
 from lab.core.env import fast_mode
 from lab.viz.controls import explore
-from lab.viz.retrieval import (RETRIEVAL_SLIDERS, class_mean_neighbours, class_tsne, coarse_neighbours,
+from lab.viz.retrieval_views import (RETRIEVAL_SLIDERS, class_mean_neighbours, class_tsne, coarse_neighbours,
                                plot_embedding_2d, plot_retrieval, project_2d, retrieval_browser, retrieve)
 from lab.experiments.cached import study_rows
 from lab.experiments.runs import (ABLATION, RETRIEVAL, evaluation_embeddings, loss_comparison, run_settings, source_note,
@@ -252,6 +252,6 @@ explore(retrieval_browser(embeddings, labels, images, names), RETRIEVAL_SLIDERS)
 # 2. Change `batch_size` (e.g. `trained_model("roadmap", batch_size=64)`): how do the metrics and
 #    the decomposability gap (`trainer.decomposability_gap()`) move?
 # 3. Re-draw the t-SNE with `tsne_2d(embeddings[tsne["index"]], perplexity=5)` (then 100), and
-#    with `seed=1` (`tsne_2d` is in `lab.viz.retrieval`). Which features of the map survive (the
+#    with `seed=1` (`tsne_2d` is in `lab.viz.retrieval_views`). Which features of the map survive (the
 #    clusters of one glyph? the distances between clusters?) Why can a 2-D picture mislead about
 #    retrieval quality?

@@ -44,7 +44,7 @@
 # $$\mathcal{L}_{\text{HAPPIER}} = (1 - \lambda)\, \mathcal{L}_{\text{Sup-}\mathcal{H}\text{-AP}} + \lambda\, \mathcal{L}_{\text{DG}}^* \tag{22}$$
 #
 # The numbers come from `lab.metrics.graded_ranks` and `lab.metrics.h_ap`; training from
-# `lab.experiments.hierarchical`.
+# `lab.experiments.hierarchical_runs`.
 
 # %%
 import torch
@@ -54,12 +54,12 @@ from IPython.display import Markdown
 
 from lab.core.env import fast_mode
 from lab.viz.controls import explore
-from lab.viz.hierarchical import LADA_RANKINGS, LEVEL_NAMES, hierarchical_pr, lada_example, lada_relevance, plot_lada
-from lab.experiments.hierarchical import (LEVEL_METRICS, hierarchical_model, hierarchical_overrides, hierarchical_study,
+from lab.viz.hierarchical_ap import LADA_RANKINGS, LEVEL_NAMES, hierarchical_pr, lada_example, lada_relevance, plot_lada
+from lab.experiments.hierarchical_runs import (LEVEL_METRICS, hierarchical_model, hierarchical_overrides, hierarchical_study,
                                           tab_ix_claims)
 from lab.experiments.runs import evaluation_embeddings, notebook_config
 from lab.viz.comparisons import metrics_table, plot_level_metrics
-from lab.viz.retrieval import class_mean_map, plot_class_mean_maps
+from lab.viz.retrieval_views import class_mean_map, plot_class_mean_maps
 from lab.viz.registry import INTERACTIVE
 
 print("fast mode:", fast_mode())

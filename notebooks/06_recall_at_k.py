@@ -41,7 +41,7 @@ from IPython.display import Markdown
 from lab.core.env import fast_mode
 from lab.viz.controls import explore
 from lab.viz.gradient_flow import RECALL_KS, TOY_SCORES, plot_gradient_flow, recall_loss, toy_gradients
-from lab.viz.recall import RECALL_LIST, plot_recall_at_k, plot_recall_surrogate, recall_curves, surrogate_step
+from lab.viz.recall_at_k import RECALL_LIST, plot_recall_at_k, plot_recall_surrogate, recall_curves, surrogate_step
 from lab.viz.registry import INTERACTIVE
 from lab.experiments.runs import RECALL_LOSSES, recall_study, source_note
 from lab.viz.comparisons import metrics_table, plot_recall_study

@@ -1,4 +1,5 @@
-"""Run by tests/test_train_ddp.py under ``torchrun --nproc_per_node 2`` (gloo, CPU), or alone.
+"""Run by tests/test_train_ddp.py, from the repository root, as ``python -m tests.ddp_worker OUT`` and under
+``torchrun --nproc_per_node 2 -m tests.ddp_worker OUT`` (gloo, CPU).
 
 Trains one step plain and one step staged, saving each rank's gradients, parameters after
 the step and cross-batch memory to OUT/rank{r}.pt (OUT/single.pt without torchrun).
@@ -7,13 +8,11 @@ import os
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import torch
 
-import torch  # noqa: E402
-
-from lab.losses import build_loss  # noqa: E402
-from lab.train import Trainer  # noqa: E402
-from tests._train_fixtures import small_model, tiny_config, tiny_splits  # noqa: E402
+from lab.losses import build_loss
+from lab.train import Trainer
+from tests._train_fixtures import small_model, tiny_config, tiny_splits
 
 
 def one_step(**changes) -> dict:

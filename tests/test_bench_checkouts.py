@@ -3,17 +3,14 @@ burns a known CPU time shows that time in its column, the real one runs the real
 table has one row per case. (Real timings are never asserted.)"""
 from __future__ import annotations
 
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "bench"))
+from bench import checkouts, measure
 
-import checkouts  # noqa: E402
-import measure  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 SLOW = textwrap.dedent("""
     import time

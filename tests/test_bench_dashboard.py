@@ -3,12 +3,8 @@ which the step still moved, and the 2 s goal judged on the slowest Pause of any 
 from __future__ import annotations
 
 import argparse
-import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
-
-import dashboard  # noqa: E402
+from bench import dashboard
 
 
 def args(**kw) -> argparse.Namespace:

@@ -2,14 +2,8 @@
 benchmark's own data, and the section it writes holds a row per size. (Timings are never asserted.)"""
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
-
-import gap as bench_gap  # noqa: E402
-
-from lab.metrics import decomposability_gap  # noqa: E402
+from bench import gap as bench_gap
+from lab.metrics import decomposability_gap
 
 
 def test_the_sort_and_the_engine_give_the_same_gap_on_the_benchmarks_data():

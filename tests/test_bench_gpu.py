@@ -4,21 +4,14 @@ run on the CPU covers every loss, composition and target. (Timings themselves ar
 from __future__ import annotations
 
 import re
-import sys
-from pathlib import Path
 
 import pytest
 import torch
 
-BENCH = Path(__file__).resolve().parents[1] / "bench"
-sys.path.insert(0, str(BENCH))
-
-import gpu  # noqa: E402
-import peers  # noqa: E402
-
-import lab.losses as L  # noqa: E402
-from lab.core import budget  # noqa: E402
-from lab.losses.engine import blocks, plan  # noqa: E402
+import lab.losses as L
+from bench import gpu, gpu_cases, gpu_targets, peers
+from lab.core import budget
+from lab.losses.engine import blocks, plan
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU")
@@ -44,11 +37,11 @@ def test_engine_modes_switch_and_restore(monkeypatch):
     monkeypatch.setenv(plan.FUSED_ENV, "auto")
     with budget.memory_budget("2GB"):
         gpu_block = plan.plan_for(4096, 4096, "cuda").block_entries
-        with gpu.engine("cpu-sized"):
+        with gpu_cases.engine("cpu-sized"):
             assert plan.plan_for(4096, 4096, "cuda").block_entries == 2**22  # the CPU's block, on a GPU
             assert blocks.row_chunks(4096, 4096, "cuda") == blocks.row_chunks(4096, 4096, "cpu")
             assert not plan.fused_path("cuda", torch.float32, True, False)
-        with gpu.engine("pytorch"):
+        with gpu_cases.engine("pytorch"):
             assert plan.plan_for(4096, 4096, "cuda").block_entries == gpu_block
             assert not plan.fused_path("cuda", torch.float32, True, False)
         assert plan.plan_for(4096, 4096, "cuda").block_entries == gpu_block
@@ -65,7 +58,7 @@ def test_smoke_run_covers_every_loss_and_target(monkeypatch):
         assert f"| {name} | 16 |" in out and f"| {name} | 32 |" in out
     for composition in ("4/class", "2 classes", "2 levels"):
         assert f"#### {composition}" in out
-    assert out.count("not measured.") == len(gpu.TARGETS) + 1  # no B = 16384 nor 100k in a smoke run
+    assert out.count("not measured.") == len(gpu_targets.TARGETS) + 1  # no B = 16384 nor 100k in a smoke run
     evaluation = [line.split("|") for line in out.splitlines() if line.startswith(("| 500 x 128", "| 1000 x 128"))]
     assert [(row[1].strip(), row[2].strip()) for row in evaluation] == [
         (f"{n} x 128", data) for n in (500, 1000) for data in ("easy", "hard")]
@@ -73,7 +66,7 @@ def test_smoke_run_covers_every_loss_and_target(monkeypatch):
         assert row[-2].strip() == "not installed" or float(row[-2]) < 1e-6
     assert re.search(r"on glyphs \(small_cnn, 5\d\d images\)", out)  # 500 asked, whole classes
     training = [line.split("|") for line in out.splitlines() if line.startswith("| smoke: small_cnn, B = 16")]
-    assert len(training) == len(gpu.TRAIN_CASES)
+    assert len(training) == len(gpu_targets.TRAIN_CASES)
     for row in training:  # rates measured (their values are timings: never asserted)
         assert float(row[3]) > 0 and float(row[5]) > 0 and float(row[7].strip(" %")) > 0
     cubic = [line for line in out.splitlines() if line.startswith("| cubic SmoothAP")]
@@ -88,7 +81,7 @@ def test_past_its_deadline_every_section_says_not_run(monkeypatch):
     for title in ("Every loss, three engines", "Peers, 4 per class", "Mixed precision", "Evaluation",
                   "Training throughput"):
         assert f"### {title}\n\nNot run: the run reached its 0 s deadline" in out
-    assert out.count("not measured.") == len(gpu.TARGETS)  # the targets still stated, none measured
+    assert out.count("not measured.") == len(gpu_targets.TARGETS)  # the targets still stated, none measured
 
 
 def test_a_section_that_fails_is_stated_and_the_others_still_run(monkeypatch, capsys):
@@ -112,7 +105,7 @@ def test_a_section_that_fails_is_stated_and_the_others_still_run(monkeypatch, ca
 def test_a_case_that_raises_is_a_cell_not_a_crash():
     def raises():
         raise ValueError("unsupported")
-    seconds, peak, note = gpu.timed(raises, torch.device("cpu"))
+    seconds, peak, note = gpu_cases.timed(raises, torch.device("cpu"))
     assert seconds is None and peak is None and note == "error: ValueError"
 
 
@@ -148,7 +141,7 @@ def test_parts_replace_only_their_own_block(tmp_path):
                                                 (59.96, 60.0, "steps/s"), (0.5, 0.8, "fraction")])
 def test_a_missed_target_never_reads_as_reached(value, limit, kind):
     """A run at 79.96 % of model-only speed against 80 % printed '80 % ... missed (100 % of it)'."""
-    verdict = gpu.target_verdict(value, limit, kind)
+    verdict = gpu_targets.target_verdict(value, limit, kind)
     assert verdict.startswith("**missed**")
     shown = float(re.search(r"\(([\d.]+) ", verdict).group(1))
     assert shown < (100 * limit if kind == "fraction" else limit)  # the digits shown are below the target
@@ -157,4 +150,4 @@ def test_a_missed_target_never_reads_as_reached(value, limit, kind):
 
 
 def test_a_target_reached_exactly_is_met():
-    assert gpu.target_verdict(0.8, 0.8, "fraction") == "met" and gpu.target_verdict(61.0, 60.0, "steps/s") == "met"
+    assert gpu_targets.target_verdict(0.8, 0.8, "fraction") == "met" and gpu_targets.target_verdict(61.0, 60.0, "steps/s") == "met"

@@ -1,22 +1,14 @@
-"""bench/losses.py measures what it says: today's engine really is the reference code, the new one
-really is lab.losses, the same batch goes to both, peaks are seen, and only its own section of
-docs/benchmarks.md is rewritten. (Timings themselves are never asserted.)"""
+"""bench/losses.py measures what it says: its "today" engine really is the frozen one
+(tests/frozen_autograd_engine.py), the new one really is lab.losses, the same batch goes to both,
+peaks are seen, and only its own section of docs/benchmarks.md is rewritten. (Timings themselves are never asserted.)"""
 from __future__ import annotations
-
-import sys
-from pathlib import Path
 
 import pytest
 import torch
 
-BENCH = Path(__file__).resolve().parents[1] / "bench"
-sys.path.insert(0, str(BENCH))
-
-import loss_cases  # noqa: E402
-import measure  # noqa: E402
-from tests import reference_engine  # noqa: E402
-
-import lab.losses.functional as new_functional  # noqa: E402
+import lab.losses.functional as new_functional
+from bench import loss_cases, measure
+from tests import frozen_autograd_engine
 
 TARGETS = ["smooth_ap", "sup_ap", "roadmap", "fast_ap", "soft_bin_ap"]
 
@@ -26,10 +18,10 @@ def functionals(module: torch.nn.Module) -> list:
 
 
 @pytest.mark.parametrize("name", TARGETS + ["sup_hap", "sup_ndcg", "smooth_recall"])
-def test_today_is_the_reference_engine_and_new_is_lab(name):
+def test_today_is_the_frozen_engine_and_new_is_lab(name):
     today = functionals(loss_cases.build(name, 16, "today"))
     new = functionals(loss_cases.build(name, 16, "new"))
-    assert today and all(getattr(reference_engine, f.__name__) is f for f in today)
+    assert today and all(getattr(frozen_autograd_engine, f.__name__) is f for f in today)
     assert all(getattr(new_functional, f.__name__) is f for f in new)
     assert not set(map(id, today)) & set(map(id, new))
 

@@ -3,17 +3,11 @@ AccuracyCalculator, the hard data is hard, and bench/gpu.py gets one row per kin
 times and their largest difference. (Timings themselves are never asserted.)"""
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
-
-import metrics as bench_metrics  # noqa: E402
-
-from lab.metrics import retrieval_metrics  # noqa: E402
+from bench import metrics as bench_metrics
+from lab.metrics import retrieval_metrics
 
 
 def test_the_four_kinds_of_data_span_the_range_of_r_at_1():

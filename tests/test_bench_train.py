@@ -2,14 +2,9 @@
 data path is the one it names. (Timings themselves are never asserted.)"""
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
-
-import train as bench_train  # noqa: E402
+from bench import train as bench_train
 
 TINY = dict(batch_size=16, steps=2, warmup=1, dataset_kwargs={"num_classes": 8, "instances_per_class": 4})
 

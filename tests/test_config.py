@@ -11,7 +11,7 @@ import pytest
 import lab.losses
 from lab.cli import build_parser, config_from_args
 from lab.core.convert import to_type
-from lab.losses import registry
+from lab.losses import loss_registry as registry
 from lab.train import TrainConfig
 from lab.train import config as train_config
 

@@ -13,7 +13,7 @@ import torch
 from lab.dashboard import (Settings, TrainingSession, calibration_thresholds, from_query, loss_sliders,
                            run_labels, slider_options, to_configs, to_query, validate)
 from lab.dashboard import worker
-from lab.dashboard.registry import Registry
+from lab.dashboard.session_registry import Registry
 from lab.dashboard.heldout import (HeldOut, describe_item, neighbours, pair_similarities, per_query_ap, project,
                                    selected_row)
 from lab.dashboard.settings import GLYPH_INSTANCES, JOINER, MARKDOWN_SPECIAL, SHOWN_CHARS, escape_markdown

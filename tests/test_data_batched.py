@@ -8,7 +8,7 @@ from PIL import Image
 from torchvision import transforms as T
 
 from lab.data import DigitsDataset, GlyphDataset, build_dataset, build_transforms
-from lab.data.base import batchable, resized_pixels
+from lab.data.labeled_images import batchable, resized_pixels
 from lab.data.transforms import SmallTransform
 
 

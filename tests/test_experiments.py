@@ -249,7 +249,7 @@ def test_runs_use_one_thread_and_give_it_back(monkeypatch):
 def test_full_mode_paths_with_a_tiny_budget(monkeypatch, capsys):
     """Full mode's code (progress bars, the evaluation subset, the hierarchical settings, training
     what results/ lacks) on a run of 1 step: what notebooks 04-05 run, minus the minutes."""
-    from lab.experiments import hierarchical
+    from lab.experiments import hierarchical_runs as hierarchical
 
     tiny = dict(steps=1, batch_size=16, dataset_kwargs={"num_classes": 120, "instances_per_class": 4},
                 probe_batches=2, eval_max_items=60, progress=True)

@@ -3,9 +3,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from lab.experiments import hierarchical as ht
-from lab.viz import comparisons, retrieval
-from lab.viz.retrieval import chance_neighbours, same_group_neighbours
+from lab.experiments import hierarchical_runs as ht
+from lab.viz import comparisons, retrieval_views
+from lab.viz.retrieval_views import chance_neighbours, same_group_neighbours
 
 
 def toy(seed=0, classes=12, per_class=5, dim=6):
@@ -18,7 +18,7 @@ def toy(seed=0, classes=12, per_class=5, dim=6):
 
 def test_class_means_are_plain_loop_means_of_normalised_embeddings():
     emb, labels = toy()
-    means, rows = retrieval.class_means(emb, labels)
+    means, rows = retrieval_views.class_means(emb, labels)
     e = F.normalize(emb.double(), dim=1)
     assert means.shape == (12, 6) and rows.shape == (12, 2)
     for c in range(12):
@@ -29,21 +29,21 @@ def test_class_means_are_plain_loop_means_of_normalised_embeddings():
 
 def test_class_means_accept_flat_labels_and_keep_label_order():
     emb = torch.tensor([[1.0, 0.0], [0.0, 2.0], [3.0, 0.0]])
-    means, rows = retrieval.class_means(emb, torch.tensor([7, 2, 7]))
+    means, rows = retrieval_views.class_means(emb, torch.tensor([7, 2, 7]))
     assert rows.view(-1).tolist() == [2, 7]
     assert means.tolist() == [[0.0, 1.0], [1.0, 0.0]]  # normalised first: [1, 0] and [1, 0] for class 7
 
 
 def test_class_mean_map_and_its_figure():
     emb, labels = toy(classes=24, per_class=3)
-    maps = {name: retrieval.class_mean_map(emb * scale, labels) for name, scale in (("a", 1.0), ("b", 2.0))}
+    maps = {name: retrieval_views.class_mean_map(emb * scale, labels) for name, scale in (("a", 1.0), ("b", 2.0))}
     m = maps["a"]
     assert m["points"].shape == (24, 2) and m["num_classes"] == 24 and m["coarse"].tolist() == [c % 3 for c in range(24)]
-    means, _ = retrieval.class_means(emb, labels)
+    means, _ = retrieval_views.class_means(emb, labels)
     assert m["embedding_agreement"] == pytest.approx(same_group_neighbours(means, m["coarse"], 5))
     assert m["chance"] == pytest.approx(7 / 23)
     assert torch.equal(maps["b"]["points"], m["points"])  # t-SNE of normalised means: scale-free, seeded
-    fig = retrieval.plot_class_mean_maps(maps, {0: "Latin", 1: "Greek", 2: "Arrows"}, max_groups=2)
+    fig = retrieval_views.plot_class_mean_maps(maps, {0: "Latin", 1: "Greek", 2: "Arrows"}, max_groups=2)
     by_panel = {}
     for t in fig.data:
         by_panel.setdefault(t.xaxis, []).append(t)

@@ -17,7 +17,7 @@ import lab.losses.functional as LF
 from lab.core.hparams import HParam
 from lab.core.relevance import build_relevance
 from lab.core.steps import default_delta, h_minus
-from lab.dashboard.hparams import loss_sliders
+from lab.dashboard.sliders import loss_sliders
 from lab.metrics import average_precision
 from lab.metrics.hierarchical import h_ap, ndcg
 

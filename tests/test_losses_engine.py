@@ -1,4 +1,4 @@
-"""The fused loss engine against today's engine, kept verbatim in tests/reference_engine.py: the same
+"""The fused loss engine against the old autograd engine, frozen in tests/frozen_autograd_engine.py: the same
 values and gradients on random data with ties, on batches of one and two classes, and memory that
 does not grow with the number of positives (asserted on tensor sizes, never on seconds)."""
 from __future__ import annotations
@@ -18,7 +18,7 @@ from lab.core.steps import h_minus, kernel_bins, soft_histogram
 from lab.losses import functional as LF
 from lab.losses.engine import pair_sums, plan
 
-from . import reference_engine as R
+from . import frozen_autograd_engine as R
 from .test_losses_inputs import LargestTensor
 
 # Score-level losses on the engine, each with its defaults and with other hyper-parameters.
@@ -53,7 +53,7 @@ def values_and_grads(fn, scores, *args, **kwargs):
 
 @pytest.mark.parametrize("name, hparams", CASES)
 @pytest.mark.parametrize("grid", [20, 8])
-def test_same_values_and_gradients_as_todays_engine_with_ties_float64(name, hparams, grid):
+def test_same_values_and_gradients_as_the_frozen_engine_with_ties_float64(name, hparams, grid):
     scores, targets, mask = tied_problem(23, 41, seed=grid, dtype=torch.float64, grid=grid)
     got, g_got = values_and_grads(getattr(LF, name), scores, targets, mask=mask, **hparams)
     want, g_want = values_and_grads(getattr(R, name), scores, targets, mask=mask, **hparams)
@@ -62,7 +62,7 @@ def test_same_values_and_gradients_as_todays_engine_with_ties_float64(name, hpar
 
 
 @pytest.mark.parametrize("name, hparams", CASES)
-def test_same_values_and_gradients_as_todays_engine_float32(name, hparams):
+def test_same_values_and_gradients_as_the_frozen_engine_float32(name, hparams):
     """B = 384 cosine scores with 4 samples per class, plus ties: values to 1e-6, gradients to float32 rounding."""
     g = torch.Generator().manual_seed(3)
     e = torch.nn.functional.normalize(torch.randn(384, 64, generator=g), dim=1)
@@ -77,7 +77,7 @@ def test_same_values_and_gradients_as_todays_engine_float32(name, hparams):
 
 @pytest.mark.parametrize("name", GRADED)
 @pytest.mark.parametrize("grid", [None, 6])
-def test_graded_losses_same_as_todays_engine(name, grid):
+def test_graded_losses_same_as_the_frozen_engine(name, grid):
     g = torch.Generator().manual_seed(11)
     scores = torch.rand(9, 30, generator=g, dtype=torch.float64)
     if grid:
@@ -92,8 +92,8 @@ def test_graded_losses_same_as_todays_engine(name, grid):
     torch.testing.assert_close(g_got, g_want, rtol=0, atol=1e-10)
 
 
-def todays_module(name: str, **kwargs) -> torch.nn.Module:
-    """The embedding-level loss ``name`` with today's score-level functions in every part."""
+def frozen_module(name: str, **kwargs) -> torch.nn.Module:
+    """The embedding-level loss ``name`` with the frozen engine's score-level functions in every part."""
     module = L.build_loss(name, **kwargs)
     for part in module.modules():
         fn = getattr(part, "functional", None)
@@ -107,7 +107,7 @@ ENGINE_LOSSES = [n for n in L.LOSSES if n not in ("blackbox_ap", "proxy_dg")]  #
 
 @pytest.mark.parametrize("name", ENGINE_LOSSES)
 @pytest.mark.parametrize("classes", [1, 2])
-def test_one_and_two_class_batches_same_as_todays_engine(name, classes):
+def test_one_and_two_class_batches_same_as_the_frozen_engine(name, classes):
     g = torch.Generator().manual_seed(classes)
     emb = torch.randn(48, 16, generator=g, dtype=torch.float64, requires_grad=True)
     fine = torch.arange(48) % classes
@@ -116,7 +116,7 @@ def test_one_and_two_class_batches_same_as_todays_engine(name, classes):
     torch.manual_seed(0)
     new = L.build_loss(name, **kwargs).double()
     torch.manual_seed(0)
-    old = todays_module(name, **kwargs).double()
+    old = frozen_module(name, **kwargs).double()
     got, want = new(emb, labels), old(emb, labels)
     g_got, = torch.autograd.grad(got, emb)
     g_want, = torch.autograd.grad(want, emb)
@@ -172,13 +172,13 @@ def test_one_or_two_classes_need_no_more_memory_than_four_per_class(name):
     budget = plan.plan_for(batch, batch, "cpu").block_entries
     assert budget == 3 * batch * batch  # 4 per class: P = 3
     kwargs = dict(num_classes=batch, embed_dim=32)
-    today = probe(todays_module(name, **kwargs), batch, 4)
+    frozen = probe(frozen_module(name, **kwargs), batch, 4)
     for per_class in (batch // 2, batch):
         few = probe(L.build_loss(name, **kwargs), batch, per_class)
         assert few.largest <= budget
-        assert few.peak <= today.peak
-    if name not in ("fast_ap", "soft_bin_ap"):  # the probes can fail: today's engine does not pass them
-        assert probe(todays_module(name, **kwargs), batch, batch).largest > 10 * budget
+        assert few.peak <= frozen.peak
+    if name not in ("fast_ap", "soft_bin_ap"):  # the probes can fail: the frozen engine does not pass them
+        assert probe(frozen_module(name, **kwargs), batch, batch).largest > 10 * budget
 
 
 @pytest.mark.parametrize("name", ["smooth_ap", "sup_ap", "smooth_recall"])

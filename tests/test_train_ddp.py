@@ -11,18 +11,20 @@ from pathlib import Path
 import pytest
 import torch
 
-WORKER = Path(__file__).with_name("ddp_worker.py")
+ROOT = Path(__file__).resolve().parents[1]
+WORKER = "tests.ddp_worker"  # run as a module from the repository root, so that it imports lab and tests
 
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     out = tmp_path_factory.mktemp("ddp")
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    single = subprocess.run([sys.executable, str(WORKER), str(out)], env=env, capture_output=True, text=True,
-                            timeout=300)
+    single = subprocess.run([sys.executable, "-m", WORKER, str(out)], env=env, cwd=ROOT, capture_output=True,
+                            text=True, timeout=300)
     assert single.returncode == 0, single.stderr[-3000:]
     ddp = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-                          str(WORKER), str(out)], env=env, capture_output=True, text=True, timeout=300)
+                          "--module", WORKER, str(out)], env=env, cwd=ROOT, capture_output=True, text=True,
+                         timeout=300)
     assert ddp.returncode == 0, ddp.stderr[-3000:]
     return {name: torch.load(out / f"{name}.pt") for name in ("single", "rank0", "rank1")}
 

@@ -1,4 +1,4 @@
-"""The dashboard's figure builders (lab.viz.dashboard): the numbers they draw and the specs."""
+"""The dashboard's figure builders (lab.viz.dashboard_figures): the numbers they draw and the specs."""
 import base64
 import io
 import json
@@ -6,11 +6,11 @@ import json
 import pytest
 from PIL import Image
 
-from lab.viz.dashboard import (LEVEL_COLORS, ap_histogram, plot_ap_histograms, plot_embedding_map,
+from lab.viz.dashboard_figures import (LEVEL_COLORS, ap_histogram, plot_ap_histograms, plot_embedding_map,
                                plot_retrieval_strip, plot_run_comparison, plot_score_histograms,
                                plot_training_curves, png_data_uri, score_histogram, spread_note, training_series)
-from lab.viz.dashboard import comparison_note, signed
-from lab.viz.retrieval import QUERY
+from lab.viz.dashboard_figures import comparison_note, signed
+from lab.viz.retrieval_views import QUERY
 from lab.viz.style import NEGATIVE, POSITIVE, SERIES
 
 HISTORY = [

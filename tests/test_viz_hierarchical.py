@@ -1,7 +1,7 @@
 """The "Lada #2" example of SupRank (Fig. 4, Appendix B Fig. 13-14) through lab.metrics."""
 import pytest
 
-from lab.viz.hierarchical import LADA_RANKINGS, lada_example, lada_relevance, plot_lada
+from lab.viz.hierarchical_ap import LADA_RANKINGS, lada_example, lada_relevance, plot_lada
 
 
 def test_numbers_of_suprank_fig_14():
@@ -33,7 +33,7 @@ def test_figure_shows_each_rankings_h_rank_plus():
 
 
 def test_h_ap_is_the_area_under_the_hierarchical_pr_curve():
-    from lab.viz.hierarchical import hierarchical_pr
+    from lab.viz.hierarchical_ap import hierarchical_pr
 
     for alpha in (0.5, 1.0, 3.0):
         ex = lada_example(alpha)

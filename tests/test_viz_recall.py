@@ -6,7 +6,7 @@ import torch
 
 from lab.losses.functional import smooth_recall, sup_recall
 from lab.viz.gradient_flow import RECALL_KS, TOY_SCORES, TOY_TARGETS, plot_recall_gradient_flow, recall_loss, toy_gradients
-from lab.viz.recall import RECALL_LIST, plot_recall_at_k, plot_recall_surrogate, recall_curves, surrogate_step
+from lab.viz.recall_at_k import RECALL_LIST, plot_recall_at_k, plot_recall_surrogate, recall_curves, surrogate_step
 
 
 def test_curves_follow_the_definitions():

@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from matplotlib.figure import Figure
 
 from lab.viz.controls import slider_points
-from lab.viz.retrieval import (NEGATIVE, POSITIVE, QUERY, RETRIEVAL_SLIDERS, chance_neighbours, class_mean_neighbours,
+from lab.viz.retrieval_views import (NEGATIVE, POSITIVE, QUERY, RETRIEVAL_SLIDERS, chance_neighbours, class_mean_neighbours,
                                class_means, class_tsne, coarse_neighbours, leading_classes, plot_embedding_2d, plot_retrieval, project_2d, retrieval_browser, retrieve,
                                same_group_neighbours, tsne_2d)
 from lab.viz.style import CATEGORIES, CATEGORY_MARKERS, NEUTRAL

@@ -80,7 +80,7 @@ def test_no_category_looks_like_relevance_other_groups_or_the_background():
 def test_the_embedding_maps_group_colours_never_look_like_its_neighbour_rings():
     # The dashboard's map: groups are filled markers, a query's neighbours get rings in the
     # relevance colours (green, orange, red); a script once took exactly the rings' green and red.
-    from lab.viz.dashboard import LEVEL_COLORS, MAP_STYLES
+    from lab.viz.dashboard_figures import LEVEL_COLORS, MAP_STYLES
 
     assert len(MAP_STYLES) >= len({g.group for g in glyph_catalogue()})  # one style per script
     colours = [c for c, _ in MAP_STYLES]

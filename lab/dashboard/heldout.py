@@ -16,7 +16,7 @@ from torch import Tensor
 from ..core.normalize import unit_rows
 from ..metrics import average_precision
 from ..train import class_subset
-from ..viz.retrieval import project_2d, retrieve
+from ..viz.retrieval_views import project_2d, retrieve
 
 LEVELS = ("class", "coarse", "other")  # same fine class / same coarse class only / neither
 MAX_PAIRS = 200_000  # similarity samples kept per kind (positives, negatives) for the histograms

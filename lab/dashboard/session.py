@@ -1,6 +1,6 @@
 """One page's training: one run, or two side by side from the same seed (compare mode).
 
-The Streamlit page keeps a :class:`TrainingSession` (and the process-wide ``registry`` keeps it
+The Streamlit page keeps a :class:`TrainingSession` (and the process-wide ``session_registry`` keeps it
 for a browser reload); everything here is plain Python, tested without Streamlit.
 
 * Trainers are built lazily (first Start, Step or view that needs a model), then evaluated once

@@ -20,7 +20,7 @@ from ..models import check_model_name
 from ..models.timm_backbone import EXAMPLES
 from ..train import TrainConfig
 from ..viz.controls import Slider
-from .hparams import check_hparams, loss_defaults, loss_sliders, needs_num_classes
+from .sliders import check_hparams, loss_defaults, loss_sliders, needs_num_classes
 
 MODEL_EXAMPLES = ("small_cnn", *EXAMPLES)
 # (min, max) of each number widget. Batches above 256 (small CNN, 32 px) or 64 (anything larger)

@@ -8,7 +8,7 @@ unknown name (dataset, model, loss) or a malformed or non-finite number becomes 
 out-of-range number is clamped, each with a sentence naming the key and the value used. A link's
 value is quoted cut to ``SHOWN_CHARS`` (``settings.shown``); the page shows the notes as plain
 text (``escape_markdown``): a value is never a live link or a remote image inside the app's note.
-``sid`` (:data:`SID`) is not a setting: it names the page's training session (``registry``).
+``sid`` (:data:`SID`) is not a setting: it names the page's training session (``session_registry``).
 """
 from __future__ import annotations
 
@@ -18,10 +18,10 @@ from typing import Any, Callable, Mapping
 from ..data import DATASETS
 from ..losses import LOSSES
 from ..models import check_model_name
-from .hparams import loss_defaults, loss_sliders
+from .sliders import loss_defaults, loss_sliders
 from .settings import BOUNDS, Settings, shown
 
-SID = "sid"  # query key of the page's training session (see ``registry``)
+SID = "sid"  # query key of the page's training session (see ``session_registry``)
 
 
 def _bool(text: str) -> bool:

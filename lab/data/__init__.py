@@ -11,7 +11,7 @@ from __future__ import annotations
 import inspect
 from typing import Callable, Optional
 
-from .base import SPLITS, DatasetNotFoundError, LabeledImages, check_split
+from .labeled_images import SPLITS, DatasetNotFoundError, LabeledImages, check_split
 from .digits import DigitsDataset
 from .disk import DATA_ENV, SOURCES, ImageFiles, cub, find_root, folder, inaturalist, sop
 from .glyphs import GlyphDataset, glyph_catalogue

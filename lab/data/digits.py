@@ -17,7 +17,7 @@ from PIL import Image
 from torch import Tensor
 
 from ..core.checks import check_int
-from .base import LabeledImages, check_split
+from .labeled_images import LabeledImages, check_split
 
 SPLIT_BY = ("classes", "images")
 

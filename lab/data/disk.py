@@ -20,7 +20,7 @@ import torch
 from PIL import Image
 
 from ..core.env import DATA_ENV, data_root
-from .base import DatasetNotFoundError, LabeledImages, check_split
+from .labeled_images import DatasetNotFoundError, LabeledImages, check_split
 
 IMAGE_EXTENSIONS = {".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp", ".tif", ".tiff"}
 INATURALIST_SUPERCATEGORIES = ("Actinopterygii", "Amphibia", "Animalia", "Arachnida", "Aves", "Bacteria",

@@ -35,7 +35,7 @@ from tqdm.auto import tqdm
 
 from ..core import env
 from ..core.checks import check_int
-from .base import LabeledImages, check_split
+from .labeled_images import LabeledImages, check_split
 
 FONT_DIR = Path(matplotlib.get_data_path()) / "fonts" / "ttf"
 # Left out: LastResortHE (its cmap claims everything, it draws placeholders), cm*10 (TeX

@@ -156,7 +156,7 @@ class LeftOutCategories(RuntimeWarning):
     """HierarchicalBatchSampler's warning: coarse categories with fewer than batch_size/(2m) classes,
     left out of every batch. ``categories`` (their label ids), ``classes`` (each one's number of
     classes), ``needed`` (batch_size/(2m)) and ``items`` (the sampled labels' length): a caller that
-    knows the categories' names can say which they are (:mod:`lab.experiments.hierarchical` does)."""
+    knows the categories' names can say which they are (:mod:`lab.experiments.hierarchical_runs` does)."""
 
     def __init__(self, categories: list[int], classes: list[int], needed: int, items: int):
         self.categories, self.classes, self.needed, self.items = categories, classes, needed, items

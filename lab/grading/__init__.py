@@ -10,7 +10,7 @@ source), ``python -m lab.grading.collect`` (pack a submission) and ``python -m l
 (a folder of submissions -> a grade sheet).
 """
 from .cases import Case
-from .checks import (CHECKS, check_average_precision, check_calibration, check_fast_ap, check_h_minus,
+from .topic_checks import (CHECKS, check_average_precision, check_calibration, check_fast_ap, check_h_minus,
                      check_map_at_r, check_recall_at_k, check_smooth_ap, check_soft_histogram, check_sup_ap)
 from .feedback import CheckFailure, CheckResult, NotImplementedYet
 from .topics import TOPICS, cases, get_case

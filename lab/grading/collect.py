@@ -21,7 +21,7 @@ from typing import Any, Optional
 
 from .. import __version__
 from .assignments import ASSIGNMENTS, Assignment, find_assignment
-from .checks import CHECKS
+from .topic_checks import CHECKS
 from .submission import KINDS, MANIFEST, import_modules, load_submission, sha256, verify
 
 __all__ = ["collect", "select_files", "run_self_checks", "main",

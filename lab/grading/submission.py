@@ -17,7 +17,7 @@ from typing import Any, Optional
 from ..core.env import submission_path
 from .assignments import ASSIGNMENTS, Assignment
 from .cases import Case
-from .checks import CHECKS
+from .topic_checks import CHECKS
 from .feedback import CheckFailure, CheckResult, NotImplementedYet
 from .topics import TOPICS, cases, get_case
 from .unzip import Limits, check_entries, extract, open_zip, read_small, sha256_entry

@@ -1,7 +1,7 @@
 """The graded topics, one record each: student signature, reference, case inputs, mistakes catalogue.
 
 Adding a topic: a ``Topic`` record here (its mistakes in a ``mistakes_*`` module), and its
-``check_<name>`` line in :mod:`lab.grading.checks` and ``lab/grading/__init__.py``.
+``check_<name>`` line in :mod:`lab.grading.topic_checks` and ``lab/grading/__init__.py``.
 Student signatures (called positionally; ``scores`` (Q, N) similarities, ``targets`` (Q, N)
 bool, ``mask`` (Q, N) bool with False = ignored item): see ``signature`` and ``returns`` below.
 Losses return 0 for a query without positive; metrics return NaN for it. Outputs keep the

@@ -2,7 +2,7 @@
 
 The score-level forms live in :mod:`lab.losses.functional`. Each top-level file is one loss (or one
 family), except ``base`` (the ``nn.Module`` bases and the reduction over queries), ``functional`` (the
-score-level names) and ``registry`` (the loss names, ``build_loss`` and the checking of a config's
+score-level names) and ``loss_registry`` (the loss names, ``build_loss`` and the checking of a config's
 ``loss_kwargs``). The engine the losses stand on is the subpackage
 :mod:`lab.losses.engine` (plan, block loop, pair sums, fused kernels, histograms); it never imports
 a loss. Input checks, step surrogates and graded relevance come from :mod:`lab.core`.
@@ -18,7 +18,7 @@ from .calibration import CalibrationLoss
 from .fast_ap import FastAP
 from .proxy import ProxyDecompositionLoss
 from .recall import SmoothRecall, SupRecall
-from .registry import BUILD_ARGS, LOSSES, build_loss, check_loss_kwargs, loss_kwargs_of
+from .loss_registry import BUILD_ARGS, LOSSES, build_loss, check_loss_kwargs, loss_kwargs_of
 from .roadmap import ROADMAP
 from .rod import HAPPIER, RODNDCG, ROADMAPProxy, RODLoss
 from .rod_recall import RODRecall

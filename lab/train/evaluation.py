@@ -13,7 +13,7 @@ from torch import Tensor, nn
 from torch.utils.data import DataLoader, Dataset, Subset
 from tqdm.auto import tqdm
 
-from ..data.base import batchable, resized_pixels
+from ..data.labeled_images import batchable, resized_pixels
 from ..metrics import EVAL_KS, average_precision, decomposability_gap, retrieval_metrics
 from .checkpoint import preserved_rng
 from .loading import transform_of

@@ -184,7 +184,7 @@ def fits_on_device(nbytes: int, free_bytes: int) -> bool:
 
 class DeviceBatchStream(_Stream):
     """(images, labels, indices) batches of a dataset held in memory with the "small" transform
-    (``lab.data.base.batchable``): its images are one uint8 tensor on ``device`` and a batch is
+    (``lab.data.labeled_images.batchable``): its images are one uint8 tensor on ``device`` and a batch is
     an index gather there plus :meth:`SmallTransform.batch` (the same shifts as torchvision's
     RandomCrop, done on the whole batch). Batches are (images (B, C, S, S) float, labels (B, L),
     indices (B,)), all on ``device``.
@@ -196,7 +196,7 @@ class DeviceBatchStream(_Stream):
 
     def __init__(self, dataset, batch_sampler, device: torch.device, seed: int = 0, rank: int = 0,
                  progress: bool = False) -> None:
-        from ..data.base import resized_pixels
+        from ..data.labeled_images import resized_pixels
 
         self.batch_sampler = batch_sampler
         self.transform = dataset.transform

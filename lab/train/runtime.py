@@ -71,7 +71,7 @@ def runtime_plan(device: Union[str, torch.device], cfg: TrainConfig, *, batchabl
                  cpus: Optional[int] = None, local_world_size: int = 1) -> RuntimePlan:
     """The data path and device settings of a run of ``cfg`` on ``device``.
 
-    ``batchable``: the training set can be gathered on the device (:func:`lab.data.base.batchable`);
+    ``batchable``: the training set can be gathered on the device (:func:`lab.data.labeled_images.batchable`);
     ``timm_backbone``: the model is a timm backbone; ``cpus``: usable cores (default
     :func:`usable_cpus`), shared by ``local_world_size`` processes on this machine.
     """

@@ -24,7 +24,7 @@ from torch.nn.parallel import DistributedDataParallel
 from tqdm.auto import tqdm
 
 from ..core import env
-from ..data.base import batchable
+from ..data.labeled_images import batchable
 from ..losses import LOSSES, build_loss
 from ..models import TimmBackbone, check_model_name
 from .backprop import plain_backward, staged_backward

@@ -11,8 +11,8 @@ from .binning import APQ_SLIDERS, BINNING_SLIDERS, TRADEOFF_SLIDERS, plot_apq_sc
 from .controls import Slider
 from .decomposability_toys import CALIBRATION_SLIDERS, JUXTAPOSED_SLIDERS, plot_calibration_bounds, plot_juxtaposed
 from .gradient_flow import FLOW_SLIDERS, plot_gradient_flow, plot_recall_gradient_flow
-from .hierarchical import LADA_SLIDERS, plot_lada
-from .recall import SURROGATE_STEP_SLIDERS, plot_recall_surrogate
+from .hierarchical_ap import LADA_SLIDERS, plot_lada
+from .recall_at_k import SURROGATE_STEP_SLIDERS, plot_recall_surrogate
 from .surrogates import DELTA_SLIDERS, SURROGATE_SLIDERS, plot_delta_choice, plot_surrogates
 
 INTERACTIVE: dict[str, tuple[Callable, dict[str, Slider]]] = {

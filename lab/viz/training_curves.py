@@ -1,6 +1,6 @@
 """The dashboard's Training view: the training curves and, in compare mode, the latest held-out
 evaluation of both runs, with the notes that say how to read them. Pure functions, built from
-Python lists (plotly 7 would base64-encode arrays); re-exported by :mod:`lab.viz.dashboard`.
+Python lists (plotly 7 would base64-encode arrays); re-exported by :mod:`lab.viz.dashboard_figures`.
 
 Sized for one screen at a projector's 1280 x 720 (issue 36): panel titles carry the latest values
 (the metrics row they replace cost the held-out panels' height) under the metrics' display names.

@@ -16,7 +16,7 @@ import plotly.graph_objects as go
 import torch
 from plotly.subplots import make_subplots
 
-from .retrieval import QUERY
+from .retrieval_views import QUERY
 from .style import CATEGORIES, CATEGORY_MARKERS, NEGATIVE, POSITIVE, SERIES, TEMPLATE, floats
 from .training_curves import (COMPARED, CURVES, DISPLAY, comparison_note, curve_titles, latest_values,  # noqa: F401
                               plot_run_comparison, plot_training_curves, run_differences, scale_note, signed,

@@ -1,6 +1,7 @@
-"""TODAY'S LOSS ENGINE, KEPT VERBATIM AS A BASELINE AND ORACLE — not part of the package.
+"""THE OLD AUTOGRAD LOSS ENGINE (commit 802a172), FROZEN AS A BASELINE AND ORACLE — not part of the package.
 
-A frozen copy of ``lab/losses/engine.py`` and of the score-level loss functions that used it
+The engine the losses ran on before the fused engine with hand-written gradients replaced it: a
+frozen copy of ``lab/losses/engine.py`` and of the score-level loss functions that used it
 (smooth_ap, sup_ap, smooth_recall, sup_recall, fast_ap, soft_bin_ap, sup_hap, sup_ndcg,
 calibration, roadmap, rod_recall with rod.rod_calibrated, and core.steps' soft_histogram /
 histogram_ap) as they were at commit 802a172, before the fused engine replaced them. The code

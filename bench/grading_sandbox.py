@@ -1,7 +1,7 @@
 """What the grading sandbox costs: seconds per submission with bubblewrap against ``--no-sandbox``.
 
-    python bench/sandbox.py                  # 5 rounds; writes the "Grading sandbox" section
-    python bench/sandbox.py --rounds 2 --no-write
+    python -m bench.grading_sandbox                  # 5 rounds; writes the "Grading sandbox" section
+    python -m bench.grading_sandbox --rounds 2 --no-write
 
 Grades the correct and the untouched (blank) submission of assignment 03 one by one with
 ``lab.grading.grade.run_submission``, sandboxed and not, interleaved (the order of the two modes
@@ -24,13 +24,11 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from measure import cpu_model, load_average, publish  # noqa: E402
-
-from lab.grading.assignments import ASSIGNMENTS  # noqa: E402
-from lab.grading.generate import generate  # noqa: E402
-from lab.grading.grade import find_submissions, load_tests, run_submission  # noqa: E402
-from lab.grading.sandbox import Limits, bwrap_command, require_sandbox  # noqa: E402
+from bench.measure import cpu_model, load_average, publish
+from lab.grading.assignments import ASSIGNMENTS
+from lab.grading.generate import generate
+from lab.grading.grade import find_submissions, load_tests, run_submission
+from lab.grading.sandbox import Limits, bwrap_command, require_sandbox
 
 ROOT = Path(__file__).resolve().parents[1]
 NAME = "03_histogram_losses_and_bin_width"
@@ -93,7 +91,7 @@ def main() -> None:
                  seconds[(False, s.student)], seconds[(True, s.student)]) for s in subs]
     rows += [_row(f"start Python: `python -c '{code}'`", starts[(False, code)], starts[(True, code)])
              for code in ("pass", "import torch, lab.grading")]
-    text = f"""## Grading sandbox (`python bench/sandbox.py`)
+    text = f"""## Grading sandbox (`python -m bench.grading_sandbox`)
 
 Seconds to grade one submission of assignment 03 (2 test cells, 5 checks) with `run_submission`,
 sandboxed (bubblewrap) and `--no-sandbox`, interleaved over {args.rounds} rounds; medians, and the

@@ -8,7 +8,7 @@ Glyph labels are (glyph, script): a query's relevant items are its glyph in othe
   and the same hierarchical batches; test R@1, mAP@R,
   the AP at each level (Eq. 34), H-AP, NDCG, ASI (drawn by :func:`lab.viz.comparisons.plot_level_metrics`).
 * :func:`hierarchical_model`: a trained run, whose test embeddings
-  :func:`lab.viz.retrieval.class_mean_map` maps as SupRank Fig. 9 does.
+  :func:`lab.viz.retrieval_views.class_mean_map` maps as SupRank Fig. 9 does.
 * :func:`tab_ix_claims`: SupRank Tab. IX's claims (HAPPIER vs Smooth-AP on SOP) next to the
   measured differences, each with whether its direction holds.
 
