@@ -183,3 +183,29 @@ def test_tab_ix_and_class_means_sentences_follow_the_numbers():
     assert "already gather" in class_means_sentence(maps(0.29, 0.316)) and "adds 0.3x" in class_means_sentence(maps(0.29, 0.316))
     assert "lesson holds here" in class_means_sentence(maps(0.12, 0.30))
     assert "neither" in class_means_sentence(maps(0.11, 0.12))
+
+
+def test_tsne_progress_passes_on_iteration_lines_and_keeps_the_map(capsys):
+    import io
+
+    from lab.viz import retrieval
+
+    out = io.StringIO()
+    lines = retrieval._IterationLines(out, 1000, every=0.0)
+    lines.write("[t-SNE] Computing 91 nearest neighbors...\n[t-SNE] Iteration 50: error = 1.0, gradient")
+    lines.write(" norm = 0.1 (50 iterations in 0.1s)\n[t-SNE] KL divergence after 50 iterations: 1.0\n")
+    assert out.getvalue().startswith("t-SNE: iteration 50 of at most 1000, ") and out.getvalue().count("\n") == 1
+    quiet = retrieval._IterationLines(out, 1000, every=3600.0)  # a map of seconds prints nothing
+    quiet.write("[t-SNE] Iteration 100: error = 1.0\n")
+    assert out.getvalue().count("\n") == 1
+    x = torch.randn(60, 8, generator=torch.Generator().manual_seed(0))
+    assert torch.equal(retrieval.tsne_2d(x, progress=True), retrieval.tsne_2d(x, progress=False))
+    assert "[t-SNE]" not in capsys.readouterr().out  # sklearn's own lines never reach the notebook
+
+
+def test_the_two_gaps_of_one_model_report_each_batch_size(capsys):
+    trainer = runs.trained_model("roadmap", fast=True, progress=True)
+    rows = runs.gap_by_batch_size(trainer, (8, 16))
+    printed = capsys.readouterr().out
+    assert [r["batch_size"] for r in rows] == [8, 16]
+    assert "batches of B = 8…" in printed and "batches of B = 16…" in printed

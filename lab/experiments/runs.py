@@ -146,6 +146,8 @@ def gap_by_batch_size(trainer, batch_sizes: Sequence[int]) -> list[dict[str, Any
     with run_threads():
         emb, labels = trainer.embed("test", cfg.eval_max_items)
         for b in batch_sizes:
+            if cfg.progress:  # a line per batch size: the cell shows progress (issue 36, N-6)
+                print(f"cutting the model's data into batches of B = {b}…", flush=True)
             at_b = dataclasses.replace(cfg, batch_size=int(b))
             index, batch_ids = probe_batches(trainer.train_set.labels, at_b)
             with transform_of(trainer.train_set, trainer.eval_transform):
@@ -166,6 +168,9 @@ def evaluate_trainer(trainer) -> dict[str, Any]:
         if cfg.progress:
             print(f"evaluate {cfg.loss}: ranking the held-out images…", flush=True)
         result = trainer.evaluate()  # no tqdm bar: a saved notebook would show it at 0 % (issue 36, C-5)
+        if cfg.progress:
+            print(f"evaluate {cfg.loss}: R@1 {result['R@1']:.3f}; the decomposability gap of the held-out images…",
+                  flush=True)
         gap_heldout = heldout_gap(trainer, cfg.eval_max_items)
     return {"loss": cfg.loss, "loss_kwargs": cfg.loss_kwargs, "batch_size": cfg.batch_size, "steps": cfg.steps,
             "eval_max_items": cfg.eval_max_items, "seed": cfg.seed,
