@@ -53,7 +53,11 @@ from lab.experiments.runs import batch_size_study, gap_by_batch_size, source_not
 from lab.viz.comparisons import plot_batch_size_study, relative_gain, two_gaps_sentence
 from lab.studies.verdicts import reproduction_rows, study_verdict
 
-print("fast mode:", fast_mode())
+# The model(s) this notebook trains for its figures ship as checkpoints (lab/data/checkpoints/, made by
+# `python -m lab.experiments.checkpoints make`): full mode loads them. True: train them here instead,
+# with a line of progress at every quarter (about 2 minutes on 2 CPU cores).
+RETRAIN = False
+print("fast mode:", fast_mode(), "| RETRAIN:", RETRAIN)
 
 # %% [markdown]
 # ## 1. AP = 1 in every batch, AP < 1 overall (Fig. 1b, supplementary Fig. 9)
@@ -213,11 +217,12 @@ Markdown(study_verdict("batch_size") + "\n\n" + study_verdict("gap"))
 # faster over the whole probe. Eq. 8 for 8 batches of $m - 1 = 3$ positives and $B - 4$ negatives
 # rises with B too (first lines below). Each batch size also trained a different model (4x the
 # steps at B = 32): the cell holds one model fixed — notebook 04's ROADMAP run (full mode: 300
-# steps of 128, about 2 minutes here with a line of progress at every quarter) — and cuts its data both ways.
+# steps of 128, loaded from its shipped checkpoint; `RETRAIN = True` at the top trains it here, about
+# 2 minutes with a line of progress at every quarter) — and cuts its data both ways.
 
 # %%
 sizes = sorted({row["batch_size"] for row in rows})
-model = trained_model("roadmap")
+model = trained_model("roadmap", retrain=RETRAIN)
 K, m = model.config.probe_batches, model.config.m
 bounds = [dg_upper_bound([m - 1] * K, [b - m] * K) for b in sizes]
 print(f"Eq. 8, {K} batches of {m - 1} positives and B - {m} negatives:", {b: round(v, 3) for b, v in zip(sizes, bounds)})

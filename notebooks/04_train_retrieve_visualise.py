@@ -44,8 +44,9 @@
 # those of almost untrained models. Without it (full mode) a run is 300 steps of 128 images on all
 # 1,844 training classes, evaluated on a fixed ~2,000-image subset of the test classes: the
 # comparison of section 1 is read from the reproduction study (protocol v2's `results/v2/methods.json`:
-# 5 seeds, 5,500 steps, every test image querying the whole split), and one ROADMAP model is trained
-# here, with a line of progress at every quarter (about 2 minutes on 2 CPU cores), for sections 2-3.
+# 5 seeds, 5,500 steps, every test image querying the whole split), and one ROADMAP model (300 steps)
+# serves sections 2-3: loaded from its shipped checkpoint, or trained here when `RETRAIN = True` (set
+# at the top; a line of progress at every quarter, about 2 minutes on 2 CPU cores).
 
 # %%
 from IPython.display import Markdown
@@ -57,10 +58,15 @@ from lab.viz.retrieval_views import (RETRIEVAL_SLIDERS, class_mean_neighbours, c
 from lab.experiments.cached import study_rows
 from lab.experiments.runs import (ABLATION, RETRIEVAL, evaluation_embeddings, loss_comparison, run_settings, source_note,
                                   train_and_evaluate, trained_model, untrained_metrics)
+from lab.experiments.sentences import script_grouping_sentence
 from lab.viz.comparisons import metrics_table, plot_loss_comparison
 from lab.studies.verdicts import claims_markdown, reproduction_rows, study_verdict
 
-print("fast mode:", fast_mode(), "| run settings:", {k: v for k, v in run_settings().items() if k in ("steps", "batch_size", "dataset_kwargs", "seed")})
+# The model(s) this notebook trains for its figures ship as checkpoints (lab/data/checkpoints/, made by
+# `python -m lab.experiments.checkpoints make`): full mode loads them. True: train them here instead,
+# with a line of progress at every quarter (about 2 minutes on 2 CPU cores).
+RETRAIN = False
+print("fast mode:", fast_mode(), "| RETRAIN:", RETRAIN, "| run settings:", {k: v for k, v in run_settings().items() if k in ("steps", "batch_size", "dataset_kwargs", "seed")})
 
 # %% [markdown]
 # ## 1. Train three losses from the same seed
@@ -72,7 +78,9 @@ print("fast mode:", fast_mode(), "| run settings:", {k: v for k, v in run_settin
 # only the loss differs, as in ROADMAP Table 2. In full mode the rows are the reproduction study's
 # runs of these losses, as mean ± std over seeds, read where the verdicts below read them: protocol
 # v2 once its study 1 is complete (5 seeds, 5,500 steps, the whole test split ranked), v1 until then
-# (3 seeds, 300 steps, a ~2,000-image evaluation); the untrained model is scored the same way.
+# (3 seeds, 300 steps, a ~2,000-image evaluation). The untrained model (seed 0) is scored the same
+# way: on the whole split, the study's stored step-0 evaluation of this model (protocol v2's pilot,
+# `results/v2/pilot.json`; ranking 14,672 images takes over a minute here), on a subset, here.
 # `loss_comparison(retrain=True)` trains seed 0 of v1's shorter runs here instead (5-10 minutes on
 # 2 cores).
 
@@ -84,7 +92,7 @@ for row in rows:
     assert all(0 <= row[m] <= 1 for m in RETRIEVAL)
     assert row["R@1"] <= row["R@2"] <= row["R@4"] <= row["R@8"]  # R@K can only grow with K (each seed, so the mean)
     assert row["steps"] == rows[0]["steps"]  # same schedule for every loss
-print("untrained model:", "  ".join(f"{m} {before[m]:.3f}" for m in RETRIEVAL))
+print(f"untrained model ({before['source']}):", "  ".join(f"{m} {before[m]:.3f}" for m in RETRIEVAL))
 Markdown(metrics_table(rows))
 
 # %% [markdown]
@@ -122,16 +130,17 @@ Markdown(study_verdict("methods"))
 # %% [markdown]
 # ## 2. Retrieve
 #
-# One ROADMAP model, trained here (full mode: 300 steps, a line of progress at every quarter; it is protocol v1's
-# ROADMAP run of seed 0, trained again: v2's 5,500 steps would take ~20 minutes here), then
+# One ROADMAP model (full mode: 300 steps, protocol v1's ROADMAP run of seed 0, trained again: v2's
+# 5,500 steps would take ~20 minutes here), loaded from its shipped checkpoint or, with
+# `RETRAIN = True`, trained here with a line of progress at every quarter; then
 # evaluated on its test images: in full mode the fixed
 # ~2,000-image subset of whole test classes that its metrics are computed on, in fast mode the
 # whole (small) test split. Each of these images queries all the others. Purple: the query; green
 # frame: same glyph (relevant); red: another glyph.
 
 # %%
-trainer = trained_model("roadmap")
-mine = train_and_evaluate("roadmap")  # the same cached run: evaluation only
+trainer = trained_model("roadmap", retrain=RETRAIN)
+mine = train_and_evaluate("roadmap", retrain=RETRAIN)  # the same cached run: evaluation only
 print(f"this ROADMAP model: R@1 {mine['R@1']:.3f}, mAP@R {mine['mAP@R']:.3f} ({mine['steps']} steps, seed {mine['seed']})")
 if not fast_mode():
     for record in study_rows("methods", method="ROADMAP", seed=mine["seed"]):
@@ -208,16 +217,16 @@ plot_embedding_2d(tsne["points"], tsne["coarse"], test_set.coarse_names, axis_ti
                   title=f"t-SNE of {n} test embeddings (ROADMAP), coloured by script")
 
 # %% [markdown]
-# **Does Fig. 9a's lesson hold here?** Compare the second and third numbers with their chance.
-# In the full-mode run documented in [docs/figures.md](../docs/figures.md) they are about 3x
-# chance: different glyphs of one script do sit together, although far less than the first
-# number (nearly 9x chance, mostly each glyph's own drawings) suggests — a loss that never saw
-# the scripts groups glyphs by script somewhat, unlike Smooth-AP's map on SOP: at this scale the
-# figure does not reproduce the paper's lesson. A likely reason: the glyphs of a script share
-# their strokes (Braille's dots, box-drawing lines, arrowheads), so the features that tell two
+# **Does Fig. 9a's lesson hold here?** Compare the second and third numbers with their chance
+# (the sentence below is written from them: "clearly above chance" is 1.5x or more). Where
+# different glyphs of one script do sit together, a likely reason is that the glyphs of a script
+# share their strokes (Braille's dots, box-drawing lines, arrowheads), so the features that tell two
 # glyphs apart also tell scripts apart, while SOP's coarse classes (bicycles, chairs, kettles,
 # ...) hold products photographed in very different ways. (In fast mode the model is barely
 # trained and the fractions say little.)
+
+# %%
+Markdown(script_grouping_sentence(near, means))
 
 # %% [markdown]
 # **Try it.** Browse the queries: which glyphs are confused with which? Increase $k$: R@$k$

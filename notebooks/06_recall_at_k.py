@@ -116,7 +116,8 @@ explore(*INTERACTIVE["recall_gradient_flow"])
 # ## 4. Training with recall losses (SupRank Tab. II setting)
 #
 # Same data, model and number of steps for Smooth-R@k, Sup-R@k (both with
-# $\mathcal{K} = \{1, 2, 4, 8, 16\}$, $\tau^* = 1$) and ROADMAP; test R@1..R@8. In full mode the
+# $\mathcal{K} = \{1, 2, 4, 8, 16\}$, $\tau^* = 1$) and ROADMAP; test R@1..R@8 and mAP@R (the primary
+# metric of the test below, drawn in the figure's last panel). In full mode the
 # three are the reproduction study's runs, mean ± std over seeds, read where the table of tests
 # below reads them (protocol v2's `results/v2/methods.json` once complete: 5 seeds, the whole test
 # split; v1's `results/methods.json`, 3 seeds, until then); `recall_study(retrain=True)` trains

@@ -159,7 +159,7 @@ def test_loss_comparison_changes_only_the_loss(monkeypatch):
                         lambda loss, loss_kwargs=None, **kw: calls.append((loss, loss_kwargs, kw)) or {"loss": loss})
     rows = runs.loss_comparison(fast=True, seed=3)
     assert [r["loss"] for r in rows] == ["smooth_ap", "sup_ap", "roadmap"]  # ROADMAP Table 2's rows
-    assert [(kwargs, kw) for _, kwargs, kw in calls] == [(None, {"fast": True, "seed": 3})] * 3
+    assert [(kwargs, kw) for _, kwargs, kw in calls] == [(None, {"fast": True, "retrain": False, "seed": 3})] * 3
 
 
 def test_metrics_table_prints_percent_and_bolds_the_best():
@@ -188,8 +188,8 @@ def test_loss_comparison_figure_draws_the_rows():
     assert [drawn[m]["roadmap"][1][0] for m in drawn] == pytest.approx([0.642, 0.692, 0.742, 0.792, 0.253])
     assert [drawn["mAP@R"][loss][0][0] for loss in drawn["mAP@R"]] == [0.0, 1.0, 2.0]  # same x in every panel
     assert "300 steps" in fig.layout.title.text and "seed 0" in fig.layout.title.text
-    recall = comparisons.plot_recall_study(ablation_rows())  # the same builder, R@k only
-    assert list(panels(recall)) == ["R@1", "R@2", "R@4", "R@8"]
+    recall = comparisons.plot_recall_study(ablation_rows())  # the same builder, R@k and the primary metric
+    assert list(panels(recall)) == ["R@1", "R@2", "R@4", "R@8", "mAP@R"]  # issue 36, C-1: mAP@R was left out
 
 
 def study_rows():

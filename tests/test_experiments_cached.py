@@ -68,7 +68,8 @@ def test_one_seed_is_that_seed_and_retrain_or_another_setting_trains(monkeypatch
     runs.loss_comparison(["roadmap"], fast=False, lr=0.01)  # not a configuration of the study
     runs.recall_study(fast=True)  # fast mode always trains (CI exercises the training path)
     assert [c[0] for c in calls] == ["roadmap", "roadmap", "smooth_recall", "sup_recall", "roadmap"]
-    assert calls[1][2] == {"fast": False, "lr": 0.01}
+    assert calls[1][2] == {"fast": False, "retrain": False, "lr": 0.01}
+    assert calls[0][2]["retrain"] is True  # retrained live, not loaded from a shipped checkpoint
 
 
 def test_comparable_configs_fill_in_defaults_and_ignore_how_a_run_reports():

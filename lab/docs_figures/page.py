@@ -72,8 +72,9 @@ def write_doc(entries: list[Entry], measured: dict[str, str], out: Path = OUT, d
              f"query); HAPPIER vs SmoothAP with the hierarchical sampler for "
              f"{hierarchical_runs.hierarchical_overrides(fast=False).get('steps', full['steps'])} steps; the maps, the "
              "retrieved images and the class means are those of the evaluation subset (t-SNE on at most "
-             f"~{retrieval_views.FULL_TSNE_ITEMS} points). These are the models the notebooks train in full mode, one run "
-             "per setting: differences of a point or two are within seed-to-seed noise. The times in brackets were "
+             f"~{retrieval_views.FULL_TSNE_ITEMS} points). These are the notebooks' full-mode models, loaded from the "
+             "checkpoints they ship (`lab/data/checkpoints/`, made by `python -m lab.experiments.checkpoints make`), "
+             "one run per setting: differences of a point or two are within seed-to-seed noise. The times in brackets were "
              "measured on 2 CPU cores shared with other jobs. The loss comparison and the recall losses (mean ± std "
              f"over {seeds} seeds) and the batch-size, gap and bin-count figures come from the reproduction study "
              "([results.md](results.md), `results/*.json`): no training.", ""]

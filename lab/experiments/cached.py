@@ -143,3 +143,25 @@ def seed_spread(study: str = "methods", metrics: Sequence[str] = ("R@1", "mAP@R"
     return {"single": single, "paired": paired, "settings": len(rows), "seeds": len(rows[0]["seeds"]),
             "steps": sorted({r["steps"] for r in rows}), "batch_size": sorted({r["batch_size"] for r in rows}),
             "source": rows[0]["source"]}
+
+
+# What the untrained model and its evaluation depend on: the weights' initialisation (model, width,
+# seed, input data) and which test images are ranked. The loss, steps and batch size do not.
+STEP0_FIELDS = ("dataset", "dataset_kwargs", "model", "embed_dim", "seed", "eval_max_items")
+
+
+def stored_step0(config: dict[str, Any], results_dir: Optional[Path] = None) -> Optional[dict[str, Any]]:
+    """R@1/2/4/8 and mAP@R of the untrained model of ``config`` (a TrainConfig dict) as protocol
+    v2's pilot stored them (``results/v2/pilot.json``, its step-0 evaluation, the whole test split),
+    with ``source``; None when there is no pilot or it is of another model, seed or evaluation."""
+    path = Path(results_dir or RESULTS_DIR) / "v2" / "pilot.json"
+    if not path.exists():
+        return None
+    pilot = json.loads(path.read_text())
+    if any(pilot["config"].get(f) != config.get(f) for f in STEP0_FIELDS):
+        return None
+    first = next((point for point in pilot.get("curve", []) if point.get("step") == 0), None)
+    if first is None:
+        return None
+    return {**{k: float(first[k]) for k in (*RETRIEVAL_KEYS,)},
+            "source": f"results/v2/pilot.json, step 0 ({first['num_queries']:,} queries)"}

@@ -40,24 +40,26 @@ def hierarchical_overrides(fast: Optional[bool] = None) -> dict[str, Any]:
     return dict(FAST_HIERARCHY if fast else FULL_HIERARCHY)
 
 
-def hierarchical_model(loss: str, fast: Optional[bool] = None):
-    """The trained :class:`lab.train.Trainer` of one run of the study (cached)."""
-    return trained_model(loss, fast=fast, **hierarchical_overrides(fast))
+def hierarchical_model(loss: str, fast: Optional[bool] = None, retrain: bool = False):
+    """The trained :class:`lab.train.Trainer` of one run of the study (cached; in full mode the
+    shipped checkpoint, :mod:`lab.experiments.checkpoints`, unless ``retrain``)."""
+    return trained_model(loss, fast=fast, retrain=retrain, **hierarchical_overrides(fast))
 
 
-def hierarchical_study(losses: Sequence[str] = HIERARCHICAL_LOSSES, fast: Optional[bool] = None) -> list[dict[str, Any]]:
+def hierarchical_study(losses: Sequence[str] = HIERARCHICAL_LOSSES, fast: Optional[bool] = None,
+                       retrain: bool = False) -> list[dict[str, Any]]:
     """One run per loss, same seed and batches; rows as :func:`lab.experiments.runs.train_and_evaluate`
     (R@k and mAP@R on glyphs, AP@glyph, AP@script, H-AP, NDCG, ASI). The sampler's warnings about
     scripts left out of the batches come out once each, naming the scripts (:func:`named_left_out`)."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", LeftOutCategories)
-        rows = [train_and_evaluate(loss, fast=fast, **hierarchical_overrides(fast)) for loss in losses]
+        rows = [train_and_evaluate(loss, fast=fast, retrain=retrain, **hierarchical_overrides(fast)) for loss in losses]
     left_out = [w.message for w in caught if isinstance(w.message, LeftOutCategories)]
     for w in caught:  # any other warning, as it was
         if not isinstance(w.message, LeftOutCategories):
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     if left_out:
-        train_set = hierarchical_model(losses[0], fast).train_set  # cached: trained above
+        train_set = hierarchical_model(losses[0], fast, retrain).train_set  # cached: trained above
         for text in dict.fromkeys(named_left_out(w, train_set) for w in left_out):
             warnings.warn(text, RuntimeWarning, stacklevel=2)
     return rows

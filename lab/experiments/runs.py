@@ -25,7 +25,8 @@ from typing import Any, Optional, Sequence
 
 from ..core.env import fast_mode, torch_threads
 from ..metrics import RETRIEVAL_KEYS
-from .cached import cached_rows
+from .cached import cached_rows, stored_step0
+from .shipped import find as find_shipped, load_into
 
 # The two sizes of every run. Fast: seconds on 2 CPU cores, quiet. Full: the reproduction study's
 # budget (lab/studies/spec.py FULL_BASE: 300 steps of 128, ~2.6 epochs; 1.5-4 min per run on one
@@ -74,10 +75,14 @@ def run_threads():
 
 
 @functools.lru_cache(maxsize=16)
-def _trained(key: str):
+def _trained(key: str, retrain: bool = False):
     from ..train import TrainConfig, Trainer
 
     cfg = TrainConfig.from_dict(json.loads(key))
+    found = None if retrain else find_shipped(cfg)  # a notebook's figure model ships as a checkpoint (issue 36, N-6)
+    if found is not None:
+        with run_threads():
+            return load_into(Trainer(cfg), *found)
     start = time.perf_counter()
     with run_threads():
         trainer = Trainer(cfg)
@@ -135,6 +140,8 @@ def gap_by_batch_size(trainer, batch_sizes: Sequence[int]) -> list[dict[str, Any
     with run_threads():
         emb, labels = trainer.embed("test", cfg.eval_max_items)
         for b in batch_sizes:
+            if cfg.progress:  # a line per batch size: the cell shows progress (issue 36, N-6)
+                print(f"cutting the model's data into batches of B = {b}…", flush=True)
             at_b = dataclasses.replace(cfg, batch_size=int(b))
             index, batch_ids = probe_batches(trainer.train_set.labels, at_b)
             with transform_of(trainer.train_set, trainer.eval_transform):
@@ -147,21 +154,29 @@ def gap_by_batch_size(trainer, batch_sizes: Sequence[int]) -> list[dict[str, Any
     return out
 
 
-@functools.lru_cache(maxsize=64)
-def _run(key: str) -> dict[str, Any]:
-    trainer = _trained(key)
+def evaluate_trainer(trainer) -> dict[str, Any]:
+    """The row of a trained run (:func:`train_and_evaluate`): test metrics, held-out gap, settings."""
     cfg = trainer.config
     start = time.perf_counter()
     with run_threads():
         if cfg.progress:
             print(f"evaluate {cfg.loss}: ranking the held-out images…", flush=True)
         result = trainer.evaluate()  # no tqdm bar: a saved notebook would show it at 0 % (issue 36, C-5)
+        if cfg.progress:
+            print(f"evaluate {cfg.loss}: R@1 {result['R@1']:.3f}; the decomposability gap of the held-out images…",
+                  flush=True)
         gap_heldout = heldout_gap(trainer, cfg.eval_max_items)
     return {"loss": cfg.loss, "loss_kwargs": cfg.loss_kwargs, "batch_size": cfg.batch_size, "steps": cfg.steps,
             "eval_max_items": cfg.eval_max_items, "seed": cfg.seed,
             **{k: result[k] for k in RETRIEVAL + HIERARCHICAL if k in result},
             "gap": result["decomposability_gap"], "gap_heldout": gap_heldout,
-            "seconds": trainer.train_seconds + time.perf_counter() - start, "source": "trained"}
+            "seconds": trainer.train_seconds + time.perf_counter() - start,
+            "source": "checkpoint" if getattr(trainer, "checkpoint", None) else "trained"}
+
+
+@functools.lru_cache(maxsize=64)
+def _run(key: str, retrain: bool = False) -> dict[str, Any]:
+    return evaluate_trainer(_trained(key, retrain))
 
 
 def _key(loss: str, loss_kwargs: Optional[dict], fast: Optional[bool], overrides: dict[str, Any]) -> str:
@@ -169,9 +184,11 @@ def _key(loss: str, loss_kwargs: Optional[dict], fast: Optional[bool], overrides
 
 
 def trained_model(loss: str = "roadmap", loss_kwargs: Optional[dict] = None, fast: Optional[bool] = None,
-                  **overrides: Any):
-    """The :class:`lab.train.Trainer` of one notebook run, trained (cached: the same object each call)."""
-    return _trained(_key(loss, loss_kwargs, fast, overrides))
+                  retrain: bool = False, **overrides: Any):
+    """The :class:`lab.train.Trainer` of one notebook run, trained (cached: the same object each call).
+    A full-mode run that ships as a checkpoint (:mod:`lab.experiments.checkpoints`) is loaded from it
+    unless ``retrain``."""
+    return _trained(_key(loss, loss_kwargs, fast, overrides), bool(retrain))
 
 
 def evaluation_embeddings(trainer) -> tuple[Any, Any, list[int]]:
@@ -197,17 +214,27 @@ def _untrained(key: str) -> dict[str, Any]:
 
 
 def untrained_metrics(fast: Optional[bool] = None, **overrides: Any) -> dict[str, float]:
-    """R@1/2/4/8 and mAP@R of the randomly initialised model of the notebook runs (the "before")."""
-    return dict(_untrained(_key("roadmap", None, fast, overrides)))
+    """R@1/2/4/8 and mAP@R of the randomly initialised model of the notebook runs (the "before"),
+    and ``source``. Ranked on the whole test split (``eval_max_items=None``, full mode), they are
+    the study's stored step-0 evaluation of the same model and seed (protocol v2's pilot,
+    :func:`lab.experiments.cached.stored_step0`: 14,672 queries, ~80 s to recompute on 2 cores);
+    otherwise they are computed here (seconds)."""
+    key = _key("roadmap", None, fast, overrides)
+    config = json.loads(key)
+    if config["eval_max_items"] is None and not (fast_mode() if fast is None else fast):
+        stored = stored_step0(config)
+        if stored is not None:
+            return stored
+    return {**_untrained(key), "source": "computed here"}
 
 
 def train_and_evaluate(loss: str = "roadmap", loss_kwargs: Optional[dict] = None, fast: Optional[bool] = None,
-                       **overrides: Any) -> dict[str, Any]:
+                       retrain: bool = False, **overrides: Any) -> dict[str, Any]:
     """Train one model, evaluate it on the test split: loss, loss_kwargs, batch_size, steps, seed,
     R@1/2/4/8, mAP@R, the per-level APs, H-AP, NDCG and ASI (glyphs have two label levels), gap
     (the decomposability gap, ROADMAP Eq. 6, on the trainer's probe of train batches), seconds,
-    source ("trained")."""
-    return dict(_run(_key(loss, loss_kwargs, fast, overrides)))
+    source ("trained", or "checkpoint" for a shipped model: :func:`trained_model`)."""
+    return dict(_run(_key(loss, loss_kwargs, fast, overrides), bool(retrain)))
 
 
 Run = tuple[str, Optional[dict], dict]  # (loss, loss_kwargs, TrainConfig overrides)
@@ -222,7 +249,7 @@ def _rows(study: str, wanted: Sequence[Run], fast: Optional[bool], retrain: bool
         rows = cached_rows(study, [notebook_config(loss, kw, False, **o).to_dict() for loss, kw, o in wanted], seeds)
         if rows is not None:
             return rows
-    return [train_and_evaluate(loss, kw, fast=fast, **o) for loss, kw, o in wanted]
+    return [train_and_evaluate(loss, kw, fast=fast, retrain=retrain, **o) for loss, kw, o in wanted]
 
 
 def loss_comparison(losses: Sequence[str] = ABLATION, fast: Optional[bool] = None, retrain: bool = False,

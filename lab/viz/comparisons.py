@@ -54,6 +54,23 @@ def zoomed_range(lows: Sequence[float], highs: Sequence[float], margin: float = 
     return [max(0.0, lo - pad) if lo >= 0.0 else lo - pad, min(1.0, hi + pad) if hi <= 1.0 else hi + pad]
 
 
+SAME_SPAN_NOTE = "every panel's y axis spans the same {span:.1f} points: differences compare across panels"
+
+
+def same_span_ranges(ranges: Sequence[Sequence[float]], bounds: Sequence[float] = (0.0, 1.0)) -> list[list[float]]:
+    """The y ranges of panels drawn at one scale: each as wide as the widest of ``ranges``, centred
+    on its own, moved (not shrunk) to stay inside ``bounds`` where it can. Zoomed separately, a
+    0.1-point difference of single runs would fill its panel as a 4-point one does (issue 36, C-1)."""
+    width = max(hi - lo for lo, hi in ranges)
+    out = []
+    for lo, hi in ranges:
+        low = (lo + hi - width) / 2
+        if width <= bounds[1] - bounds[0]:
+            low = min(max(low, bounds[0]), bounds[1] - width) if bounds[0] <= lo and hi <= bounds[1] else low
+        out.append([low, low + width])
+    return out
+
+
 def metrics_table(rows: list[dict[str, Any]], columns: Sequence[str] = RETRIEVAL, key: str = "loss") -> str:
     """A Markdown table, one line per row: ``key`` then ``columns`` in percent, one decimal (as
     the papers print them), "± std" over seeds when the rows have it; the best mean of each column
@@ -70,15 +87,18 @@ def metrics_table(rows: list[dict[str, Any]], columns: Sequence[str] = RETRIEVAL
 
 
 def plot_metric_points(rows: list[dict[str, Any]], metrics: Sequence[str], title: str, key: str = "loss",
-                       columns: int = 5) -> go.Figure:
+                       columns: int = 5, same_span: bool = False) -> go.Figure:
     """One panel per metric; in each, one marker per row at x = its index (the same colour in every
     panel, named by ``row[key]`` in the legend), an error bar of one std over seeds and each seed
-    as a grey dot when the row has them. Each y axis is zoomed to its panel's data."""
+    as a grey dot when the row has them. Each y axis is zoomed to its panel's data; with
+    ``same_span`` all of them span the same height (:func:`same_span_ranges`), so that a difference
+    looks as large as it is in every panel (for single runs, which have no error bar to read it by)."""
     cols = max(1, min(columns, len(metrics)))
     nrows = math.ceil(len(metrics) / cols)
     specs = [[{} if r * cols + c < len(metrics) else None for c in range(cols)] for r in range(nrows)]  # no empty panel
     fig = make_subplots(rows=nrows, cols=cols, subplot_titles=list(metrics), horizontal_spacing=0.08,
                         vertical_spacing=0.16, specs=specs)
+    ranges = []
     for m, metric in enumerate(metrics):
         r, c = m // cols + 1, m % cols + 1
         lows, highs = [], []
@@ -96,10 +116,16 @@ def plot_metric_points(rows: list[dict[str, Any]], metrics: Sequence[str], title
                 fig.add_trace(go.Scatter(x=[i + 0.25] * len(seeds), y=seeds, mode="markers", name="one seed",
                                          showlegend=m == 0 and i == 0, legendgroup="seeds",
                                          marker=dict(size=4, color=NEUTRAL)), row=r, col=c)
-        fig.update_yaxes(range=zoomed_range(lows, highs), row=r, col=c)
+        ranges.append(zoomed_range(lows, highs))
         fig.update_xaxes(range=[-0.6, len(rows) - 0.3], showticklabels=False, row=r, col=c)
+    note = ZOOM_NOTE
+    if same_span and ranges:
+        ranges = same_span_ranges(ranges)
+        note = SAME_SPAN_NOTE.format(span=100 * (ranges[0][1] - ranges[0][0]))
+    for m, y_range in enumerate(ranges):
+        fig.update_yaxes(range=y_range, row=m // cols + 1, col=m % cols + 1)
     responsive(fig, max(560, 190 * cols + 100), template=TEMPLATE, height=300 * nrows + 130,
-                      margin=dict(l=62, r=20, t=90, b=70), title=f"{title}<br>{ZOOM_NOTE}",
+                      margin=dict(l=62, r=20, t=90, b=70), title=f"{title}<br>{note}",
                       legend=dict(orientation="h", y=-0.05))
     return fig
 
@@ -110,18 +136,21 @@ def plot_loss_comparison(rows: list[dict[str, Any]]) -> go.Figure:
 
 
 def plot_recall_study(rows: list[dict[str, Any]]) -> go.Figure:
-    """Test R@1, R@2, R@4, R@8 of each loss (SupRank Tab. II), one panel per k."""
-    return plot_metric_points(rows, RETRIEVAL[:4], f"Recall losses vs ROADMAP: test recall ({_how(rows)})")
+    """Test R@1, R@2, R@4, R@8 and mAP@R of each loss (SupRank Tab. II), one panel each: mAP@R is the
+    study's primary metric, the one the notebook's test of the claim reads (issue 36, C-1)."""
+    return plot_metric_points(rows, RETRIEVAL, f"Recall losses vs ROADMAP: test recall and mAP@R ({_how(rows)})")
 
 
 def plot_level_metrics(rows: list[dict[str, Any]], metrics: Sequence[str] = ()) -> go.Figure:
     """Fine-level (R@1, mAP@R, the AP of each label level) and hierarchical metrics (H-AP, NDCG,
-    ASI) of each run, one panel each; ``metrics`` default: those of the first row, in that order."""
+    ASI) of each run, one panel each; ``metrics`` default: those of the first row, in that order.
+    Every panel spans the same height (single runs: no error bar says how large a difference is)."""
     if not metrics and rows:
         keys = list(rows[0])
         metrics = [k for k in ("R@1", "mAP@R") if k in keys] + [k for k in keys if k.startswith("AP@")] + \
             [k for k in ("H-AP", "NDCG", "ASI") if k in keys]
-    return plot_metric_points(rows, metrics, f"Two-level labels: test metrics by level ({_how(rows)})", columns=4)
+    return plot_metric_points(rows, metrics, f"Two-level labels: test metrics by level ({_how(rows)})", columns=4,
+                              same_span=True)
 
 
 def relative_gains(rows: list[dict[str, Any]], metric: str = "mAP@R", base: str = "sup_ap",

@@ -17,6 +17,11 @@ SupRank Fig. 9).
 """
 from __future__ import annotations
 
+import contextlib
+import io
+import re
+import sys
+import time
 from typing import Any, Optional, Sequence
 
 import plotly.graph_objects as go
@@ -95,21 +100,47 @@ def project_2d(embeddings: Tensor) -> Tensor:
     return centred @ vh[:2].T
 
 
-def tsne_2d(embeddings: Tensor, seed: int = 0, perplexity: float = 30.0) -> Tensor:
+class _IterationLines(io.TextIOBase):
+    """A stdout for scikit-learn's verbose t-SNE that passes on, as one short line, its iteration
+    reports at least ``every`` seconds apart (a map of seconds prints nothing) and drops the rest."""
+
+    def __init__(self, out: Any, total: int, every: float = 2.0) -> None:
+        self.out, self.total, self.every = out, total, every
+        self.start = self.last = time.perf_counter()
+        self.pending = ""
+
+    def write(self, text: str) -> int:
+        self.pending += text
+        *lines, self.pending = self.pending.split("\n")
+        for line in lines:
+            found = re.match(r"\[t-SNE\] Iteration (\d+):", line)
+            now = time.perf_counter()
+            if found and now - self.last >= self.every:
+                self.last = now
+                self.out.write(f"t-SNE: iteration {found.group(1)} of at most {self.total}, {now - self.start:.0f} s\n")
+                self.out.flush()
+        return len(text)
+
+
+def tsne_2d(embeddings: Tensor, seed: int = 0, perplexity: float = 30.0, progress: Optional[bool] = None) -> Tensor:
     """(N, D) -> (N, 2): scikit-learn's Barnes-Hut t-SNE of the L2-normalised embeddings, cosine
     metric, PCA initialisation, seeded (same input and seed -> same map), single-threaded. Slow:
-    ~15 s for 2k points, so callers cache it and subsample (a few hundred points in fast mode)."""
+    ~15 s for 2k points, so callers cache it and subsample (a few hundred points in fast mode).
+    ``progress`` (default: outside fast mode) prints a line every 2 s or more while it runs: a
+    notebook cell over 5 s shows progress (issue 36, N-6); the map is the same either way."""
     from sklearn.manifold import TSNE  # imported here: sklearn is slow to import
     from threadpoolctl import threadpool_limits
 
     e = unit_rows(embeddings.detach(), torch.float64).numpy()
     if len(e) < 5:
         raise ValueError(f"t-SNE needs at least 5 points, got {len(e)}")
+    progress = not fast_mode() if progress is None else progress
     tsne = TSNE(n_components=2, perplexity=min(perplexity, (len(e) - 1) / 3), metric="cosine", init="pca",
-                random_state=seed)
+                random_state=seed, verbose=2 if progress else 0)
+    lines = _IterationLines(sys.stdout, int(getattr(tsne, "max_iter", None) or 1000))
     # One OpenMP thread: on a shared 2-core machine the spinning threads of Barnes-Hut made 120
     # points take 21 s instead of 0.6 s (2,000 points: 46 s vs 15 s). Same map either way.
-    with threadpool_limits(limits=1):
+    with threadpool_limits(limits=1), contextlib.redirect_stdout(lines) if progress else contextlib.nullcontext():
         return torch.from_numpy(tsne.fit_transform(e))
 
 
