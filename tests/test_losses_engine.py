@@ -181,6 +181,7 @@ def test_one_or_two_classes_need_no_more_memory_than_four_per_class(name):
         assert probe(frozen_module(name, **kwargs), batch, batch).largest > 10 * budget
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["smooth_ap", "sup_ap", "smooth_recall"])
 def test_score_level_block_stays_within_budget_with_thousands_of_positives(name):
     """4 queries against 6,000 items of which 3,000 are positives: P N = 1.8e7 entries for one query,
