@@ -37,7 +37,8 @@ def test_the_page_names_the_losses_without_a_curve_and_each_plateau_by_the_pilot
     for loss, (seeds, points) in cv.mean_curves(RECORDS).items():
         plateau = plateau_step(points)
         cell = "none yet" if plateau is None else f"{plateau:,}"
-        assert f"| {loss} | {', '.join(map(str, seeds))} | {points[-1][0]:,} | {100 * points[-1][1]:.2f} | {cell} |" in text
+        ids = f"{len(seeds)}: seed{'' if len(seeds) == 1 else 's'} {', '.join(map(str, seeds))}"
+        assert f"| {loss} | {ids} | {points[-1][0]:,} | {100 * points[-1][1]:.2f} | {cell} |" in text
     assert plateau_step(cv.mean_curves(RECORDS)["FastAP"][1]) is not None  # both branches of the cell occur
     assert plateau_step(cv.mean_curves(RECORDS)["SmoothAP"][1]) is None
     lines = fig.axes[0].get_lines()

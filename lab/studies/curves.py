@@ -44,7 +44,7 @@ def curves_section(records: Records, losses: Sequence[str], pilot: Optional[dict
     rows = []
     for loss, (seeds, points) in curves.items():
         plateau = plateau_step(points)
-        rows.append([loss, ", ".join(map(str, seeds)), f"{points[-1][0]:,}", f"{100 * points[-1][1]:.2f}",
+        rows.append([loss, f"{len(seeds)}: seed{'' if len(seeds) == 1 else 's'} {', '.join(map(str, seeds))}", f"{points[-1][0]:,}", f"{100 * points[-1][1]:.2f}",
                      f"{plateau:,}" if plateau is not None else "none yet"])
     every = sorted({r["curve_every"] for r in records if r.get("curve") and "curve_every" in r})
     text = "\n\n".join([
@@ -53,7 +53,7 @@ def curves_section(records: Records, losses: Sequence[str], pilot: Optional[dict
         f"Plateau by {rule}. "
         + (f"No curve yet: {', '.join(lacking)}: their plateau is not measured." if lacking
            else "Every loss of the study has a curve."),
-        table(["loss", "seeds with a curve", "last step", "mAP@R there", "plateau from step"], rows)])
+        table(["loss", "seeds with a curve (their ids)", "last step", "mAP@R there", "plateau from step"], rows)])
     from .figures import plot_curves
 
     labels = {f"{loss} ({len(seeds)} seed{'' if len(seeds) == 1 else 's'})": points
