@@ -167,6 +167,8 @@ def test_link_values_are_shown_as_plain_text_cut_to_a_sane_length(server, page):
     wait_idle(page)
     notes = page.locator('[data-testid="stAlert"]').filter(has_text="Link:")
     wait_visible(page, notes.first, "the link notes")
+    # the notes come in one script run but may reach the page a moment apart (a CI run under load saw 5 of 6)
+    wait_visible(page, notes.nth(len(HOSTILE) - 1), "every link note")
     assert notes.count() == len(HOSTILE)
     html = "".join(n.locator('[data-testid="stMarkdownContainer"]').inner_html() for n in notes.all())
     text = "\n".join(n.inner_text() for n in notes.all()).replace("\u2060", "")  # the invisible word joiners
