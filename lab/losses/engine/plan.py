@@ -113,8 +113,14 @@ def plan_for(num_queries: int, num_items: int, device: Union[torch.device, str],
     else:
         entries = budget_bytes // (FUSED_HISTOGRAM_BYTES_PER_ENTRY if fused else HISTOGRAM_BYTES_PER_ENTRY)
         rows = (min(entries, CPU_HISTOGRAM_ENTRIES) if cache_tiles else entries) // items
-    sync_free = not cpu_sized and device.type != "cpu"
+    sync_free = runs_sync_free(device)
     return Plan(fused, chunk_size or max(1, rows), block_entries, tile_entries, sync_free)
+
+
+def runs_sync_free(device: Union[str, torch.device]) -> bool:
+    """Whether a call on ``device`` runs its block loop without host reads (an accelerator, outside
+    ``cpu_sized()``): it then reads every compaction width once, up front."""
+    return not _cpu_sized.get() and torch.device(device).type != "cpu"
 
 
 @contextlib.contextmanager
