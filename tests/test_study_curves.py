@@ -56,3 +56,74 @@ def test_without_any_curve_the_page_says_so_and_draws_nothing(tmp_path):
     assert "No run of study 1 has recorded a learning curve yet" in lines[0] and not stale.exists()
     lines = cv.curves_lines(RECORDS, {}, tmp_path)
     assert stale.stat().st_size > 1000 and "![Learning curves per loss](figures/study_curves_v2.png)" in lines
+
+
+FINAL = {"R@1": 0.9, "R@2": 0.95, "R@4": 0.97, "R@8": 0.99, "mAP@R": 0.6, "mAP": 0.7, "num_queries": 10,
+         "gap_heldout": 0.2, "gap_train_probe": 0.03, "steps": 1000}
+
+
+def stored_and_rerun(**change):
+    """A stored run without a curve and its re-run with one (the same final numbers unless ``change``)."""
+    old = {"method": "FastAP", "seed": 0, "key": "k0", **FINAL}
+    new = {**old, **change, "curve": [{"step": 0, "mAP@R": 0.1}, {"step": 500, "mAP@R": 0.4},
+                                      {"step": 1000, **{f: FINAL[f] for f in cv.REPRODUCED if f != "steps"}}],
+           "curve_every": 500, "provenance": {"commit": "abc"}}
+    new["curve"][-1].update({f: v for f, v in change.items() if f in new["curve"][-1]})
+    return {"runs": {"k0": old}}, {"runs": {"k0": new}}
+
+
+def test_a_rerun_that_reproduces_the_stored_run_gives_it_its_curve():
+    stored, rerun = stored_and_rerun()
+    given, refused = cv.attach_rerun_curves(stored, rerun)
+    run = stored["runs"]["k0"]
+    assert given == ["k0"] and refused == [] and run["curve"] == rerun["runs"]["k0"]["curve"]
+    assert run["curve_every"] == 500 and run["curve_rerun"]["provenance"] == {"commit": "abc"}
+    assert all(run[f] == FINAL[f] for f in FINAL)  # the stored run's own numbers are kept
+    assert cv.attach_rerun_curves(stored, rerun) == ([], [])  # a run with a curve keeps it
+
+
+@pytest.mark.parametrize("field", cv.REPRODUCED)
+def test_a_rerun_one_ulp_away_on_any_number_is_refused_with_the_number(field):
+    value = FINAL[field]
+    moved = value + 1 if isinstance(value, int) else float.__add__(value, value * 2 ** -52)
+    assert moved != value
+    stored, rerun = stored_and_rerun(**{field: moved})
+    given, refused = cv.attach_rerun_curves(stored, rerun)
+    assert given == [] and "curve" not in stored["runs"]["k0"]
+    assert len(refused) == 1 and f"FastAP seed 0 (k0): {field}: stored {value!r}, re-run {moved!r}" == refused[0]
+
+
+def test_a_curve_that_does_not_end_on_the_runs_numbers_is_refused():
+    stored, rerun = stored_and_rerun()
+    rerun["runs"]["k0"]["curve"][-1]["mAP@R"] = 0.61
+    assert cv.attach_rerun_curves(stored, rerun)[1] == ["FastAP seed 0 (k0): curve end mAP@R"]
+    stored, rerun = stored_and_rerun()
+    rerun["runs"]["k0"]["curve"].pop()
+    assert "curve ends at step 500, not 1000" in cv.attach_rerun_curves(stored, rerun)[1][0]
+
+
+def test_the_command_rewrites_the_stored_file_only_when_a_curve_joins(tmp_path, capsys):
+    from lab.studies.runner import load_results, save_results
+
+    stored, rerun = stored_and_rerun(mAP=0.5)
+    save_results(tmp_path / "stored.json", stored)
+    save_results(tmp_path / "rerun.json", rerun)
+    before = (tmp_path / "stored.json").read_bytes()
+    assert cv.main([str(tmp_path / "rerun.json"), str(tmp_path / "stored.json")]) == 1
+    assert (tmp_path / "stored.json").read_bytes() == before
+    assert "not reproduced, no curve: FastAP seed 0 (k0): mAP: stored 0.7, re-run 0.5" in capsys.readouterr().out
+    stored, rerun = stored_and_rerun()
+    save_results(tmp_path / "stored.json", stored)
+    save_results(tmp_path / "rerun.json", rerun)
+    assert cv.main([str(tmp_path / "rerun.json"), str(tmp_path / "stored.json")]) == 0
+    assert load_results(tmp_path / "stored.json")["runs"]["k0"]["curve"] == rerun["runs"]["k0"]["curve"]
+
+
+def test_the_page_says_which_curves_a_rerun_recorded_and_that_it_reproduced_its_run():
+    stored, rerun = stored_and_rerun()
+    cv.attach_rerun_curves(stored, rerun)
+    records = [*RECORDS, stored["runs"]["k0"]]
+    text, _ = cv.curves_section(records, list(METHODS))
+    assert "The curve of FastAP seed 0 was recorded by re-running that stored run" in text
+    assert f"reproduced the stored final numbers ({', '.join(cv.REPRODUCED)}) bit for bit" in text
+    assert "re-running" not in cv.curves_section(RECORDS, list(METHODS))[0]

@@ -52,7 +52,7 @@ def curves_section(records: Records, losses: Sequence[str], pilot: Optional[dict
         + (f" every {', '.join(map(str, every))} steps" if every else "") + f"; the mean over the seeds with a curve). "
         f"Plateau by {rule}. "
         + (f"No curve yet: {', '.join(lacking)}: their plateau is not measured." if lacking
-           else "Every loss of the study has a curve."),
+           else "Every loss of the study has a curve.") + _reruns_sentence(records),
         table(["loss", "seeds with a curve (their ids)", "last step", "mAP@R there", "plateau from step"], rows)])
     from .figures import plot_curves
 
@@ -61,6 +61,17 @@ def curves_section(records: Records, losses: Sequence[str], pilot: Optional[dict
     from . import spec
 
     return text, plot_curves(labels, pilot_curve, spec.V2_STEPS)
+
+
+def _reruns_sentence(records: Records) -> str:
+    """Which curves a re-run recorded (``attach_rerun_curves``), and that each re-run reproduced its run."""
+    rerun = [f"{r['method']} seed {r['seed']}" for r in records if r.get("curve_rerun")]
+    if not rerun:
+        return ""
+    return (f" The curve{'' if len(rerun) == 1 else 's'} of {', '.join(rerun)} {'was' if len(rerun) == 1 else 'were'} "
+            f"recorded by re-running {'that' if len(rerun) == 1 else 'each'} stored run with the same seed and config: "
+            f"{'it' if len(rerun) == 1 else 'each'} reproduced the stored final numbers ({', '.join(REPRODUCED)}) "
+            f"bit for bit (`python -m lab.studies.curves`, which refuses a curve otherwise).")
 
 
 def curves_lines(records: Records, pilot: dict[str, Any], docs: Path) -> list[str]:
@@ -77,3 +88,61 @@ def curves_lines(records: Records, pilot: dict[str, Any], docs: Path) -> list[st
 
     path = save_png(fig, target)
     return [text, "", f"![Learning curves per loss]({path.relative_to(docs).as_posix()})", ""]
+
+
+# What a re-run must reproduce, bit for bit, before its curve joins the stored run: every final number.
+REPRODUCED = ("R@1", "R@2", "R@4", "R@8", "mAP@R", "mAP", "num_queries", "gap_heldout", "gap_train_probe", "steps")
+
+
+def attach_rerun_curves(stored: dict[str, Any], reruns: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """Give stored runs without a curve the curve of a re-run of the same key (same seed, same config), in
+    place, only where the re-run reproduced the stored run: every number of ``REPRODUCED`` equal bit for bit,
+    and the curve ending on them. The stored run keeps its own record; ``curve_rerun`` says where the curve
+    comes from (the re-run's provenance and what it reproduced). Returns (keys given a curve, one line per
+    re-run refused: its key and the first number that differs)."""
+    given, refused = [], []
+    for key, new in reruns["runs"].items():
+        old = stored["runs"].get(key)
+        if old is None or old.get("curve") or not new.get("curve"):
+            continue
+        differ = [f for f in REPRODUCED if old.get(f) != new.get(f)]
+        if new["curve"][-1]["step"] != new["steps"]:
+            differ.append(f"curve ends at step {new['curve'][-1]['step']}, not {new['steps']}")
+        differ += [f"curve end {f}" for f in REPRODUCED if f in new["curve"][-1] and new["curve"][-1][f] != new[f]]
+        if differ:
+            first = differ[0]
+            refused.append(f"{old['method']} seed {old['seed']} ({key}): {first}: stored {old.get(first)!r}, "
+                           f"re-run {new.get(first)!r}" if first in REPRODUCED else
+                           f"{old['method']} seed {old['seed']} ({key}): {first}")
+            continue
+        old["curve"], old["curve_every"] = new["curve"], new["curve_every"]
+        old["curve_rerun"] = {"provenance": new.get("provenance"), "reproduced": list(REPRODUCED),
+                              "started": new.get("started"), "finished": new.get("finished")}
+        given.append(key)
+    return given, refused
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """``python -m lab.studies.curves RERUNS STORED``: the curves of RERUNS' runs (results of the same study
+    re-run with ``--curve-every``) onto STORED's runs that reproduced bit for bit; STORED is rewritten atomically."""
+    import argparse
+
+    from .runner import load_results, save_results
+
+    p = argparse.ArgumentParser(prog="python -m lab.studies.curves", description=main.__doc__)
+    p.add_argument("reruns", type=Path)
+    p.add_argument("stored", type=Path)
+    args = p.parse_args(argv)
+    stored = load_results(args.stored)
+    given, refused = attach_rerun_curves(stored, load_results(args.reruns))
+    for line in refused:
+        print(f"not reproduced, no curve: {line}")
+    if given:
+        save_results(args.stored, stored)
+    names = {k: f"{stored['runs'][k]['method']} seed {stored['runs'][k]['seed']}" for k in given}
+    print(f"{len(given)} curve(s) attached" + (": " + ", ".join(names.values()) if given else ""))
+    return 1 if refused else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
