@@ -13,6 +13,7 @@ import dataclasses
 import json
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Optional
 
@@ -90,7 +91,7 @@ def add_config_flags(parser: argparse.ArgumentParser) -> None:
             group.add_argument(*flags, action=argparse.BooleanOptionalAction, **kw)
         elif kind is list:
             group.add_argument(*flags, nargs="*", type=float, metavar="N", **kw)
-        elif kind is dict:
+        elif kind is Mapping:  # loss_kwargs, dataset_kwargs
             group.add_argument(*flags, nargs="*", metavar="KEY=VALUE", **kw)
         elif "none" in choices.get(f.name, ()):  # --amp none, --scheduler none: a value, not "not given"
             group.add_argument(*flags, type=kind, choices=choices[f.name], **kw)

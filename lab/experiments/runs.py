@@ -166,7 +166,7 @@ def evaluate_trainer(trainer) -> dict[str, Any]:
             print(f"evaluate {cfg.loss}: R@1 {result['R@1']:.3f}; the decomposability gap of the held-out images…",
                   flush=True)
         gap_heldout = heldout_gap(trainer, cfg.eval_max_items)
-    return {"loss": cfg.loss, "loss_kwargs": cfg.loss_kwargs, "batch_size": cfg.batch_size, "steps": cfg.steps,
+    return {"loss": cfg.loss, "loss_kwargs": dict(cfg.loss_kwargs), "batch_size": cfg.batch_size, "steps": cfg.steps,
             "eval_max_items": cfg.eval_max_items, "seed": cfg.seed,
             **{k: result[k] for k in RETRIEVAL + HIERARCHICAL if k in result},
             "gap": result["decomposability_gap"], "gap_heldout": gap_heldout,

@@ -104,7 +104,7 @@ def execute(spec: RunSpec, threads: int = 1, device: Optional[str] = None, sessi
     gpu = torch.cuda.get_device_name(torch.device(cfg.device)) if str(cfg.device).startswith("cuda") else None
     return {
         "key": spec.key, "study": spec.study, "method": spec.method, "seed": spec.seed, "params": spec.params,
-        "loss": cfg.loss, "loss_kwargs": cfg.loss_kwargs, "batch_size": cfg.batch_size, "steps": cfg.steps,
+        "loss": cfg.loss, "loss_kwargs": dict(cfg.loss_kwargs), "batch_size": cfg.batch_size, "steps": cfg.steps,
         **{k: float(result[k]) for k in RETRIEVAL if k in result}, "num_queries": int(result["num_queries"]),
         "gap_train_probe": float(result["decomposability_gap"]), "gap_heldout": gap,
         "train_seconds": train_wall, "train_cpu_seconds": train_cpu,
