@@ -322,7 +322,8 @@ def _trajectory(config: Optional[dict[str, Any]]) -> Optional[str]:
     if config is None:
         return None
     constant = config.get("scheduler", "none") == "none" and not config.get("warmup_steps")
-    return config_key({**config, "steps": 1} if constant else config)
+    # record_key: a stored pilot's omitted fields hold the defaults of its day (amp "none", now "auto")
+    return record_key({"config": {**config, "steps": 1} if constant else config})
 
 
 def _pilot_point(trainer, seconds: float) -> dict[str, Any]:

@@ -27,7 +27,7 @@ from .files import write_text_atomic
 OPTIMIZERS = ("adam", "adamw")
 SCHEDULERS = ("none", "multistep", "cosine")
 SAMPLERS = ("m_per_class", "hierarchical")
-AMP = ("none", "bf16", "fp16")
+AMP = ("auto", "none", "bf16", "fp16")
 TRANSFORMS = ("small", "paper")
 EVAL_BACKENDS = ("faiss", "torch")
 
@@ -86,7 +86,9 @@ class TrainConfig:
     grad_clip: Optional[float] = None
     steps: int = 1000
     epochs: float = 0.0
-    amp: str = "none"
+    # "auto": bf16 autocast for a timm backbone on CUDA, else float32, decided as the Trainer is built
+    # (lab.train.runtime.resolve_amp), which records the resolved value. The studies state "none".
+    amp: str = "auto"
     # cross-batch memory (XBM) and staged backprop
     xbm_size: int = 0  # 0: off
     xbm_start: int = 0  # step from which the memory loss is added (the memory fills from step 0)
