@@ -8,7 +8,7 @@
 * ROADMAP Table 2: SmoothAP, SupAP and ROADMAP trained from the same seed (:func:`loss_comparison`).
 * SupRank Tab. II: the recall losses against ROADMAP (:func:`recall_study`).
 
-Runs use :class:`lab.train.Trainer` on the glyphs dataset. In fast mode (``LAB_FAST=1``, see
+Runs use :class:`lab.train.Trainer` on the glyphs dataset. In fast mode (``RANKLAB_FAST=1``, see
 :func:`lab.core.env.fast_mode`) they are a few steps on a 24-class subset: the notebooks execute,
 the numbers mean nothing. Full mode has the reproduction study's budget (300 steps of 128), with
 progress lines; the comparisons that the study already trained (``results/*.json``, 3 seeds) are
