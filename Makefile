@@ -22,7 +22,7 @@ app: setup
 	$(BIN)/python -m streamlit run app.py --server.headless true --browser.gatherUsageStats false \
 	  --server.fileWatcherType none --client.toolbarMode minimal
 
-# JupyterLab on the notebooks (LAB_FAST=1 make lab: trainings shrink to seconds).
+# JupyterLab on the notebooks (RANKLAB_FAST=1 make lab: trainings shrink to seconds).
 lab: setup
 	$(BIN)/jupyter lab --notebook-dir=notebooks
 

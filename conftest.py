@@ -4,7 +4,7 @@ import os
 import torch
 
 # Notebooks and the app shrink their training runs; nothing waits for the Hugging Face hub.
-os.environ.setdefault("LAB_FAST", "1")
+os.environ.setdefault("RANKLAB_FAST", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 # Without a GPU, the fused Triton kernels (lab.losses.engine.fused_sums) are built for Triton's CPU interpreter,
 # so that tests/test_losses_fused.py runs them; it must be set before lab is imported.

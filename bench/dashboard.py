@@ -143,7 +143,7 @@ def main(argv: list[str] | None = None) -> None:
         return
     rng = random.Random(0)
     query = urlencode({"compare": "1", "loss_b": "smooth_ap", "steps": 100_000})
-    env = {"LAB_FAST": "1" if args.fast else "0"}
+    env = {"RANKLAB_FAST": "1" if args.fast else "0"}
     pauses: dict[str, list[float]] = {}
     dims: dict[str, list[float]] = {}
     loads, moved = [os.getloadavg()[0]], 0
@@ -217,7 +217,7 @@ def reproduction_times(args: argparse.Namespace) -> tuple[dict[str, list[float]]
         print(f"{kind:34s} {title:26s} {seen['ms'] / 1000:5.2f} s  load {loads[-1]:.1f}", flush=True)
 
     with tempfile.TemporaryDirectory() as store, load(args.load, 3600):
-        env = {"LAB_FAST": "1" if args.fast else "0", "RANKLAB_REPRODUCTION_CACHE": store}
+        env = {"RANKLAB_FAST": "1" if args.fast else "0", "RANKLAB_REPRODUCTION_CACHE": store}
         with streamlit_server(env=env) as url, chromium_page(width=1280, height=720) as page:
             page.goto(url)
             wait_idle(page)

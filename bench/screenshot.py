@@ -42,7 +42,7 @@ def main() -> None:
     args = parser.parse_args()
     if not CHROMIUM.exists():
         sys.exit(f"{CHROMIUM} is missing: {INSTALL_HINT}")
-    env = {"LAB_FAST": "1" if args.fast else "0"}
+    env = {"RANKLAB_FAST": "1" if args.fast else "0"}
     query = urlencode({"loss": "smooth_ap", "compare": "1", "loss_b": "roadmap", "steps": args.steps})
     with streamlit_server(env=env) as url, chromium_page(width=1440, height=1000) as page:
         page.goto(f"{url}/?{query}")

@@ -13,6 +13,7 @@ import dataclasses
 import json
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Optional
 
@@ -23,11 +24,6 @@ from .core.convert import to_type
 DEMO_SECONDS = 90  # of training; plus ~20 s of set-up and evaluation on 2 CPU cores
 DEMO_STEPS = 2000
 DEMO_EVAL_ITEMS = 3000  # held-out images (whole classes) evaluated before and after
-# What `train` (without --config) and `eval` evaluate by default: a fixed subset of whole classes, a few
-# seconds on 2 cores; `--eval-images all` evaluates the whole split. A choice of the command line for
-# interactive runs, written into the run's config.yaml like every other choice it makes (amp), so that
-# Trainer(load_config(OUT/config.yaml)) is the same run (tests/test_cli.py).
-EVAL_IMAGES = 3000
 NOT_GIVEN = object()  # a flag's default that no value given on the command line can equal
 HELP = {
     "dataset": "dataset name (python -m lab datasets lists them)", "model": "small_cnn or any timm model name",
@@ -90,7 +86,7 @@ def add_config_flags(parser: argparse.ArgumentParser) -> None:
             group.add_argument(*flags, action=argparse.BooleanOptionalAction, **kw)
         elif kind is list:
             group.add_argument(*flags, nargs="*", type=float, metavar="N", **kw)
-        elif kind is dict:
+        elif kind is Mapping:  # loss_kwargs, dataset_kwargs
             group.add_argument(*flags, nargs="*", metavar="KEY=VALUE", **kw)
         elif "none" in choices.get(f.name, ()):  # --amp none, --scheduler none: a value, not "not given"
             group.add_argument(*flags, type=kind, choices=choices[f.name], **kw)
@@ -116,18 +112,20 @@ def config_from_args(args: argparse.Namespace):
 
 
 def run_config(args: argparse.Namespace):
-    """(config, what it says about amp): --config (or, when resuming without one, the checkpoint's own
-    config), the flags given, and the command line's choices for what none of them gives, built into
-    one TrainConfig (checked once) so that the run's config.yaml holds every choice:
+    """(config, where its amp comes from: "--amp", "the recipe's", "the checkpoint's", or None for the
+    default "auto"): --config (or, when resuming without one, the checkpoint's own config) and the flags
+    given, built into one TrainConfig (checked once). The library's policies fill what none of them gives:
 
-    - ``eval_max_items``: ``--eval-images``; without it, a run from flags alone (no recipe, no
-      checkpoint, no --eval-max-items) evaluates ``EVAL_IMAGES`` images rather than the whole split;
-    - ``amp``: ``--amp``, the recipe's, the checkpoint's being resumed, else
-      :func:`lab.train.runtime.auto_amp`'s for the device (bf16 for a timm backbone on CUDA).
+    - ``eval_max_items``: ``--eval-images``; without it, a run from flags alone (no recipe, no checkpoint,
+      no --eval-max-items) evaluates :func:`lab.train.runtime.interactive_eval_items` images, not the split;
+    - ``amp``: ``--amp``, the recipe's, the checkpoint's being resumed (its run keeps its precision), else
+      "auto", which the Trainer resolves for its device and model (:func:`lab.train.runtime.resolve_amp`)
+      and writes, resolved, into config.yaml: ``Trainer(load_config(OUT/config.yaml))`` is the same run.
     """
     from .train import TrainConfig, field_names
     from .train.checkpoint import load_with_fallback
     from .train.config import check_loss_values, check_out_dir, merge_overrides, read_recipe
+    from .train.runtime import interactive_eval_items
 
     overrides = {name: getattr(args, name) for name in field_names()}
     for name in ("loss_kwargs", "dataset_kwargs"):
@@ -137,34 +135,18 @@ def run_config(args: argparse.Namespace):
     saved = load_with_fallback(checkpoint)[0]["config"] if checkpoint is not None else None
     recipe = read_recipe(args.config) if args.config is not None else {}
     values = merge_overrides(saved if args.config is None and saved is not None else recipe, overrides)
-    if args.eval_images is not NOT_GIVEN:
-        values["eval_max_items"] = args.eval_images
-    elif args.config is None and checkpoint is None and values.get("eval_max_items") is None:
-        values["eval_max_items"] = EVAL_IMAGES
+    chosen = args.config is not None or checkpoint is not None
+    values["eval_max_items"] = args.eval_images if args.eval_images is not NOT_GIVEN else \
+        interactive_eval_items(values.get("eval_max_items"), chosen=chosen)
     amp_from = "--amp" if args.amp is not None else "the recipe's" if "amp" in recipe else \
         "the checkpoint's" if saved is not None else None
     if amp_from == "the checkpoint's":  # the recipe is the base config: the checkpoint says how it was trained
-        values["amp"] = saved.get("amp", TrainConfig.amp)
-    note = _auto_amp(values) if amp_from is None else None
+        values["amp"] = saved.get("amp", "none")  # (a config saved before amp existed trained in float32)
     cfg = TrainConfig.from_dict(values)
     # Checked here, in well under a second, rather than after the datasets and the model are built.
     check_out_dir(cfg.out)
     check_loss_values(cfg)
-    return cfg, note or f"amp {cfg.amp} ({amp_from})"
-
-
-def _auto_amp(values: dict[str, Any]) -> str:
-    """Put lab.train.runtime.auto_amp's choice for the run's device and model into ``values``; say why."""
-    from .core import env
-    from .models import MODELS
-    from .train import TrainConfig
-    from .train.optim import select_device
-    from .train.runtime import auto_amp, bf16_supported
-
-    device = select_device(values.get("device", TrainConfig.device), env.local_rank())
-    timm = values.get("model", TrainConfig.model) not in MODELS
-    values["amp"], why = auto_amp(device, TrainConfig.amp, timm_backbone=timm, bf16_supported=bf16_supported(device))
-    return why
+    return cfg, amp_from
 
 
 def eval_images(text: str):
@@ -188,7 +170,7 @@ def train(args: argparse.Namespace) -> None:
 
     if args.resume and args.overwrite:
         raise ValueError("--resume continues the run in --out and --overwrite replaces it: give one of them")
-    cfg, amp_note = run_config(args)
+    cfg, amp_from = run_config(args)
     if cfg.out is not None:  # refused now, not after the datasets are built; the Trainer checks again, locked
         checkpoint = resume_path(args)
         own = checkpoint is not None and checkpoint.resolve().parent == Path(cfg.out).resolve()
@@ -197,6 +179,7 @@ def train(args: argparse.Namespace) -> None:
                                  None if own else cfg.to_dict())
     trainer = Trainer(cfg, overwrite=args.overwrite)
     if trainer.dist.is_main:
+        amp_note = trainer.amp_note if cfg.amp == "auto" else f"amp {cfg.amp} ({amp_from})"
         print(f"{trainer.device}: {trainer.plan.describe()}; {amp_note}", file=sys.stderr)
     checkpoint = resume_path(args)
     if checkpoint is not None:
@@ -274,6 +257,8 @@ def demo(args: argparse.Namespace) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from .train.runtime import INTERACTIVE_EVAL_IMAGES as EVAL_IMAGES  # the interactive commands' default
+
     parser = argparse.ArgumentParser(prog="python -m lab", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)

@@ -40,7 +40,7 @@
 # $$\text{mAP@}R = \frac{1}{M}\sum_{i=1}^M \frac{1}{R_i}\sum_{r=1}^{R_i} P(r)\,\mathbb{1}[\text{item } r \text{ is positive}],\quad R_i = |\mathcal{P}_i| \tag{11}$$
 #
 # Training uses `lab.train.Trainer` through `lab.experiments` (cached per kernel). In fast mode
-# (`LAB_FAST=1`, set by the tests) each run is 3 steps on 24 classes — the numbers and pictures are
+# (`RANKLAB_FAST=1`, set by the tests) each run is 3 steps on 24 classes — the numbers and pictures are
 # those of almost untrained models. Without it (full mode) a run is 300 steps of 128 images on all
 # 1,844 training classes, evaluated on a fixed ~2,000-image subset of the test classes: the
 # comparison of section 1 is read from the reproduction study (protocol v2's `results/v2/methods.json`:

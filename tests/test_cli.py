@@ -12,10 +12,11 @@ import pytest
 import torch
 import yaml
 
-from lab.cli import EVAL_IMAGES, main
+from lab.cli import main
 from lab.core.env import torch_threads
 from lab.data import build_dataset
 from lab.train import Trainer, TrainConfig, class_subset, field_names, load_checkpoint, load_config
+from lab.train.runtime import INTERACTIVE_EVAL_IMAGES
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -56,7 +57,8 @@ def test_train_writes_the_run_and_eval_reads_it(tmp_path, capsys):
 
 
 def test_train_and_eval_evaluate_a_class_subset_by_default_and_say_so(tmp_path, capsys):
-    """Flags alone evaluate EVAL_IMAGES images (the CLI's default, not TrainConfig's); --eval-images
+    """Flags alone evaluate INTERACTIVE_EVAL_IMAGES images (lab.train.runtime's policy for interactive
+    commands, not TrainConfig's default); --eval-images
     N takes a subset of whole classes, 'all' the whole split; what was evaluated is printed."""
     labels = build_dataset("glyphs", "test", num_classes=12, instances_per_class=4).labels
     subset = class_subset(labels, 20, seed=0)
@@ -64,9 +66,9 @@ def test_train_and_eval_evaluate_a_class_subset_by_default_and_say_so(tmp_path, 
     assert subset is not None and len(subset) < len(labels)
 
     printed = run(capsys, "train", *TINY, "--steps", 1, "--eval-every", 1, "--out", tmp_path / "a")
-    assert load_config(tmp_path / "a" / "config.yaml").eval_max_items == EVAL_IMAGES
+    assert load_config(tmp_path / "a" / "config.yaml").eval_max_items == INTERACTIVE_EVAL_IMAGES
     assert TrainConfig().eval_max_items is None  # the studies hash TrainConfig's defaults
-    assert f"evaluated on the whole test split: {len(labels)} images" in printed.err  # < EVAL_IMAGES images
+    assert f"evaluated on the whole test split: {len(labels)} images" in printed.err  # < 3,000 images
 
     printed = run(capsys, "train", *TINY, "--steps", 1, "--eval-every", 1, "--eval-images", 20, "--out", tmp_path / "b")
     result = json.loads(printed.out)
@@ -157,29 +159,38 @@ def test_glyph_recipe_is_the_default_config():
     assert load_config(RECIPES[0].parent / "glyphs_small_cnn.yaml") == TrainConfig()
 
 
-def test_the_cli_and_the_trainer_given_its_config_yaml_train_the_same_weights_bitwise(tmp_path):
-    """Issue 33: ``python -m lab train`` and ``Trainer(cfg)`` are the same run for the same config. Every
-    choice the command line makes (EVAL_IMAGES, amp for the device) is written into config.yaml, so the
-    Trainer given that file, stepping without evaluating, ends on the CLI's checkpoint weights, bit for bit."""
+@pytest.mark.parametrize("amp", [None, "bf16"])
+def test_the_cli_and_the_trainer_given_its_config_yaml_train_the_same_weights_bitwise(tmp_path, amp):
+    """Issue 33: ``python -m lab train`` and ``Trainer(cfg)`` are the same run for the same config. The
+    interactive evaluation size is written into config.yaml, and so is the amp the Trainer resolved, so the
+    Trainer given that file, stepping without evaluating, ends on the CLI's checkpoint weights, bit for bit.
+    Without --amp, a config left at amp "auto" (as a notebook builds it) resolves to the file's amp and
+    trains the same weights: the policy lives in the Trainer, not in the CLI. With --amp bf16 (autocast
+    runs on the CPU too), the chosen amp is passed through and recorded."""
     out = tmp_path / "cli"
     # One thread on both sides: the thread count changes a CPU run's bits, and this process's count is
     # whatever an earlier test left (the study runner sets 1 for good).
     env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
     done = subprocess.run([sys.executable, "-m", "lab", "train", *TINY, "--steps", "4", "--eval-every", "2",
-                           "--out", str(out)], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
+                           *(["--amp", amp] if amp else []), "--out", str(out)],
+                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
     assert done.returncode == 0, done.stderr
     cli_weights = load_checkpoint(out / "checkpoint.pt")["model"]
     cfg = dataclasses.replace(load_config(out / "config.yaml"), out=None)
-    assert cfg.eval_max_items == EVAL_IMAGES and cfg.amp == "none"  # the CLI's choices, in the file
+    assert cfg.eval_max_items == INTERACTIVE_EVAL_IMAGES and cfg.amp == (amp or "none")  # resolved, in the file
+    assert load_checkpoint(out / "checkpoint.pt")["config"]["amp"] == cfg.amp
 
-    def weights_after(config: TrainConfig) -> dict:
+    def weights_after(config: TrainConfig) -> tuple[dict, TrainConfig]:
         with torch_threads(1):
             trainer = Trainer(config)
             trainer.step(4)
-            return trainer.model.state_dict()
+            return trainer.model.state_dict(), trainer.config
 
-    same = weights_after(cfg)
-    assert same.keys() == cli_weights.keys()
-    assert all(torch.equal(same[k], cli_weights[k]) for k in same)
-    other = weights_after(dataclasses.replace(cfg, seed=1))
+    configs = [cfg] if amp else [cfg, dataclasses.replace(cfg, amp="auto")]
+    for config in configs:
+        same, trained = weights_after(config)
+        assert trained == cfg  # "auto" resolved as the CLI's run resolved it
+        assert same.keys() == cli_weights.keys()
+        assert all(torch.equal(same[k], cli_weights[k]) for k in same), config.amp
+    other, _ = weights_after(dataclasses.replace(cfg, seed=1))
     assert not all(torch.equal(other[k], cli_weights[k]) for k in other)  # the comparison can fail

@@ -26,6 +26,49 @@ def test_a_config_is_frozen_and_changes_by_replace():
         dataclasses.replace(cfg, steps=0)  # replace builds a config: it is checked too
 
 
+def test_the_kwargs_mappings_are_read_only_so_no_change_skips_the_checks():
+    given = {"tau": 0.01}
+    cfg = TrainConfig(loss="smooth_ap", loss_kwargs=given, dataset_kwargs={"num_classes": 12})
+    with pytest.raises(TypeError, match="does not support item assignment"):
+        cfg.loss_kwargs["tau"] = -1.0  # the config checked tau > 0 as it was built
+    with pytest.raises(TypeError):
+        cfg.dataset_kwargs["num_classes"] = 0
+    with pytest.raises(TypeError):
+        del cfg.loss_kwargs["tau"]
+    assert not hasattr(cfg.loss_kwargs, "update") and not hasattr(cfg.loss_kwargs, "pop")
+    given["tau"] = -1.0  # the caller's dict is not the config's
+    assert cfg.loss_kwargs == {"tau": 0.01} and {"tau": 0.01} == cfg.loss_kwargs
+    with pytest.raises(ValueError, match="tau"):
+        dataclasses.replace(cfg, loss_kwargs={**cfg.loss_kwargs, "tau": -1.0})  # a change is a checked config
+
+
+@pytest.mark.parametrize("values", [
+    {}, {"loss": "sup_recall", "loss_kwargs": {"tau": "1e-2", "rho": 100, "ks": [1, 4]}},
+    {"dataset_kwargs": {"num_classes": 12, "instances_per_class": 4}, "milestones": [10, 20]}])
+def test_read_only_kwargs_serialise_pickle_and_unpack_as_plain_dicts(values):
+    import copy
+    import json
+    import pickle
+
+    import yaml
+
+    cfg = TrainConfig.from_dict(values)
+    plain = cfg.to_dict()
+    for name in ("loss_kwargs", "dataset_kwargs"):
+        assert type(plain[name]) is dict and plain[name] == dict(getattr(cfg, name))
+    text = yaml.safe_dump(plain, sort_keys=False)  # config.yaml; a dict subclass would not dump
+    assert yaml.safe_load(text) == plain == json.loads(json.dumps(plain))
+    assert TrainConfig.from_dict(yaml.safe_load(text)) == cfg
+    plain["loss_kwargs"]["tau"] = -1.0  # a copy: the config is unchanged
+    assert cfg.loss_kwargs.get("tau") != -1.0 and cfg.to_dict()["loss_kwargs"] == dict(cfg.loss_kwargs)
+    for twin in (pickle.loads(pickle.dumps(cfg)), copy.deepcopy(cfg), dataclasses.replace(cfg)):
+        assert twin == cfg and twin.to_dict() == cfg.to_dict()
+        with pytest.raises(TypeError):
+            twin.loss_kwargs["tau"] = 1.0
+    hparams = lab.losses.build_loss(cfg.loss, num_classes=2, embed_dim=4, **cfg.loss_kwargs).hparams
+    assert all(hparams[k] == v or list(hparams[k]) == v for k, v in cfg.loss_kwargs.items())
+
+
 @pytest.fixture
 def loss_checks(monkeypatch) -> list:
     calls = []
@@ -42,12 +85,12 @@ def test_the_loss_kwargs_are_checked_once_per_config_built(loss_checks):
 
 
 def test_the_cli_builds_the_config_of_a_run_once(loss_checks):
-    """The flags, the evaluation default and the amp choice go into one TrainConfig (they were three
+    """The flags and the evaluation default go into one TrainConfig (they were three
     configs built one from the other, each checked again)."""
     args = build_parser().parse_args(["train", "--loss", "sup_ap", "--loss-kwargs", "tau=0.05", "--device", "cpu"])
     loss_checks.clear()  # the parser built the defaults' config for its help text
     cfg = config_from_args(args)
-    assert cfg.loss_kwargs == {"tau": 0.05} and cfg.amp == "none" and len(loss_checks) == 1
+    assert cfg.loss_kwargs == {"tau": 0.05} and cfg.amp == "auto" and len(loss_checks) == 1  # the Trainer resolves it
 
 
 @pytest.mark.parametrize("field, text, expected", [

@@ -65,6 +65,24 @@ def test_each_reader_returns_its_variable(monkeypatch, tmp_path):
         env.fused_mode()
 
 
+@pytest.mark.parametrize("name", ["RANKLAB_FAST", "LAB_FAST"])
+@pytest.mark.parametrize("value, expected", [("1", True), ("yes", True), ("", False), ("0", False), ("false", False)])
+def test_fast_mode_reads_the_new_name_and_its_old_alias(monkeypatch, name, value, expected):
+    for other in (env.FAST_ENV, env.FAST_ENV_OLD):
+        monkeypatch.delenv(other, raising=False)  # conftest sets RANKLAB_FAST
+    assert env.fast_mode() is False
+    monkeypatch.setenv(name, value)
+    assert env.fast_mode() is expected
+
+
+@pytest.mark.parametrize("new, old, expected", [("0", "1", False), ("1", "0", True), ("", "1", True), (" ", "0", False)])
+def test_ranklab_fast_wins_when_both_names_are_set(monkeypatch, new, old, expected):
+    """RANKLAB_FAST decides whenever it is set and not empty; LAB_FAST, the old name, only without it."""
+    monkeypatch.setenv("RANKLAB_FAST", new)
+    monkeypatch.setenv("LAB_FAST", old)
+    assert env.fast_mode() is expected
+
+
 @pytest.mark.parametrize("before", [None, "0"])
 def test_hub_offline_set_restores_the_variable_as_it_was(monkeypatch, before):
     if before is None:

@@ -67,9 +67,9 @@ def test_bins_figure_draws_the_rows():
 
 
 def test_fast_mode_shrinks_the_runs(monkeypatch):
-    monkeypatch.setenv("LAB_FAST", "1")
+    monkeypatch.setenv("RANKLAB_FAST", "1")
     fast = runs.notebook_config("roadmap")
-    monkeypatch.setenv("LAB_FAST", "0")
+    monkeypatch.setenv("RANKLAB_FAST", "0")
     full = runs.notebook_config("roadmap")
     assert fast.steps < full.steps and fast.dataset_kwargs["num_classes"] <= 64 and full.dataset_kwargs == {}
     assert runs.notebook_config("fast_ap", {"num_bins": 7}, fast=True).loss_kwargs == {"num_bins": 7}
@@ -239,7 +239,7 @@ def test_runs_use_one_thread_and_give_it_back(monkeypatch):
 
     before = torch.get_num_threads()
     for fast in ("1", "0"):  # full mode too: on 2 shared cores one thread trained 4x faster than two
-        monkeypatch.setenv("LAB_FAST", fast)
+        monkeypatch.setenv("RANKLAB_FAST", fast)
         with runs.run_threads():
             assert torch.get_num_threads() == runs.RUN_THREADS == 1
         assert torch.get_num_threads() == before
@@ -255,7 +255,7 @@ def test_full_mode_paths_with_a_tiny_budget(monkeypatch, capsys):
                 probe_batches=2, eval_max_items=60, progress=True)
     monkeypatch.setattr(runs, "FULL_RUN", tiny)
     monkeypatch.setattr(hierarchical, "FULL_HIERARCHY", {"sampler": "hierarchical"})
-    monkeypatch.setenv("LAB_FAST", "0")
+    monkeypatch.setenv("RANKLAB_FAST", "0")
     smooth, happier = hierarchical.hierarchical_study()
     assert happier["steps"] == 1 and happier["source"] == "trained" and 0 <= happier["H-AP"] <= 1
     out = capsys.readouterr()

@@ -80,6 +80,16 @@ def test_comparable_configs_fill_in_defaults_and_ignore_how_a_run_reports():
     assert cached.comparable({**base, "steps": 301}) != cached.comparable(base)
 
 
+def test_a_notebooks_amp_auto_compares_as_the_float32_its_small_cnn_trains_in():
+    """TrainConfig's amp default became "auto": a notebook's config must still find the study records,
+    those written before (no amp: the default "auto" now) and after (the specs state amp "none")."""
+    base = runs.notebook_config("fast_ap", fast=False).to_dict()
+    assert base["amp"] == "auto"
+    before = {k: v for k, v in base.items() if k != "amp"}
+    assert cached.comparable({**base, "amp": "none"}) == cached.comparable(base) == cached.comparable(before)
+    assert cached.comparable({**base, "amp": "bf16"}) != cached.comparable(base)
+
+
 def test_study_rows_group_by_method_and_params():
     rows = cached.study_rows("bins", method="SoftBinAP")
     assert [r["params"]["num_bins"] for r in rows] == sorted(r["params"]["num_bins"] for r in rows) == [2, 5, 10, 20, 40]

@@ -5,6 +5,7 @@ retrains it. Also nb 04's untrained-model line (the study's stored step 0) and n
 figures (C-1)."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import shutil
@@ -31,6 +32,18 @@ def test_every_recipe_is_the_config_a_notebook_run_builds():
         assert ck.recipe_of(built) == f"hierarchical_{loss}"
     assert ck.recipe_of(runs.notebook_config("roadmap", fast=True)) is None  # fast runs train, in seconds
     assert ck.recipe_of(runs.notebook_config("roadmap", fast=False, lr=2e-3)) is None
+
+
+def test_a_notebooks_config_finds_its_shipped_checkpoint_whatever_its_amp_says():
+    """The files hold amp "none" (the default when they were made), a notebook's config the default "auto":
+    compared as the Trainer would train them here (float32 for the small CNN), they are the same run."""
+    from lab.experiments import shipped
+
+    wanted = runs.notebook_config("roadmap", fast=False)
+    assert wanted.amp == "auto"
+    found = shipped.find(wanted)
+    assert found is not None and found[0].name == "roadmap.pt"
+    assert shipped.find(dataclasses.replace(wanted, amp="bf16")) is None  # the comparison can fail
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -135,6 +135,22 @@ def test_every_stored_run_is_found_by_todays_specs():
         assert sorted(data["runs"]) == sorted(raw)  # the files are written under today's keys
 
 
+def test_every_stored_record_is_a_run_todays_specs_plan():
+    """The other direction, over every raw study file in results/ (GPU ones too): no record becomes an
+    orphan whose key no spec plans (TrainConfig's amp default became "auto"; the specs state "none")."""
+    files = [p for p in sorted(RESULTS.rglob("*.json")) if isinstance(json.loads(p.read_text()).get("runs"), dict)
+             and "study" in json.loads(p.read_text())]
+    assert len(files) >= len(_stored()) + 1, files  # the GPU file is read too
+    for path in files:
+        data = runner.load_results(path)
+        protocol = "v2" if "v2" in path.relative_to(RESULTS).parts else "v1"
+        seeds = max(r["seed"] for r in data["runs"].values()) + 1  # the power plan's looks add seeds
+        planned = {s.key for s in study_spec.study_runs(data["study"], seeds=seeds, protocol=protocol)}
+        assert set(data["runs"]) <= planned, (path, sorted(set(data["runs"]) - planned))
+    pilot = json.loads((RESULTS / "v2" / "pilot.json").read_text())
+    assert pilot["key"] == study_spec.config_key(study_spec.PILOT)
+
+
 def _with_field(**defaults) -> type:
     """TrainConfig as if the code had grown: a new field, or another default for an existing one."""
     fields = [(k, type(v), dataclasses.field(default=v)) for k, v in defaults.items()]

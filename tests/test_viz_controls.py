@@ -9,7 +9,6 @@ import re
 import plotly.graph_objects as go
 import pytest
 
-from lab.core.env import fast_mode
 from lab.viz.controls import Slider, explore, make_widget, slider_points
 from lab.viz.registry import INTERACTIVE, caption
 
@@ -227,14 +226,3 @@ def test_what_students_read_is_plain_prose(name):
 def test_caption_rejects_an_unknown_name():
     with pytest.raises(ValueError, match="name must be one of"):
         caption("no such figure")
-
-
-@pytest.mark.parametrize("value, expected", [("1", True), ("yes", True), ("", False), ("0", False), ("false", False)])
-def test_fast_mode_reads_the_environment(monkeypatch, value, expected):
-    monkeypatch.setenv("LAB_FAST", value)
-    assert fast_mode() is expected
-
-
-def test_fast_mode_off_without_the_variable(monkeypatch):
-    monkeypatch.delenv("LAB_FAST", raising=False)
-    assert fast_mode() is False

@@ -11,6 +11,7 @@ on neither (``tests/test_layers.py`` checks it).
 * ``hparams`` — each loss hyper-parameter declared once (default, range, meaning, slider);
 * ``provenance`` — the code, libraries and machine behind a run;
 * ``convert`` — the one converter from text (flags, YAML) to the declared types;
+* ``frozen`` — the read-only mapping of a frozen config's dict fields;
 * ``env`` — every switch read from the environment, and the guard of torch's thread count.
 """
 from .env import fast_mode

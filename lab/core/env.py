@@ -1,8 +1,9 @@
 """Process-wide switches read from the environment, in one place: every variable the project
 reads is named here, with the function that reads it.
 
-- ``LAB_FAST=1``: fast mode shrinks training runs and sample
-  sizes so a notebook or the dashboard answers in seconds on 2 CPU cores (the tests set it);
+- ``RANKLAB_FAST=1``: fast mode shrinks training runs and sample sizes so a notebook or the
+  dashboard answers in seconds on 2 CPU cores (the tests set it). Its old name ``LAB_FAST`` is
+  still read, when ``RANKLAB_FAST`` is unset or empty: the new name wins when both are set;
 - ``RANKLAB_THREADS``: the dashboard's torch threads;
 - ``RANKLAB_MEMORY_BUDGET``: the losses' and metrics' working memory (:mod:`lab.core.budget`);
 - ``RANKLAB_FUSED``: the fused Triton kernels, auto / 0 / 1 (:mod:`lab.losses`' engine);
@@ -24,7 +25,8 @@ import sys
 from pathlib import Path
 from typing import Iterator, Optional
 
-FAST_ENV = "LAB_FAST"
+FAST_ENV = "RANKLAB_FAST"
+FAST_ENV_OLD = "LAB_FAST"  # accepted as an alias: one prefix for every variable, old scripts still work
 THREADS_ENV = "RANKLAB_THREADS"
 BUDGET_ENV = "RANKLAB_MEMORY_BUDGET"
 FUSED_ENV = "RANKLAB_FUSED"
@@ -43,8 +45,9 @@ def _text(name: str) -> Optional[str]:
 
 
 def fast_mode() -> bool:
-    """True when ``LAB_FAST`` is set to anything but "", "0", "false", "no"."""
-    return (_text(FAST_ENV) or "").lower() not in _FALSE
+    """True when ``RANKLAB_FAST`` (else, when it is unset or empty, ``LAB_FAST``) is set to anything but
+    "", "0", "false", "no". ``RANKLAB_FAST=0 LAB_FAST=1`` is full mode: the new name decides."""
+    return (_text(FAST_ENV) or _text(FAST_ENV_OLD) or "").lower() not in _FALSE
 
 
 def dashboard_threads(default: int = 1) -> int:

@@ -5,7 +5,7 @@
 
 Each figure sits next to the paper statement it reproduces and the numbers measured while
 drawing it. PNGs are drawn with matplotlib from the plotly figures (lab.viz.render), at
-100 dpi. The trained-model figures use full-size runs whatever LAB_FAST says; a figure
+100 dpi. The trained-model figures use full-size runs whatever RANKLAB_FAST says; a figure
 that was not rendered keeps its entry, marked as such.
 """
 from __future__ import annotations
@@ -65,7 +65,8 @@ def write_doc(entries: list[Entry], measured: dict[str, str], out: Path = OUT, d
              "Each figure of the notebooks, rendered by `python -m lab.docs_figures` (trained-model figures: "
              "`--training`), next to the statement of the paper it reproduces and the numbers measured when it was "
              "drawn. Interactive versions (sliders) are in the notebooks.", "",
-             f"Trained-model figures: `python -m lab.docs_figures --training` (full mode whatever `LAB_FAST` says). Each "
+             "Trained-model figures: `python -m lab.docs_figures --training` "
+             "(full mode whatever `RANKLAB_FAST` says). Each "
              f"run trains a {full['model']} (64-d embedding) on all glyph training classes for {full['steps']} steps of "
              f"{full['batch_size']} images (m = {full['m']} per class, Adam, lr 1e-3, seed {full['seed']}) and is "
              f"evaluated on a fixed subset of ~{full['eval_max_items']} test images (whole classes, every image a "

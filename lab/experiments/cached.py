@@ -92,8 +92,10 @@ def comparable(config: dict[str, Any]) -> dict[str, Any]:
     loss's default hyper-parameters written out, reporting fields and the seed left out."""
     from ..losses import LOSSES
     from ..train import TrainConfig  # the trainer's package, imported only when a config is compared
+    from ..train.runtime import resolve_amp
 
-    full = TrainConfig.from_dict(config).to_dict()
+    # amp "auto" (a notebook's, or a record's written before the default) as it trains: float32 for these runs
+    full = resolve_amp(TrainConfig.from_dict(config))[0].to_dict()
     cls = LOSSES.get(full["loss"])
     params = inspect.signature(cls.__init__).parameters if cls is not None else {}
     defaults = {name: p.default for name, p in params.items() if p.default is not inspect.Parameter.empty}

@@ -59,8 +59,10 @@ def recipe_config(name: str):
 
 def recipe_of(config) -> Optional[str]:
     """The name of the recipe whose config is ``config`` (a TrainConfig), or None."""
-    wanted = config.to_dict()
-    return next((n for n in RECIPES if recipe_config(n).to_dict() == wanted), None)
+    from ..train.runtime import resolve_amp
+
+    wanted = resolve_amp(config)[0].to_dict()  # amp "auto" as the Trainer resolves it (a trainer's config is)
+    return next((n for n in RECIPES if resolve_amp(recipe_config(n))[0].to_dict() == wanted), None)
 
 
 def _processor() -> str:
@@ -114,7 +116,7 @@ def make(name: str, folder: Optional[Path] = None) -> Path:
         train_with_text_progress(trainer, config.steps, progress=True)
     trainer.train_seconds = time.perf_counter() - start
     metrics = json.loads(json.dumps(evaluate_trainer(trainer)))  # plain floats: the file holds no pickled objects
-    state = {"format": FORMAT, "name": name, "config": config.to_dict(), "step": trainer.step_count,
+    state = {"format": FORMAT, "name": name, "config": trainer.config.to_dict(), "step": trainer.step_count,
              "model": {k: v.detach().cpu().clone() for k, v in trainer.model.state_dict().items()},
              "fingerprint": fingerprint, "metrics": metrics,
              "made": {"command": f"python -m lab.experiments.checkpoints make {name}", "commit": _commit(),
@@ -149,7 +151,7 @@ def check(name: str, folder: Optional[Path] = None) -> dict[str, Any]:
 
     state = read(name, folder)
     stored = state["fingerprint"]
-    config_same = TrainConfig.from_dict(state["config"]).to_dict() == recipe_config(name).to_dict()
+    config_same = recipe_of(TrainConfig.from_dict(state["config"])) == name
     _, now = first_steps(recipe_config(name), stored["steps"])
     losses_same = all(math.isclose(a, b, rel_tol=LOSS_RTOL) for a, b in zip(now["losses"], stored["losses"]))
     same_machine = (now["torch"], now["processor"]) == (stored["torch"], stored["processor"])

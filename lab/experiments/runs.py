@@ -8,7 +8,7 @@
 * ROADMAP Table 2: SmoothAP, SupAP and ROADMAP trained from the same seed (:func:`loss_comparison`).
 * SupRank Tab. II: the recall losses against ROADMAP (:func:`recall_study`).
 
-Runs use :class:`lab.train.Trainer` on the glyphs dataset. In fast mode (``LAB_FAST=1``, see
+Runs use :class:`lab.train.Trainer` on the glyphs dataset. In fast mode (``RANKLAB_FAST=1``, see
 :func:`lab.core.env.fast_mode`) they are a few steps on a 24-class subset: the notebooks execute,
 the numbers mean nothing. Full mode has the reproduction study's budget (300 steps of 128), with
 progress lines; the comparisons that the study already trained (``results/*.json``, 3 seeds) are
@@ -166,7 +166,7 @@ def evaluate_trainer(trainer) -> dict[str, Any]:
             print(f"evaluate {cfg.loss}: R@1 {result['R@1']:.3f}; the decomposability gap of the held-out images…",
                   flush=True)
         gap_heldout = heldout_gap(trainer, cfg.eval_max_items)
-    return {"loss": cfg.loss, "loss_kwargs": cfg.loss_kwargs, "batch_size": cfg.batch_size, "steps": cfg.steps,
+    return {"loss": cfg.loss, "loss_kwargs": dict(cfg.loss_kwargs), "batch_size": cfg.batch_size, "steps": cfg.steps,
             "eval_max_items": cfg.eval_max_items, "seed": cfg.seed,
             **{k: result[k] for k in RETRIEVAL + HIERARCHICAL if k in result},
             "gap": result["decomposability_gap"], "gap_heldout": gap_heldout,

@@ -33,12 +33,13 @@ def find(config, folder: Optional[Path] = None) -> Optional[tuple[Path, dict[str
     """(path, state) of the shipped checkpoint trained with ``config`` (a TrainConfig; a field added
     to TrainConfig since the file was made counts at its default), or None."""
     from ..train import TrainConfig
+    from ..train.runtime import resolve_amp
 
-    wanted = config.to_dict()
+    wanted = resolve_amp(config)[0].to_dict()  # amp "auto" as the Trainer would train it here
     for path in sorted(Path(folder or CHECKPOINT_DIR).glob("*.pt")):
         stat = path.stat()
         config_of, state = _read_once(str(path), stat.st_mtime_ns, stat.st_size)
-        if TrainConfig.from_dict(config_of).to_dict() == wanted:
+        if resolve_amp(TrainConfig.from_dict(config_of))[0].to_dict() == wanted:
             return path, state
     return None
 

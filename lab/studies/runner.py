@@ -104,7 +104,7 @@ def execute(spec: RunSpec, threads: int = 1, device: Optional[str] = None, sessi
     gpu = torch.cuda.get_device_name(torch.device(cfg.device)) if str(cfg.device).startswith("cuda") else None
     return {
         "key": spec.key, "study": spec.study, "method": spec.method, "seed": spec.seed, "params": spec.params,
-        "loss": cfg.loss, "loss_kwargs": cfg.loss_kwargs, "batch_size": cfg.batch_size, "steps": cfg.steps,
+        "loss": cfg.loss, "loss_kwargs": dict(cfg.loss_kwargs), "batch_size": cfg.batch_size, "steps": cfg.steps,
         **{k: float(result[k]) for k in RETRIEVAL if k in result}, "num_queries": int(result["num_queries"]),
         "gap_train_probe": float(result["decomposability_gap"]), "gap_heldout": gap,
         "train_seconds": train_wall, "train_cpu_seconds": train_cpu,
@@ -322,7 +322,8 @@ def _trajectory(config: Optional[dict[str, Any]]) -> Optional[str]:
     if config is None:
         return None
     constant = config.get("scheduler", "none") == "none" and not config.get("warmup_steps")
-    return config_key({**config, "steps": 1} if constant else config)
+    # record_key: a stored pilot's omitted fields hold the defaults of its day (amp "none", now "auto")
+    return record_key({"config": {**config, "steps": 1} if constant else config})
 
 
 def _pilot_point(trainer, seconds: float) -> dict[str, Any]:

@@ -13,11 +13,13 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 # The full budget: the small CNN on glyphs, batch 128 = 32 classes x 4, Adam 1e-3, 300 steps
-# (~2.6 epochs of the 14,752 training images): ~2-3 min per run on one busy core.
+# (~2.6 epochs of the 14,752 training images): ~2-3 min per run on one busy core. Float32 stated
+# (amp="none"): every stored run trained so, KEY_BASELINE hashes it so, and TrainConfig's default is
+# now "auto", which the key would hash (a run on a GPU stays float32, as its CPU twin).
 FULL_BASE: dict[str, Any] = dict(
     dataset="glyphs", dataset_kwargs={}, model="small_cnn", embed_dim=64, optimizer="adam", lr=1e-3,
     batch_size=128, m=4, steps=300, eval_every=0, eval_max_items=2000, probe_batches=8, eval_backend="faiss",
-    device="cpu", progress=False, log_every=10**9)
+    device="cpu", progress=False, log_every=10**9, amp="none")
 # Quick (CI): 24 classes x 8 images per split, batch 16, 3 steps: the numbers mean nothing.
 QUICK_BASE: dict[str, Any] = dict(
     FULL_BASE, dataset_kwargs={"num_classes": 24, "instances_per_class": 8}, embed_dim=16, batch_size=16,

@@ -11,6 +11,7 @@ import dataclasses
 import functools
 import typing
 import warnings
+from collections.abc import Mapping
 from dataclasses import InitVar, dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Union
@@ -19,13 +20,14 @@ import torch
 import yaml
 
 from ..core.convert import to_type
+from ..core.frozen import FrozenDict
 from ..losses import LOSSES, build_loss, check_loss_kwargs, loss_kwargs_of
 from .files import write_text_atomic
 
 OPTIMIZERS = ("adam", "adamw")
 SCHEDULERS = ("none", "multistep", "cosine")
 SAMPLERS = ("m_per_class", "hierarchical")
-AMP = ("none", "bf16", "fp16")
+AMP = ("auto", "none", "bf16", "fp16")
 TRANSFORMS = ("small", "paper")
 EVAL_BACKENDS = ("faiss", "torch")
 
@@ -44,6 +46,8 @@ class TrainConfig:
     """Every setting of a training run. Defaults: the 2-core CPU lab (glyphs, small CNN, ROADMAP).
 
     Frozen: a changed run is a new config, ``dataclasses.replace(cfg, steps=10)``, checked as it is built.
+    ``loss_kwargs`` and ``dataset_kwargs`` are read-only copies (:class:`lab.core.frozen.FrozenDict`), so
+    that ``cfg.loss_kwargs["tau"] = -1`` cannot skip the checks either; ``to_dict`` gives plain dicts.
 
     Run length: ``epochs`` if > 0 (then ``milestones`` are in epochs too), else ``steps``.
     ``batch_size`` is the global batch (all ranks together) and must be divisible by ``m``.
@@ -52,7 +56,7 @@ class TrainConfig:
     # data
     dataset: str = "glyphs"
     data_root: Optional[str] = None
-    dataset_kwargs: dict = field(default_factory=dict)
+    dataset_kwargs: Mapping[str, Any] = field(default_factory=dict)
     transform: Optional[str] = None  # lab.data.build_transforms kind, "small" | "paper"; None: the dataset's own
     image_size: int = 32
     sampler: str = "m_per_class"
@@ -68,7 +72,7 @@ class TrainConfig:
     freeze_bn: bool = False
     # loss
     loss: str = "roadmap"
-    loss_kwargs: dict = field(default_factory=dict)
+    loss_kwargs: Mapping[str, Any] = field(default_factory=dict)
     # optimisation
     optimizer: str = "adam"
     lr: float = 1e-3  # backbone
@@ -82,7 +86,9 @@ class TrainConfig:
     grad_clip: Optional[float] = None
     steps: int = 1000
     epochs: float = 0.0
-    amp: str = "none"
+    # "auto": bf16 autocast for a timm backbone on CUDA, else float32, decided as the Trainer is built
+    # (lab.train.runtime.resolve_amp), which records the resolved value. The studies state "none".
+    amp: str = "auto"
     # cross-batch memory (XBM) and staged backprop
     xbm_size: int = 0  # 0: off
     xbm_start: int = 0  # step from which the memory loss is added (the memory fills from step 0)
@@ -109,7 +115,8 @@ class TrainConfig:
     chunk_size: InitVar[Optional[int]] = None
 
     def __post_init__(self, chunk_size: Optional[int] = None) -> None:
-        # The only writes to a frozen config: the deprecated name and the typed loss_kwargs, while it is built.
+        # The only writes to a frozen config, while it is built: the deprecated name, the typed fields and
+        # read-only copies of the two mappings (a caller's dict changed later does not change the config).
         if chunk_size is not None:
             warnings.warn("TrainConfig(chunk_size=...) is now stage_size (images per staged-backprop stage)",
                           DeprecationWarning, stacklevel=3)
@@ -123,6 +130,8 @@ class TrainConfig:
         self._check()
         if self.loss in LOSSES:  # another name is refused by the Trainer (or is a loss module passed to it)
             object.__setattr__(self, "loss_kwargs", self._checked_loss_kwargs())  # '1e-2' from YAML -> 0.01
+        for name in MERGED:
+            object.__setattr__(self, name, FrozenDict(getattr(self, name)))
         if self.loss_kwargs.get("reduction", "mean") != "mean":
             raise ValueError(f"loss_kwargs: reduction must be 'mean' for training (one number per batch), "
                              f"got {self.loss_kwargs['reduction']!r}")
@@ -163,13 +172,15 @@ class TrainConfig:
         if sorted(self.milestones) != list(self.milestones):
             raise ValueError(f"milestones must be increasing, got {self.milestones!r}")
         for name in MERGED:
-            if not isinstance(getattr(self, name), dict):
+            if not isinstance(getattr(self, name), Mapping):
                 raise ValueError(f"{name} must be a mapping of names to values (e.g. {{tau: 0.01}}), "
                                  f"got {type(getattr(self, name)).__name__} {getattr(self, name)!r}")
 
     # ------------------------------------------------------------------ conversions
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """Every field, the two mappings as plain dicts: what config.yaml, JSON records and study keys hold."""
+        values = dataclasses.asdict(self)  # deep copies: nothing returned is shared with the config
+        return {k: dict(v) if k in MERGED else v for k, v in values.items()}
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> "TrainConfig":
@@ -190,10 +201,10 @@ def field_names() -> list[str]:
 
 
 def field_type(name: str, config: Optional[type] = None) -> Any:
-    """The runtime type of a field of ``config`` (default TrainConfig): Optional[X] -> X."""
+    """The runtime type of a field of ``config`` (default TrainConfig): Optional[X] -> X, Mapping[...] -> Mapping."""
     hint = hints(config or TrainConfig)[name]
     args = [a for a in typing.get_args(hint) if a is not type(None)]
-    return args[0] if typing.get_origin(hint) is Union else hint
+    return args[0] if typing.get_origin(hint) is Union else typing.get_origin(hint) or hint
 
 
 @functools.lru_cache(maxsize=8)

@@ -32,6 +32,9 @@ def select_device(name: str = "auto", local_rank: int = 0) -> torch.device:
 
 
 def amp_dtype(amp: str) -> Optional[torch.dtype]:
+    """The autocast dtype of a resolved ``amp`` (None: float32)."""
+    if amp == "auto":  # depends on the device and the model: lab.train.runtime.resolve_amp decides it
+        raise ValueError("amp 'auto' must be resolved first (lab.train.runtime.resolve_amp; the Trainer does it)")
     return {"none": None, "bf16": torch.bfloat16, "fp16": torch.float16}[amp]
 
 

@@ -1,6 +1,6 @@
 """How a run uses its device, beyond what the config says: the data path, the loader settings,
-the memory layout and (for the CLI) mixed precision. Pure functions of the device and the
-config, so the CUDA choices are tested on any machine.
+the memory layout, mixed precision for ``amp="auto"``, and what an interactive run evaluates.
+Pure functions of the device and the config, so the CUDA choices are tested on any machine.
 
 - Embedded datasets with the "small" transform (glyphs, digits): the images are one uint8
   tensor on the device and a batch is an index gather plus the random shift done by the batch
@@ -11,11 +11,18 @@ config, so the CUDA choices are tested on any machine.
   this process (its share under torchrun, one core left to the training loop, at most
   ``MAX_WORKERS``), pinned memory, persistent workers, ``PREFETCH`` batches ahead.
 - CUDA: non-blocking host-to-device copies; timm backbones in channels_last (what tensor cores
-  want for convolutions), and ``python -m lab train`` picks bf16 autocast for them when the
-  user chose no ``amp`` (:func:`auto_amp`; ``--amp none`` keeps float32).
+  want for convolutions) and, for ``amp="auto"`` (the default), bf16 autocast (:func:`auto_amp`;
+  ``amp="none"`` keeps float32). The Trainer resolves "auto" as it is built (:func:`resolve_amp`)
+  and records the resolved value (config.yaml, checkpoints), whoever built the config: the CLI,
+  a notebook, the dashboard. The studies state ``amp="none"``: their keys hash the amp.
+- Evaluation size: ``python -m lab train`` from flags alone evaluates ``INTERACTIVE_EVAL_IMAGES``
+  images (:func:`interactive_eval_items`), a few seconds on 2 cores. A policy of interactive
+  commands, not a config default: ``Trainer(cfg)`` evaluates what ``cfg.eval_max_items`` says
+  (None: the whole split), as the notebooks and the studies rely on.
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass
 from typing import Optional, Union
@@ -26,6 +33,9 @@ from .config import TrainConfig
 
 MAX_WORKERS = 16  # decoding JPEGs for one GPU rarely needs more; more only costs memory and start-up
 PREFETCH = 4  # batches each worker prepares ahead (DataLoader's default is 2)
+# What `python -m lab train` without a recipe, checkpoint or --eval-images, and `python -m lab eval`,
+# evaluate: a fixed subset of whole classes, a few seconds on 2 cores (`--eval-images all`: the split).
+INTERACTIVE_EVAL_IMAGES = 3000
 
 
 @dataclass(frozen=True)
@@ -99,14 +109,38 @@ def runtime_plan(device: Union[str, torch.device], cfg: TrainConfig, *, batchabl
 
 def auto_amp(device: Union[str, torch.device], amp: str, *, timm_backbone: bool,
              bf16_supported: bool = True) -> tuple[str, str]:
-    """(amp, why) for a run whose user chose no amp (``amp``: the config's default): bf16 autocast for a
-    timm backbone on a CUDA device that has bf16 (the loss stays float32), else ``amp``. An explicit
-    choice (flag, recipe, the checkpoint being resumed) never comes here."""
-    if torch.device(device).type == "cuda" and timm_backbone and amp == "none":
+    """(amp, why): for ``amp="auto"``, bf16 autocast for a timm backbone on a CUDA device that has bf16
+    (the loss stays float32), else float32 ("none"); any other ``amp`` is an explicit choice, kept."""
+    if amp != "auto":
+        return amp, f"amp {amp} (the config's)"
+    if torch.device(device).type == "cuda" and timm_backbone:
         if bf16_supported:
-            return "bf16", "bf16 autocast for a timm backbone on CUDA (not chosen; --amp none keeps float32)"
-        return "none", "float32: this GPU has no bf16 (--amp fp16 for mixed precision)"
-    return amp, f"amp {amp} (the config's)"
+            return "bf16", "bf16 autocast for a timm backbone on CUDA (amp auto; --amp none keeps float32)"
+        return "none", "float32: this GPU has no bf16 (amp auto; --amp fp16 for mixed precision)"
+    return "none", "float32 (amp auto: bf16 autocast only for a timm backbone on CUDA)"
+
+
+def resolve_amp(cfg: TrainConfig, device: Union[str, torch.device, None] = None,
+                timm_backbone: Optional[bool] = None) -> tuple[TrainConfig, str]:
+    """(``cfg`` with ``amp="auto"`` replaced by :func:`auto_amp`'s choice, why). The Trainer passes its
+    device and model; without them, the device ``cfg.device`` selects here and whether ``cfg.model`` is a
+    timm name (for comparing a wanted config with a stored, resolved one). Other amps are returned as they are."""
+    if cfg.amp != "auto":
+        return cfg, f"amp {cfg.amp} (the config's)"
+    from ..models import MODELS
+    from .optim import select_device
+
+    device = torch.device(device) if device is not None else select_device(cfg.device)
+    timm = timm_backbone if timm_backbone is not None else cfg.model not in MODELS
+    bf16 = timm and bf16_supported(device)  # the GPU is asked only where its answer decides
+    amp, why = auto_amp(device, cfg.amp, timm_backbone=timm, bf16_supported=bf16)
+    return dataclasses.replace(cfg, amp=amp), why
+
+
+def interactive_eval_items(eval_max_items: Optional[int], *, chosen: bool) -> Optional[int]:
+    """What an interactive command evaluates: ``eval_max_items`` when it was ``chosen`` (a flag, a recipe,
+    the run being resumed) or is set, else ``INTERACTIVE_EVAL_IMAGES`` images rather than the whole split."""
+    return eval_max_items if chosen or eval_max_items is not None else INTERACTIVE_EVAL_IMAGES
 
 
 def bf16_supported(device: torch.device) -> bool:

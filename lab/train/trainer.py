@@ -38,7 +38,7 @@ from .loading import (BatchStream, DeviceBatchStream, build_batch_sampler, build
 from .memory import CrossBatchMemory, exclude_self
 from .optim import amp_dtype, build_optimizer, build_scheduler, param_groups, select_device
 from .run_folder import RunFolder, repair_log
-from .runtime import apply_determinism, runtime_plan
+from .runtime import apply_determinism, resolve_amp, runtime_plan
 
 HISTORY_MAX = 20_000  # records kept in Trainer.history (the dashboard's curves); metrics.jsonl keeps all
 
@@ -59,7 +59,6 @@ class Trainer:
         self.config = cfg = config  # frozen and checked as it was built
         self.device = select_device(cfg.device, env.local_rank())
         self.dist = init_distributed(self.device.type)
-        self.amp_dtype = amp_dtype(cfg.amp)
         apply_determinism(cfg.deterministic)
         seed_everything(cfg.seed)
         # Names are checked before the (possibly slow) datasets are built.
@@ -74,8 +73,13 @@ class Trainer:
         with preserved_rng():
             in_chans = int(train_set[0][0].shape[0])
         self.model = model if model is not None else model_for(cfg, in_chans)
-        self.plan = runtime_plan(self.device, cfg, batchable=batchable(train_set),
-                                 timm_backbone=isinstance(getattr(self.model, "backbone", None), TimmBackbone),
+        timm_backbone = isinstance(getattr(self.model, "backbone", None), TimmBackbone)
+        # amp="auto" becomes bf16 or none here, for every caller (CLI, notebook, dashboard); the resolved
+        # config is the one the run records (config.yaml, checkpoints) and compares when it resumes.
+        self.config, self.amp_note = resolve_amp(cfg, self.device, timm_backbone)
+        cfg = self.config
+        self.amp_dtype = amp_dtype(cfg.amp)
+        self.plan = runtime_plan(self.device, cfg, batchable=batchable(train_set), timm_backbone=timm_backbone,
                                  local_world_size=env.local_world_size())
         self.model.to(self.device).train()
         if self.plan.channels_last:
