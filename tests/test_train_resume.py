@@ -28,7 +28,7 @@ def test_resume_is_bit_identical(tmp_path):
     first = resumed_like_straight(make, tmp_path, stop=9)
     assert (first.epoch, first.position) == (1, 3)
     # metrics.jsonl has each step once, even though the first run's log is appended to
-    steps = [l for l in (tmp_path / "metrics.jsonl").read_text().splitlines() if '"train"' in l]
+    steps = [line for line in (tmp_path / "metrics.jsonl").read_text().splitlines() if '"train"' in line]
     assert len(steps) == len({s for s in steps})
 
 
