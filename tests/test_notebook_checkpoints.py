@@ -86,6 +86,7 @@ def test_a_notebook_run_loads_the_checkpoint_unless_retrain(monkeypatch):
     runs._trained.cache_clear()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", NAMES)
 def test_the_stored_evaluation_is_the_weights_evaluation(name):
     trainer = ck.load_trainer(ck.recipe_config(name))

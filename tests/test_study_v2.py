@@ -146,6 +146,7 @@ def test_methods_v2_tests_the_papers_claims_not_their_row_order(monkeypatch):
     assert any(f"Holm within each family, n = {n}{end}" in uneven.verdict for end in (")", "; the look at"))
 
 
+@pytest.mark.slow
 def test_page_with_v2_results_supersedes_v1s_studies(tmp_path, fake, monkeypatch):  # noqa: F811
     monkeypatch.setattr(study_spec, "V2_STEPS", 1000)
     runner.run_studies(list(study_spec.ORDER), tmp_path / "r", quick=False, log=lambda _: None)
@@ -173,6 +174,7 @@ def test_page_with_v2_results_supersedes_v1s_studies(tmp_path, fake, monkeypatch
         assert (tmp_path / "d" / "figures" / f"{name}.png").stat().st_size > 1000
 
 
+@pytest.mark.slow
 def test_a_v2_study_cut_short_is_provisional_and_keeps_v1s_section(tmp_path, fake, monkeypatch):  # noqa: F811
     """A session's end leaves seeds 0-1 of study 1: its v2 verdict says provisional, v1's study 1 stays the
     one to read, and the studies without v2 runs keep theirs."""

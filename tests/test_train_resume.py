@@ -190,6 +190,7 @@ for spec in sys.argv[3:]:
 """ % {"steps": KILL_STEPS}
 
 
+@pytest.mark.slow
 def test_a_run_killed_at_any_moment_leaves_the_previous_or_the_new_checkpoint(tmp_path):
     """SIGKILL inside a write, just before the rename, and at random moments: checkpoint.pt is
     always complete and equal to the state after one of the steps (never a partial file), and the
