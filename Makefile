@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed-stamp
 # Never wait for the Hugging Face hub: pretrained weights are used when cached, else random init.
 export HF_HUB_OFFLINE ?= 1
 
-.PHONY: setup browser sandbox app lab test test-fast bench figures assignments clean
+.PHONY: setup browser sandbox app lab lint test test-fast bench figures assignments clean
 
 # Grading needs bubblewrap (lab/grading/sandbox.py): setup installs it, as root, where apt-get exists.
 setup: $(STAMP) sandbox
@@ -42,13 +42,18 @@ sandbox:
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null; \
 	  else echo "bwrap not found (apt-get install bubblewrap): the grading sandbox tests will be skipped"; fi; }
 
+# ruff's line limit (120) and pyflakes' errors, nothing stylistic ([tool.ruff] in pyproject.toml); `make test` runs it first.
+lint: setup
+	@$(BIN)/ruff check --quiet || { echo "make lint: fix the lines above by hand (\`$(BIN)/ruff check --fix\` removes unused imports), then rerun make lint"; exit 1; }
+
 # Exit code 5 (no tests collected, e.g. with a -k filter) is not a failure.
-test: setup browser sandbox
+test: setup lint browser sandbox
 	$(BIN)/python -m pytest $(PYTEST_ARGS) || { rc=$$?; [ $$rc -eq 5 ] && echo "pytest: no tests collected" || exit $$rc; }
 
 # The edit loop's subset: tests/ without the notebooks (nbmake), the tests marked slow, the browser and AppTest
 # tests of the app, the grading's end-to-end tests (sandbox, nbgrader, assignments) and the benchmarks' own
-# tests. `make test` (what CI runs) stays the whole suite.
+# tests: 1,983 tests, 5.3 min of CPU time (15 min wall on 2 cores at load 5-9, 2026-11-27). No lint: `make lint`.
+# `make test` (what CI runs) stays the whole suite.
 FAST_SKIP := --ignore=tests/test_app.py --ignore=tests/test_app_browser.py --ignore=tests/test_notebook_browser.py \
   --ignore=tests/test_grade.py --ignore=tests/test_grade_nbgrader.py --ignore=tests/test_grading_sandbox.py \
   --ignore=tests/test_grading_hostile.py --ignore=tests/test_assignments.py --ignore-glob='tests/test_bench_*.py'
@@ -71,4 +76,4 @@ figures: setup
 	$(BIN)/python -m lab.docs_figures $(ARGS)
 
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis test-artifacts
+	rm -rf $(VENV) .pytest_cache .hypothesis .ruff_cache test-artifacts

@@ -105,8 +105,8 @@ def embeddings_view(session: TrainingSession) -> None:
                 continue
             k = int(st.session_state.get(K_KEY, 8))
             key = f"map_{run.label}"
-            fig = paced_figure(key, (h, title, level, row, k), session.running,
-                               functools.partial(_map, dataset, run.label, h, points, level, names, title, row, k, method))
+            draw = functools.partial(_map, dataset, run.label, h, points, level, names, title, row, k, method)
+            fig = paced_figure(key, (h, title, level, row, k), session.running, draw)
             st.plotly_chart(fig, key=key, on_select=functools.partial(_on_pick, key), selection_mode="points")
     thumb, text = st.columns([1, 6])
     thumb.image(thumbnail(dataset, snapshots[0][1].items[row], 96), caption=f"row {row}")

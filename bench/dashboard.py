@@ -166,11 +166,14 @@ def main(argv: list[str] | None = None) -> None:
                 loads.append(os.getloadavg()[0])
                 print(f"{view:10s} dimming: {len(episodes)} episodes in {args.watch:.0f} s, longest "
                       f"{max(episodes, default=0):.2f} s  load {os.getloadavg()[0]:.1f}", flush=True)
-    print(f"\nsummary (load generator {args.load}, {'fast' if args.fast else 'full'} mode, {time.strftime('%Y-%m-%d %H:%M')}):")
+    print(f"\nsummary (load generator {args.load}, {'fast' if args.fast else 'full'} mode, "
+          f"{time.strftime('%Y-%m-%d %H:%M')}):")
     for view, values in pauses.items():
-        print(f"  {view:10s} pause median {statistics.median(values):.2f} s, max {max(values):.2f} s over {len(values)}")
+        print(f"  {view:10s} pause median {statistics.median(values):.2f} s, max {max(values):.2f} s "
+              f"over {len(values)}")
     for view, episodes in dims.items():
-        print(f"  {view:10s} dimmed {len(episodes)} times in {args.watch:.0f} s, longest {max(episodes, default=0):.2f} s")
+        print(f"  {view:10s} dimmed {len(episodes)} times in {args.watch:.0f} s, "
+              f"longest {max(episodes, default=0):.2f} s")
     publish("dashboard", section(args, pauses, dims, loads, moved), dry_run=args.no_write)
 
 
@@ -188,8 +191,8 @@ def section(args: argparse.Namespace, pauses: dict[str, list[float]], dims: dict
         f"chromium at 1440 x 1000, {time.strftime('%Y-%m-%d')}. Beside the dashboard: {beside}. Load average "
         f"(1 min) seen during the run: {min(loads):.1f}-{max(loads):.1f} on 2 cores. Pause: from the click to "
         "'· paused' on the page, timed in the page, after 3-8 s of training; the step shown must not move in the "
-        f"next 2 s: it moved after {moved} of {sum(map(len, pauses.values()))} clicks. Dimming: chart containers faded by Streamlit's "
-        "stale-element style (opacity < 0.99) while training.", "",
+        f"next 2 s: it moved after {moved} of {sum(map(len, pauses.values()))} clicks. Dimming: chart containers "
+        "faded by Streamlit's stale-element style (opacity < 0.99) while training.", "",
         "| view | Pause, median | Pause, max | clicks | dimming episodes |", "|---|---:|---:|---:|---|", *rows, "",
         f"Goal (issue 22.4): Pause within 2 s in every view at load 4 (here {min(loads):.1f}-{max(loads):.1f}): "
         + (f"**met** (max {worst:.2f} s)." if worst <= 2 else f"**missed** (max {worst:.2f} s)."), ""])
@@ -249,11 +252,11 @@ def reproduction_section(args: argparse.Namespace, times: dict[str, list[float]]
         "## The Reproduction view in chromium (`python -m bench.dashboard --reproduction`)", "",
         f"{machine()}; headless chromium at 1280 x 720, {time.strftime('%Y-%m-%d')}. Beside the dashboard: {beside}. "
         f"Load average (1 min) seen: {min(loads):.1f}-{max(loads):.1f} on 2 cores. Timed in the page from the click "
-        "(on the view's button, or on a study in the list) to the frame where the chosen study is marked (its row of the "
-        "studies' table, or for study 1 the line above its claims table, one row per claim of the papers) and only its "
-        "figures are visible. What `lab.studies.verdicts` derives from `results/` is computed "
-        "once per hash of the results files and of lab/studies' code by a thread started with the server, and stored in "
-        "`.cache/reproduction/`; the first row is a server with nothing stored, opened as soon as the page "
+        "(on the view's button, or on a study in the list) to the frame where the chosen study is marked (its row of "
+        "the studies' table, or for study 1 the line above its claims table, one row per claim of the papers) and only "
+        "its figures are visible. What `lab.studies.verdicts` derives from `results/` is computed "
+        "once per hash of the results files and of lab/studies' code by a thread started with the server, and stored "
+        "in `.cache/reproduction/`; the first row is a server with nothing stored, opened as soon as the page "
         f"loaded. Frames with another study's figure visible beside the marked study: {mixed}.", "",
         "| measurement | median | max | n |", "|---|---:|---:|---:|", *rows, "",
         "Goal (issue 36, D-11): open and switch within 1 s, once the studies are computed or stored: "

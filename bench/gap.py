@@ -81,7 +81,8 @@ def markdown(rows: list[dict], load: tuple[float, float]) -> str:
         "",
         f"Measured {time.strftime('%Y-%m-%d')} on {cpu_model()}, one thread's CPU time, load average "
         f"{load[0]:.1f} before and {load[1]:.1f} after. {PER_CLASS} images a class, D = {DIM}, one epoch of "
-        f"{BATCH}-image batches of {BATCH // M} classes x {M} (the studies' sampler: every query has positives in its batch). *sort*: Eq. 6 through the N x N similarities, each row sorted for its "
+        f"{BATCH}-image batches of {BATCH // M} classes x {M} (the studies' sampler: every query has positives in "
+        "its batch). *sort*: Eq. 6 through the N x N similarities, each row sorted for its "
         "global and its batch AP (the gap before this benchmark; every v2 study run computed it once on "
         "the 14,672-image test split). *ours*: `lab.metrics.decomposability_gap`, both APs counted by "
         "the evaluation's engine in memory-budget chunks, one batch at a time.",

@@ -53,7 +53,8 @@ def describe(device: torch.device) -> str:
     triton = getattr(fused_sums.triton, "__version__", "not installed")
     free = f", {torch.cuda.mem_get_info(device)[0] / 2**30:.0f} GiB free at the start" if device.type == "cuda" else ""
     return (f"{gpu}{free}; torch {torch.__version__}, Triton {triton}; load average (1 min) {load_average():.1f} "
-            f"on {os.cpu_count()} CPUs; default memory budget per loss call {budget.budget_bytes(device) / 2**20:.0f} MB")
+            f"on {os.cpu_count()} CPUs; default memory budget per loss call "
+            f"{budget.budget_bytes(device) / 2**20:.0f} MB")
 
 
 def guarded(title: str, build: Callable[[], str], deadline: Deadline) -> str:
@@ -138,7 +139,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     engines = ENGINES if device.type == "cuda" else ("pytorch", "cpu-sized")
     start, deadline = time.perf_counter(), Deadline(args.deadline)
     dry_run = args.no_write or args.smoke
-    run = f"Measured {time.strftime('%Y-%m-%d')} by `python -m bench.gpu --sections {','.join(chosen)}`: {describe(device)}."
+    run = (f"Measured {time.strftime('%Y-%m-%d')} by `python -m bench.gpu --sections {','.join(chosen)}`: "
+           f"{describe(device)}.")
     times: dict = {}
 
     def losses() -> str:

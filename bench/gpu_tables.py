@@ -49,12 +49,14 @@ def loss_tables(sizes: list[int], device: torch.device, engines: tuple[str, ...]
                     results[eng] = case.result()
                     cells.append(f"{ms(seconds)} | {peak:.0f}")
                     del case
-                slow, fast = times.get((name, b, composition, "cpu-sized")), times.get((name, b, composition, "default"))
+                slow = times.get((name, b, composition, "cpu-sized"))
+                fast = times.get((name, b, composition, "default"))
                 ratio = f"{slow / fast:.1f}x" if slow and fast else "—"
                 diff = "—"
                 if "default" in results and len(results) > 1:
-                    diff = ", ".join(f"{e}: {max(float((a - r).abs().max()) for a, r in zip(results[e], results['default'])):.1e}"
-                                     for e in results if e != "default")
+                    worst = {e: max(float((a - r).abs().max()) for a, r in zip(results[e], results["default"]))
+                             for e in results if e != "default"}
+                    diff = ", ".join(f"{e}: {d:.1e}" for e, d in worst.items())
                 lines.append(f"| {name} | {b} | " + " | ".join(cells) + f" | {ratio} | {diff} |")
                 print(lines[-1], flush=True)
         parts.append(f"#### {composition}\n\n" + "\n".join(lines))
@@ -198,6 +200,7 @@ def train_table(device: torch.device, smoke: bool) -> str:
         shown = f"{limit:.0f} steps/s" if kind == "steps/s" else f"{limit:.0%} of model only"
         verdict = target_verdict(value, limit, kind)
         lines.append(f"| {label} | {r['data']} | {w['steps_per_s']:.1f} | {w['images_per_s']:.0f} | "
-                     f"{m['steps_per_s']:.1f} | {m['images_per_s']:.0f} | {r['fraction']:.0%} | >= {shown}: {verdict} |")
+                     f"{m['steps_per_s']:.1f} | {m['images_per_s']:.0f} | {r['fraction']:.0%} | "
+                     f">= {shown}: {verdict} |")
         print(lines[-1], flush=True)
     return "\n".join(lines) + "\n"

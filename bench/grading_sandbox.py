@@ -57,7 +57,8 @@ def start_python(sandbox: bool, code: str) -> float:
 
 def _row(label: str, off: list[float], on: list[float]) -> str:
     diffs = [a - b for a, b in zip(on, off)]
-    return (f"| {label} | {statistics.median(off):.2f} | {statistics.median(on):.2f} | {statistics.median(diffs):+.2f} | "
+    return (f"| {label} | {statistics.median(off):.2f} | {statistics.median(on):.2f} | "
+            f"{statistics.median(diffs):+.2f} | "
             f"{statistics.median(a / b for a, b in zip(on, off)):.2f} | {min(diffs):+.2f} … {max(diffs):+.2f} |")
 
 

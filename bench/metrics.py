@@ -78,7 +78,8 @@ def embeddings(n: int, seed: int = 0, data: str = "easy", dim: int = DIM) -> tup
     if data == "random":  # drawn after the labels: the same labels as the other kinds
         return F.normalize(torch.randn(n, dim, generator=g), dim=1), labels
     coarse_centres = torch.randn(num_fine // FINE_PER_COARSE + 1, dim, generator=g)
-    centres = coarse_centres[torch.arange(num_fine) // FINE_PER_COARSE] + CENTRES[data] * torch.randn(num_fine, dim, generator=g)
+    centres = (coarse_centres[torch.arange(num_fine) // FINE_PER_COARSE]
+               + CENTRES[data] * torch.randn(num_fine, dim, generator=g))
     noise = NOISE[data] * (dim / DIM) ** 0.25 if data == "hard" else NOISE[data]
     return F.normalize(centres[fine] + noise * torch.randn(n, dim, generator=g), dim=1), labels
 
@@ -109,7 +110,8 @@ def _timed(fn: Callable[[], dict], device: torch.device, clock: Callable[[], flo
 
 
 def _interleaved(fns: dict[str, Callable[[], dict]], repeat: int, device: torch.device,
-                 clock: Callable[[], float] = time.perf_counter, keep: Callable = None) -> tuple[dict[str, float], dict[str, dict]]:
+                 clock: Callable[[], float] = time.perf_counter,
+                 keep: Callable = None) -> tuple[dict[str, float], dict[str, dict]]:
     """({name: seconds}, {name: last output}) of ``repeat`` rounds, each running every function once: a
     burst of load on the machine hits every method alike. ``keep``: the rounds' times -> one (the median)."""
     times: dict[str, list[float]] = {name: [] for name in fns}
@@ -130,8 +132,8 @@ def versus_accuracy_calculator(n: int, dim: int, device, repeat: int = 3, seed: 
 
     -> {kind: row} for each of ``kinds``, row = {"n", "dim", "device", "R@1", "mAP@R", "ours_s" (all metrics),
     "ours_top_s" (``full_map=False``: its metrics), "accuracy_calculator_s", "max_abs_diff"}: median
-    wall-clock seconds of ``repeat`` interleaved
-    runs after one warm-up of each (of ours only with ``warm_theirs=False``) (the device synchronised around every run), and the largest
+    wall-clock seconds of ``repeat`` interleaved runs after one warm-up of each (of ours only with
+    ``warm_theirs=False``) (the device synchronised around every run), and the largest
     difference of R@1 and mAP@R between the two. Without pytorch-metric-learning its time and the
     difference are None. Runs on the CPU too (small N in tests/test_bench_metrics.py).
     """
@@ -141,7 +143,8 @@ def versus_accuracy_calculator(n: int, dim: int, device, repeat: int = 3, seed: 
     for data in kinds:
         emb, labels = embeddings(n, seed, data, dim)
         emb, fine = emb.to(device), labels[:, 0].to(device)
-        fns = {"ours": lambda: retrieval_metrics(emb, fine), "ours_top": lambda: retrieval_metrics(emb, fine, full_map=False)}
+        fns = {"ours": lambda: retrieval_metrics(emb, fine),
+               "ours_top": lambda: retrieval_metrics(emb, fine, full_map=False)}
         if calculator is not None:
             fns["theirs"] = lambda: calculator.get_accuracy(emb, fine)
         # Warm-up: CUDA context, kernels, faiss (``warm_theirs=False``: ours only, where theirs takes
@@ -150,7 +153,8 @@ def versus_accuracy_calculator(n: int, dim: int, device, repeat: int = 3, seed: 
         median, out = _interleaved(fns, repeat, device)
         diff = None if calculator is None else {f"{name} {key}": value for name in ("ours", "ours_top")
                                                  for key, value in _differences(out[name], out["theirs"]).items()}
-        rows[data] = {"n": n, "dim": dim, "device": str(device), "R@1": out["ours"]["R@1"], "mAP@R": out["ours"]["mAP@R"],
+        rows[data] = {"n": n, "dim": dim, "device": str(device),
+                      "R@1": out["ours"]["R@1"], "mAP@R": out["ours"]["mAP@R"],
                       "ours_s": median["ours"], "ours_top_s": median["ours_top"],
                       "accuracy_calculator_s": median.get("theirs"),
                       "max_abs_diff": None if diff is None else max(diff.values())}

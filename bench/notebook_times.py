@@ -99,7 +99,8 @@ def time_notebook(path: Path, timeout: int = 900) -> dict[str, Any]:
                      "silence": longest_silence(c["start"], c["outputs"], c["end"]), "outputs": len(c["outputs"])})
     samples = load.samples
     return {"notebook": path.name, "cells": rows, "total": sum(r["seconds"] for r in rows), "error": error,
-            "load": {"mean": statistics.fmean(samples), "before": samples[0], "after": samples[-1], "max": max(samples)}}
+            "load": {"mean": statistics.fmean(samples), "before": samples[0], "after": samples[-1],
+                     "max": max(samples)}}
 
 
 def _cell(r: dict[str, Any]) -> str:
@@ -114,7 +115,8 @@ def table(results: Sequence[dict[str, Any]], when: str, cores: int) -> str:
              "(full) mode, each notebook in a fresh kernel. *cell* is the cell's index in the notebook (from 0, "
              "Markdown cells counted); *silent* is a cell's longest stretch without new output where it is over "
              f"{SLOW:.0f} s. Load: the 1-minute load average sampled every 2 s, mean (before → after).", "",
-             "| notebook | total | slowest cell | cells over 5 s | load: mean (before → after) |", "|---|---|---|---|---|"]
+             "| notebook | total | slowest cell | cells over 5 s | load: mean (before → after) |",
+             "|---|---|---|---|---|"]
     for res in results:
         cells = res["cells"]
         slowest = max(cells, key=lambda r: r["seconds"]) if cells else None

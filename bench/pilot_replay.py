@@ -32,7 +32,8 @@ trainer = Trainer(cfg)
 trainer.step(cfg.steps)
 weights = hashlib.sha1(b"".join(p.detach().double().numpy().tobytes() for p in trainer.model.parameters()))
 result = trainer.evaluate()
-print(json.dumps({"mAP@R": float(result["mAP@R"]), "R@1": float(result["R@1"]), "weights_sha1": weights.hexdigest()[:12]}))
+print(json.dumps({"mAP@R": float(result["mAP@R"]), "R@1": float(result["R@1"]),
+                  "weights_sha1": weights.hexdigest()[:12]}))
 """
 
 

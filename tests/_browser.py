@@ -87,7 +87,8 @@ def _answers(url: str) -> str:
 
 
 @contextlib.contextmanager
-def streamlit_process(env: dict[str, str] | None = None, timeout: float = 60.0) -> Iterator[tuple[str, subprocess.Popen, Path]]:
+def streamlit_process(env: dict[str, str] | None = None,
+                      timeout: float = 60.0) -> Iterator[tuple[str, subprocess.Popen, Path]]:
     """Start the app, wait until /_stcore/health says ok, yield (its URL, the process, its log)."""
     port = free_port()
     cmd = [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.headless", "true",
@@ -194,7 +195,8 @@ WATCH_STUDY = """([title, timeoutMs]) => { window.__study = new Promise(done => 
   };
   const mixed = [];
   let clicked = null;
-  document.addEventListener('click', () => { if (clicked === null) clicked = performance.now(); }, {capture: true, once: true});
+  document.addEventListener('click', () => { if (clicked === null) clicked = performance.now(); },
+                            {capture: true, once: true});
   const t0 = performance.now();
   const frame = () => {
     const s = state();

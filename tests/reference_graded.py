@@ -31,19 +31,19 @@ def level_loop(query_labels, item_labels):
 def hap_relevance_loop(levels, valid, num, alpha):
     """Eq. 20: (l / L)^alpha / |Omega^(l)|."""
     out = []
-    for l, v in zip(levels, valid):
-        size = sum(1 for x, w in zip(levels, valid) if w and x == l)
-        out.append((l / num) ** alpha / size if v and l > 0 else 0.0)
+    for level, v in zip(levels, valid):
+        size = sum(1 for x, w in zip(levels, valid) if w and x == level)
+        out.append((level / num) ** alpha / size if v and level > 0 else 0.0)
     return out
 
 
 def wap_relevance_loop(levels, valid, weights):
     """Property 1: rel(k) = sum_{p=1..l} w_p / |Omega^(+,p)|; weights[p] for paper level p = 1..L."""
     out = []
-    for l, v in zip(levels, valid):
+    for level, v in zip(levels, valid):
         rel = 0.0
         if v:
-            for p in range(1, l + 1):
+            for p in range(1, level + 1):
                 rel += weights[p] / sum(1 for x, w in zip(levels, valid) if w and x >= p)
         out.append(rel)
     return out

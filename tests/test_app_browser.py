@@ -118,8 +118,8 @@ FARTHEST_FROM_STAR = """points => {
   const far = points.map(p => { const [x, y] = centre(p); return (x - star[0]) ** 2 + (y - star[1]) ** 2; });
   return centre(points[far.indexOf(Math.max(...far))]);
 }"""
-PICKED = ("() => [...document.querySelectorAll('[data-testid=\"stImageCaption\"], [data-testid=\"caption\"], figcaption, "
-          "div')].some(e => /^row [1-9]\\d*$/.test(e.innerText))")
+PICKED = ("() => [...document.querySelectorAll('[data-testid=\"stImageCaption\"], [data-testid=\"caption\"], "
+          "figcaption, div')].some(e => /^row [1-9]\\d*$/.test(e.innerText))")
 
 
 def test_clicking_a_point_of_the_embedding_map_picks_the_query(server, page):

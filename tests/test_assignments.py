@@ -208,7 +208,8 @@ def test_student_notebooks_run_until_their_first_todo(generated):
         for cell in nb.cells:
             assert not (cell.cell_type == "code" and cell.outputs)
         assert nb.metadata.kernelspec.name == "python3" and g.first_todo_cell is not None
-        client = NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(g.student_dir)}})
+        client = NotebookClient(nb, timeout=120, kernel_name="python3",
+                                resources={"metadata": {"path": str(g.student_dir)}})
         with pytest.raises(CellExecutionError) as info:
             client.execute()
         assert info.value.ename == "NotImplementedError", f"{name}: {info.value.ename}: {info.value.evalue}"

@@ -126,14 +126,16 @@ def test_sections_must_be_named_from_the_list():
 
 def test_parts_replace_only_their_own_block(tmp_path):
     doc = tmp_path / "benchmarks.md"
-    doc.write_text("# Benchmarks\n\n<!-- BEGIN gpu -->\nNot measured yet.\n<!-- END gpu -->\n\n<!-- BEGIN after -->\nx\n<!-- END after -->\n")
+    doc.write_text("# Benchmarks\n\n<!-- BEGIN gpu -->\nNot measured yet.\n<!-- END gpu -->\n\n"
+                   "<!-- BEGIN after -->\nx\n<!-- END after -->\n")
     gpu.write_part("head", "## GPU", doc)
     gpu.write_part("losses", "losses, run 1", doc)
     gpu.write_part("eval", "eval, run 1", doc)
     gpu.write_part("losses", "losses, run 2", doc)
     text = doc.read_text()
     assert "Not measured yet" not in text and "losses, run 1" not in text
-    assert text.index("## GPU") < text.index("losses, run 2") < text.index("eval, run 1") < text.index("<!-- END gpu -->")
+    assert (text.index("## GPU") < text.index("losses, run 2") < text.index("eval, run 1")
+            < text.index("<!-- END gpu -->"))
     assert text.index("<!-- END gpu -->") < text.index("<!-- BEGIN after -->")  # the next section untouched
 
 
@@ -150,4 +152,5 @@ def test_a_missed_target_never_reads_as_reached(value, limit, kind):
 
 
 def test_a_target_reached_exactly_is_met():
-    assert gpu_targets.target_verdict(0.8, 0.8, "fraction") == "met" and gpu_targets.target_verdict(61.0, 60.0, "steps/s") == "met"
+    assert gpu_targets.target_verdict(0.8, 0.8, "fraction") == "met"
+    assert gpu_targets.target_verdict(61.0, 60.0, "steps/s") == "met"

@@ -115,6 +115,7 @@ def test_datasets_command(capsys):
     assert "glyphs" in printed and "cub" in printed
 
 
+@pytest.mark.slow
 def test_demo_runs_and_prints_before_and_after(capsys):
     printed = run(capsys, "demo", "--steps", 2, "--eval-items", 60).out
     assert "R@1:" in printed and "->" in printed and "mAP@R:" in printed

@@ -47,7 +47,8 @@ def test_every_study_of_the_committed_results_gives_a_row():
                                            ("partly (R@1 does not improve past 5 bins, but no resolved peak: flat)",
                                             "mixed"),
                                            ("of the papers' 8 claims, 4 hold, 1 contradicted (FastAP > ROADMAP), "
-                                            "3 not resolved (mAP@R, paired t, Holm within each family, n = 5)", "mixed"),
+                                            "3 not resolved (mAP@R, paired t, Holm within each family, n = 5)",
+                                            "mixed"),
                                            ("of the papers' 8 claims, 8 hold, 0 contradicted, 0 not resolved", "good"),
                                            ("of the papers' 8 claims, 0 hold, 2 contradicted (A > B, C > D), "
                                             "6 not resolved", "bad")])
@@ -96,7 +97,8 @@ def test_a_claim_is_a_row_with_its_verdicts_badge_and_its_numbers():
 def test_the_claims_of_the_committed_results_read_as_on_the_page():
     # The dashboard formats claims_rows' numbers itself: the same text as the page's primary table.
     rows = claims_rows("methods")
-    page = [line.split(" | ") for line in claims_markdown("methods").splitlines() if line.startswith("| ")][1:]  # after the header
+    # [1:]: after the header
+    page = [line.split(" | ") for line in claims_markdown("methods").splitlines() if line.startswith("| ")][1:]
     assert len(rows) == len(page) == 8 and len(claims_table(rows).splitlines()) == 2 + 8
     for row, cells in zip(rows, page):
         family, claim, _, _, delta, _, holm, n, verdict = [c.strip("| ") for c in cells]

@@ -75,7 +75,8 @@ def test_fast_mode_reads_the_new_name_and_its_old_alias(monkeypatch, name, value
     assert env.fast_mode() is expected
 
 
-@pytest.mark.parametrize("new, old, expected", [("0", "1", False), ("1", "0", True), ("", "1", True), (" ", "0", False)])
+@pytest.mark.parametrize("new, old, expected",
+                         [("0", "1", False), ("1", "0", True), ("", "1", True), (" ", "0", False)])
 def test_ranklab_fast_wins_when_both_names_are_set(monkeypatch, new, old, expected):
     """RANKLAB_FAST decides whenever it is set and not empty; LAB_FAST, the old name, only without it."""
     monkeypatch.setenv("RANKLAB_FAST", new)

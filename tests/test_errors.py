@@ -227,6 +227,7 @@ def test_a_missing_checkpoint_and_a_run_folder(tmp_path, real_checkpoint, capsys
     assert check_format(load_checkpoint(tmp_path / "checkpoint.pt"), "x")["step"] == 1  # the good one loads
 
 
+@pytest.mark.slow
 def test_the_cli_process_exits_2_with_one_line_and_no_traceback(tmp_path):
     (tmp_path / "bad.pt").write_bytes(b"not a checkpoint at all")
     env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}

@@ -15,7 +15,8 @@ def test_a_subset_smaller_than_one_class_still_holds_two_classes():
     for seed in range(5):
         fine = labels[class_subset(labels, 30, seed=seed), 0]
         assert len(fine.unique()) == 2 and len(fine) == 80, seed
-    assert evaluation.subset_size(labels, 30) == {"num_images": 80, "num_classes": 2, "split_images": 200, "split_classes": 5}
+    assert evaluation.subset_size(labels, 30) == {"num_images": 80, "num_classes": 2,
+                                                  "split_images": 200, "split_classes": 5}
 
 
 def test_every_evaluation_records_its_classes_and_queries(tmp_path):

@@ -23,8 +23,10 @@ def test_relative_gain_is_fig_5s_axis():
 def test_batch_size_figure_draws_the_rows():
     fig = comparisons.plot_batch_size_study(rows())
     lines = {(t.name, t.xaxis): (list(t.x), list(t.y)) for t in fig.data if t.type == "scatter"}
-    assert lines["sup_ap", "x"] == ([32.0, 128.0], [0.20, 0.40]) and lines["roadmap", "x"] == ([32.0, 128.0], [0.25, 0.42])
-    assert lines["sup_ap", "x3"] == ([32.0, 128.0], [0.30, 0.10]) and lines["roadmap", "x3"] == ([32.0, 128.0], [0.20, 0.09])
+    assert lines["sup_ap", "x"] == ([32.0, 128.0], [0.20, 0.40])
+    assert lines["roadmap", "x"] == ([32.0, 128.0], [0.25, 0.42])
+    assert lines["sup_ap", "x3"] == ([32.0, 128.0], [0.30, 0.10])
+    assert lines["roadmap", "x3"] == ([32.0, 128.0], [0.20, 0.09])
     bars = [t for t in fig.data if t.type == "bar"][0]
     assert list(bars.x) == ["32", "128"] and list(bars.y) == pytest.approx([25.0, 5.0])
     assert not bars.error_y.visible  # one run per setting: no spread to draw
@@ -49,7 +51,8 @@ def test_relative_gains_pair_the_seeds():
 
     gains = comparisons.relative_gains([row("sup_ap", [0.2, 0.4]), row("roadmap", [0.3, 0.4])])
     assert gains == {32: pytest.approx([50.0, 0.0])}  # not 100 * (0.35 - 0.3) / 0.3 = 16.7
-    assert comparisons.relative_gain([row("sup_ap", [0.2, 0.4]), row("roadmap", [0.3, 0.4])]) == {32: pytest.approx(25.0)}
+    gain = comparisons.relative_gain([row("sup_ap", [0.2, 0.4]), row("roadmap", [0.3, 0.4])])
+    assert gain == {32: pytest.approx(25.0)}
 
 
 def test_bins_figure_draws_the_rows():
@@ -114,7 +117,8 @@ def test_one_models_gap_cut_at_its_own_batch_size_is_the_probes_and_the_held_out
 
 def test_the_two_gaps_sentence_says_what_the_rows_measured_with_the_printed_digits():
     # Issue 36, C-8: notebook 02's prose said "fell from 0.19 to 0.12" while its run printed 0.177 -> 0.112.
-    rows = [{"batch_size": 256, "probe": 0.171, "heldout": 0.1124}, {"batch_size": 32, "probe": 0.0512, "heldout": 0.1771}]
+    rows = [{"batch_size": 256, "probe": 0.171, "heldout": 0.1124},
+            {"batch_size": 32, "probe": 0.0512, "heldout": 0.1771}]
     text = comparisons.two_gaps_sentence(rows)
     assert text == ("In this run the probe's gap rose from 0.051 (B = 32) to 0.171 (B = 256), while the held-out gap "
                     "of the same model fell from 0.177 to 0.112.")
@@ -150,7 +154,8 @@ def test_a_notebook_run_reports_its_progress_as_lines_a_saved_notebook_keeps(cap
 
 def ablation_rows():
     return [{"loss": loss, "steps": 300, "seed": 0, "R@1": r1, "R@2": r1 + 0.05, "R@4": r1 + 0.1, "R@8": r1 + 0.15,
-             "mAP@R": m} for loss, r1, m in (("smooth_ap", 0.621, 0.239), ("sup_ap", 0.629, 0.246), ("roadmap", 0.642, 0.253))]
+             "mAP@R": m}
+            for loss, r1, m in (("smooth_ap", 0.621, 0.239), ("sup_ap", 0.629, 0.246), ("roadmap", 0.642, 0.253))]
 
 
 def test_loss_comparison_changes_only_the_loss(monkeypatch):

@@ -49,7 +49,8 @@ def test_loss_comparison_in_full_mode_is_the_study_json(no_training):
 def test_every_full_mode_comparison_reads_results(no_training):
     """Full mode never retrains a run that results/ holds: same configuration, field by field."""
     sizes = runs.batch_size_study(fast=False)
-    assert [(r["loss"], r["batch_size"], r["steps"]) for r in sizes[:2]] == [("sup_ap", 32, 1200), ("roadmap", 32, 1200)]
+    assert [(r["loss"], r["batch_size"], r["steps"]) for r in sizes[:2]] == [("sup_ap", 32, 1200),
+                                                                             ("roadmap", 32, 1200)]
     bins = runs.bins_study(fast=False)
     assert [(r["loss"], r["num_bins"]) for r in bins[:2]] == [("fast_ap", 2), ("fast_ap", 5)] and len(bins) == 10
     ten = next(r for r in bins if r["loss"] == "fast_ap" and r["num_bins"] == 10)  # the default: {} in the study
@@ -63,7 +64,8 @@ def test_one_seed_is_that_seed_and_retrain_or_another_setting_trains(monkeypatch
     record = next(r for r in raw("methods") if r["method"] == "ROADMAP" and r["seed"] == 1)
     assert one["seeds"] == [1] and one["R@1"] == record["R@1"] and one["std"]["R@1"] == 0.0
     calls = []
-    monkeypatch.setattr(runs, "train_and_evaluate", lambda loss, kw=None, **o: calls.append((loss, kw, o)) or {"loss": loss})
+    monkeypatch.setattr(runs, "train_and_evaluate",
+                        lambda loss, kw=None, **o: calls.append((loss, kw, o)) or {"loss": loss})
     runs.loss_comparison(["roadmap"], fast=False, retrain=True)
     runs.loss_comparison(["roadmap"], fast=False, lr=0.01)  # not a configuration of the study
     runs.recall_study(fast=True)  # fast mode always trains (CI exercises the training path)
@@ -92,10 +94,13 @@ def test_a_notebooks_amp_auto_compares_as_the_float32_its_small_cnn_trains_in():
 
 def test_study_rows_group_by_method_and_params():
     rows = cached.study_rows("bins", method="SoftBinAP")
-    assert [r["params"]["num_bins"] for r in rows] == sorted(r["params"]["num_bins"] for r in rows) == [2, 5, 10, 20, 40]
+    bins = [r["params"]["num_bins"] for r in rows]
+    assert bins == sorted(bins) == [2, 5, 10, 20, 40]
     two = rows[0]
-    values = sorted((r["seed"], r["R@1"]) for r in raw("bins") if r["method"] == "SoftBinAP" and r["params"]["num_bins"] == 2)
-    assert two["values"]["R@1"] == [v for _, v in values] and two["R@1"] == pytest.approx(plain_mean_std(two["values"]["R@1"])[0])
+    values = sorted((r["seed"], r["R@1"]) for r in raw("bins")
+                    if r["method"] == "SoftBinAP" and r["params"]["num_bins"] == 2)
+    assert two["values"]["R@1"] == [v for _, v in values]
+    assert two["R@1"] == pytest.approx(plain_mean_std(two["values"]["R@1"])[0])
 
 
 def test_missing_or_quick_results_are_not_read(tmp_path):

@@ -5,7 +5,7 @@ import torch.nn.functional as F
 
 from lab.experiments import hierarchical_runs as ht
 from lab.viz import comparisons, retrieval_views
-from lab.viz.retrieval_views import chance_neighbours, same_group_neighbours
+from lab.viz.retrieval_views import same_group_neighbours
 
 
 def toy(seed=0, classes=12, per_class=5, dim=6):
@@ -38,7 +38,8 @@ def test_class_mean_map_and_its_figure():
     emb, labels = toy(classes=24, per_class=3)
     maps = {name: retrieval_views.class_mean_map(emb * scale, labels) for name, scale in (("a", 1.0), ("b", 2.0))}
     m = maps["a"]
-    assert m["points"].shape == (24, 2) and m["num_classes"] == 24 and m["coarse"].tolist() == [c % 3 for c in range(24)]
+    assert m["points"].shape == (24, 2) and m["num_classes"] == 24
+    assert m["coarse"].tolist() == [c % 3 for c in range(24)]
     means, _ = retrieval_views.class_means(emb, labels)
     assert m["embedding_agreement"] == pytest.approx(same_group_neighbours(means, m["coarse"], 5))
     assert m["chance"] == pytest.approx(7 / 23)
@@ -52,7 +53,8 @@ def test_class_mean_map_and_its_figure():
         assert sum(len(t.x) for t in traces) == 24
         assert [t.name for t in traces] == ["other groups", "Latin", "Greek"]  # equal sizes: label order
         latin = traces[1]
-        assert sorted(zip(latin.x, latin.y)) == sorted(zip(m["points"][0::3, 0].tolist(), m["points"][0::3, 1].tolist()))
+        assert sorted(zip(latin.x, latin.y)) == sorted(zip(m["points"][0::3, 0].tolist(),
+                                                           m["points"][0::3, 1].tolist()))
     assert [t.showlegend for t in fig.data] == [True] * 3 + [False] * 3  # one legend for both panels
     assert f"(chance {7 / 23:.2f})" in fig.layout.annotations[0].text  # chance level in the panel title
 
@@ -80,7 +82,8 @@ def test_tab_ix_claims_compare_signs_with_the_paper():
 
 
 def test_both_losses_use_the_hierarchical_sampler():
-    assert ht.hierarchical_overrides(fast=True)["sampler"] == ht.hierarchical_overrides(fast=False)["sampler"] == "hierarchical"
+    samplers = [ht.hierarchical_overrides(fast=fast)["sampler"] for fast in (True, False)]
+    assert samplers == ["hierarchical", "hierarchical"]
     assert ht.hierarchical_overrides(fast=True)["dataset_kwargs"]["num_classes"] == 120
 
 
@@ -92,7 +95,8 @@ def test_a_left_out_warning_names_the_scripts_and_says_which_batches():
     train = type("Split", (), {"coarse_names": {0: "Latin", 1: "Currency", 2: "Greek"}, "labels": labels,
                                "__len__": lambda self: 5})()
     text = ht.named_left_out(LeftOutCategories([1, 2], [1, 1], 2, 5), train)
-    assert text.startswith("The hierarchical sampler leaves Currency (1 class), Greek (1 class) out of the training batches")
+    assert text.startswith("The hierarchical sampler leaves Currency (1 class), Greek (1 class) out of the "
+                           "training batches")
     held = ht.named_left_out(LeftOutCategories([0], [2], 3, 2000), train)
     assert "Latin (2 classes)" in held and "held-out gap's batches over the 2,000-image evaluation subset" in held
 

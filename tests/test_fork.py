@@ -5,6 +5,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 CHILD_SECONDS = 60  # a child needs about a second; one that has not exited by then is stuck
 DRIVER = r"""
@@ -49,6 +51,7 @@ for what in ("metrics", "loss"):
 """
 
 
+@pytest.mark.slow
 def test_retrieval_metrics_and_a_loss_return_in_a_forked_child():
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     env.pop("OMP_NUM_THREADS", None)  # one OpenMP thread would hide the bug

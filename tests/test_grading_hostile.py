@@ -224,8 +224,9 @@ def batch(tmp_path_factory):
         original = guarded.read_bytes()
         tmp_before = {p.name for p in Path("/tmp").iterdir() if p.name.startswith(MARK)}
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-        cmd = [sys.executable, str(ROOT / "tests" / "_sandbox.py"), str(paths["subs"]), str(paths["out"] / "grades.csv"),
-               str(root / "report.json"), "--timeout", str(TIMEOUT), "--memory", str(MEMORY)]
+        cmd = [sys.executable, str(ROOT / "tests" / "_sandbox.py"), str(paths["subs"]),
+               str(paths["out"] / "grades.csv"), str(root / "report.json"),
+               "--timeout", str(TIMEOUT), "--memory", str(MEMORY)]
         for d in (paths["instructor"], paths["subs"], paths["out"], lab_package()):
             cmd += ["--watch", str(d)]
         try:

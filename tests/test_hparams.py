@@ -69,7 +69,8 @@ def test_sliders_and_defaults_lie_inside_the_accepted_range(name):
 
 
 def test_a_value_outside_the_declared_range_names_range_and_meaning():
-    with pytest.raises(ValueError, match=r"rho must be a number in \[0, 1e\+06\] \(slope of H\^- .*Eq. 4\), got 1e\+39"):
+    with pytest.raises(ValueError,
+                       match=r"rho must be a number in \[0, 1e\+06\] \(slope of H\^- .*Eq. 4\), got 1e\+39"):
         L.SupAP(rho=1e39)
     with pytest.raises(ValueError, match=r"rho must be a number in \[0, 1e\+06\]"):
         LF.sup_ap(torch.rand(3, 4), torch.rand(3, 4) > 0.5, rho=1e39)
@@ -144,7 +145,8 @@ def values_of(hp: HParam):
     inner = (st.floats(math.log10(hp.low), math.log10(hp.high)).map(lambda e: 10 ** e) if hp.low > 0
              else st.floats(hp.low, hp.high))
     if hp.kind is int:
-        return st.sampled_from([int(hp.low), int(hp.high), hp.default]) | st.integers(int(hp.low), min(int(hp.high), 200))
+        return (st.sampled_from([int(hp.low), int(hp.high), hp.default])
+                | st.integers(int(hp.low), min(int(hp.high), 200)))
     return st.sampled_from([hp.low, hp.high, hp.default]) | inner.map(lambda v: min(max(v, hp.low), hp.high))
 
 

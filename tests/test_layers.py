@@ -55,7 +55,8 @@ def imported_modules(path: Path) -> set[str]:
             found.add(target)
             for alias in node.names:  # `from . import x` may name a submodule
                 sub = f"{target}.{alias.name}"
-                if (ROOT / Path(*sub.split("."))).with_suffix(".py").exists() or (ROOT / Path(*sub.split("."))).is_dir():
+                path = ROOT / Path(*sub.split("."))
+                if path.with_suffix(".py").exists() or path.is_dir():
                     found.add(sub)
     found.discard(name)
     return found
@@ -123,14 +124,16 @@ def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
 def test_no_import_loop_between_packages():
     edges: dict[str, set[str]] = {}
     for module, targets in graph().items():
-        edges.setdefault(package_of(module), set()).update(package_of(t) for t in targets if package_of(t) != package_of(module))
+        edges.setdefault(package_of(module), set()).update(package_of(t) for t in targets
+                                                           if package_of(t) != package_of(module))
     assert cycles(edges) == []
 
 
 def test_no_import_loop_between_modules():
     g = graph()
     # A package's __init__ re-exports its modules; an edge into a package means "some module of it".
-    edges = {m: {t for t in targets if t in g and not (m.startswith(t + ".") and t != "lab")} for m, targets in g.items()}
+    edges = {m: {t for t in targets if t in g and not (m.startswith(t + ".") and t != "lab")}
+             for m, targets in g.items()}
     assert cycles(edges) == [], "import loops (function-level imports included)"
 
 

@@ -338,6 +338,7 @@ def test_without_triton_the_pytorch_path_runs(fused, monkeypatch):
     torch.testing.assert_close(LF.sup_ap(scores.float(), targets, mask=mask, reduction="none"), want)
 
 
+@pytest.mark.slow
 def test_ci_fails_rather_than_skips_the_kernels_when_triton_is_missing(tmp_path):
     """RANKLAB_REQUIRE_TRITON=1 (.ci/run): without Triton this file is an error, not 30 green skips."""
     import subprocess

@@ -1,5 +1,4 @@
 """Exact metrics against scikit-learn and brute force; faiss and torch backends agree."""
-import warnings
 
 import numpy as np
 import pytest
@@ -110,7 +109,8 @@ def test_retrieval_metrics_brute_force_and_backends_agree(with_refs):
     g = torch.Generator().manual_seed(3)
     q_emb, q_lab = torch.randn(40, 8, generator=g), torch.randint(0, 8, (40,), generator=g)
     q_lab[-1] = 99  # alone in its class: excluded and counted
-    r_emb, r_lab = (torch.randn(30, 8, generator=g), torch.randint(0, 8, (30,), generator=g)) if with_refs else (None, None)
+    r_emb, r_lab = ((torch.randn(30, 8, generator=g), torch.randint(0, 8, (30,), generator=g)) if with_refs
+                    else (None, None))
     ks = (1, 2, 4, 8)
     want, used = brute_force_metrics(q_emb, q_lab, q_emb if r_emb is None else r_emb,
                                      q_lab if r_lab is None else r_lab, not with_refs, ks)
@@ -179,7 +179,8 @@ def test_decomposability_gap_of_the_toy():
         in_batch = [j for j in others if batches[j] == batches[i]]
         t_all, t_b = [labels[j] == labels[i] for j in others], [labels[j] == labels[i] for j in in_batch]
         if any(t_b):
-            gaps.append(ref.ap_loop([sims[i][j] for j in in_batch], t_b) - ref.ap_loop([sims[i][j] for j in others], t_all))
+            gaps.append(ref.ap_loop([sims[i][j] for j in in_batch], t_b)
+                        - ref.ap_loop([sims[i][j] for j in others], t_all))
     gap = decomposability_gap(emb, labels, batches)
     assert gap > 0 and abs(gap - sum(gaps) / len(gaps)) < 1e-6
     assert decomposability_gap(emb, labels, torch.zeros(7, dtype=torch.long)) == 0.0

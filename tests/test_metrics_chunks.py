@@ -132,7 +132,8 @@ def assert_same(a: dict, b: dict) -> None:
     sum (a chunk's lists are padded to its widest one, and a row sum over more zeros may round apart)."""
     assert a.keys() == b.keys()
     for key in a:
-        assert a[key] == (b[key] if key.startswith("R@") or key.endswith("queries") else pytest.approx(b[key], abs=1e-14))
+        exact = key.startswith("R@") or key.endswith("queries")
+        assert a[key] == (b[key] if exact else pytest.approx(b[key], abs=1e-14))
 
 
 @pytest.mark.parametrize("on_device", [False, True])
@@ -201,7 +202,8 @@ def test_a_chunks_bookkeeping_runs_on_one_cpu_thread_and_the_count_is_restored(m
 
     seen = []
     real = retrieval.list_metrics
-    monkeypatch.setattr(retrieval, "list_metrics", lambda *a, **k: seen.append(torch.get_num_threads()) or real(*a, **k))
+    monkeypatch.setattr(retrieval, "list_metrics",
+                        lambda *a, **k: seen.append(torch.get_num_threads()) or real(*a, **k))
     before = torch.get_num_threads()
     torch.set_num_threads(2)
     try:

@@ -172,8 +172,9 @@ def test_each_worker_holds_its_share_of_the_budget(monkeypatch):
 
     blocks = []
     real = retrieval.list_metrics
-    monkeypatch.setattr(retrieval, "list_metrics", lambda scores, *a, **k: blocks.append(scores.numel() * chunking.SCORE_BYTES["cpu"]) or real(
-        scores, *a, **k))
+    monkeypatch.setattr(retrieval, "list_metrics",
+                        lambda scores, *a, **k: blocks.append(scores.numel() * chunking.SCORE_BYTES["cpu"])
+                        or real(scores, *a, **k))
     emb = torch.randn(3000, 8, generator=torch.Generator().manual_seed(1))
     labels = torch.arange(3000) // 6
     budget = 4 * 2**20  # each worker's half: 87 queries a chunk, more than MIN_WORKER_ROWS
@@ -343,7 +344,7 @@ def test_lists_hold_every_relevant_item_with_its_level(tree):
     dense = shared_levels(labels[:40], labels)
     dense[torch.arange(40), torch.arange(40)] = 0  # the query itself is left out
     for i in range(40):
-        listed = {int(j): int(l) for j, l in zip(lists.items[i], lists.levels[i]) if j != PAD}
+        listed = {int(j): int(level) for j, level in zip(lists.items[i], lists.levels[i]) if j != PAD}
         assert listed == {j: int(dense[i, j]) for j in torch.nonzero(dense[i]).squeeze(1).tolist()}
 
 
@@ -418,7 +419,9 @@ def test_flat_retrieval_sorts_no_gallery_row(monkeypatch):
     real_torch_sort = torch.sort  # the references' int64 keys of the check for copies: N numbers, once
 
     def torch_sort(x, *args, **kwargs):
-        return pytest.fail("torch.sort called on scores") if x.is_floating_point() else real_torch_sort(x, *args, **kwargs)
+        if x.is_floating_point():
+            return pytest.fail("torch.sort called on scores")
+        return real_torch_sort(x, *args, **kwargs)
 
     monkeypatch.setattr(torch, "sort", torch_sort)
     out = retrieval_metrics(emb, labels, backend="torch", chunk_size=50)
@@ -495,7 +498,8 @@ def test_the_top_of_the_list_path_compares_each_score_about_once(monkeypatch, th
     monkeypatch.setattr(counting, "SORT_COST", 100.0)  # the passes, whatever this machine's sort costs
     compared = []
     real = counting._count_row_by_row
-    monkeypatch.setattr(counting, "_count_row_by_row", lambda slab, t, out: compared.append(slab.size) or real(slab, t, out))
+    monkeypatch.setattr(counting, "_count_row_by_row",
+                        lambda slab, t, out: compared.append(slab.size) or real(slab, t, out))
     g = torch.Generator().manual_seed(11)
     n = 2400
     emb, labels = torch.randn(n, 16, generator=g), torch.arange(n) // 8

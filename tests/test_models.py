@@ -104,6 +104,7 @@ FALLBACK = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["env", "probe"])
 def test_pretrained_falls_back_with_a_warning_and_does_not_hang(mode, tmp_path):
     """env: HF_HUB_OFFLINE=1 set; probe: unset, the hub found unreachable. An empty HF cache

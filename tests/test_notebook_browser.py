@@ -13,7 +13,8 @@ import shutil
 import pytest
 
 from lab.viz.controls import EXPLORER_CLASS
-from tests._browser import ARTIFACTS, ROOT, chromium_page, fail_with_screenshot, jupyterlab_server, require_browser, wait_visible
+from tests._browser import (ARTIFACTS, ROOT, chromium_page, fail_with_screenshot, jupyterlab_server, require_browser,
+                            wait_visible)
 
 pytestmark = pytest.mark.slow
 NOTEBOOK = "01_rank_surrogates_and_gradient_flow.ipynb"
@@ -50,7 +51,8 @@ def test_a_slider_cell_shows_one_block_and_a_figure_that_follows_the_slider(lab_
     wait_visible(page, page.locator(".jp-Notebook .jp-Cell").first, "the notebook", LOAD_MS)
     # "Python 3 (ipykernel) | Idle" in the status bar: the kernel is connected (Run All while it
     # is still connecting opens a kernel dialog instead; the toolbar's indicator is idle too early).
-    wait_visible(page, page.locator(".jp-StatusBar-Widget").get_by_text(re.compile(r"\| Idle$")), "an idle kernel", LOAD_MS)
+    wait_visible(page, page.locator(".jp-StatusBar-Widget").get_by_text(re.compile(r"\| Idle$")), "an idle kernel",
+                 LOAD_MS)
     run_all_cells(page)
     # The cell by its code, not by what it should show: the defect showed two blocks and no figure.
     cell = page.locator(".jp-CodeCell", has_text=FIRST_SLIDER_CELL).first

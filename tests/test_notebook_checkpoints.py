@@ -49,7 +49,8 @@ def test_a_notebooks_config_finds_its_shipped_checkpoint_whatever_its_amp_says()
 @pytest.mark.parametrize("name", NAMES)
 def test_the_shipped_checkpoint_is_still_its_recipe(name):
     result = ck.check(name)  # its first steps re-trained from today's recipe and code
-    assert result["config"], f"{name}: the recipe changed since the file was made: `python -m lab.experiments.checkpoints make {name}`"
+    assert result["config"], (f"{name}: the recipe changed since the file was made: "
+                              f"`python -m lab.experiments.checkpoints make {name}`")
     assert result["losses"], (name, result["stored_losses"], result["losses_now"])
     assert result["bitwise"] is not False  # None: another torch or processor made the file
 
@@ -98,6 +99,7 @@ def test_a_notebook_run_loads_the_checkpoint_unless_retrain(monkeypatch):
     runs._trained.cache_clear()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", NAMES)
 def test_the_stored_evaluation_is_the_weights_evaluation(name):
     trainer = ck.load_trainer(ck.recipe_config(name))
@@ -192,8 +194,10 @@ def test_tab_ix_and_class_means_sentences_follow_the_numbers():
     assert "gains 2.0 pt of H-AP" in won and "claim holds in this run" in won
 
     def maps(a, b):
-        return {"smooth_ap": {"embedding_agreement": a, "chance": 0.1}, "happier": {"embedding_agreement": b, "chance": 0.1}}
-    assert "already gather" in class_means_sentence(maps(0.29, 0.316)) and "adds 0.3x" in class_means_sentence(maps(0.29, 0.316))
+        return {"smooth_ap": {"embedding_agreement": a, "chance": 0.1},
+                "happier": {"embedding_agreement": b, "chance": 0.1}}
+    gathered = class_means_sentence(maps(0.29, 0.316))
+    assert "already gather" in gathered and "adds 0.3x" in gathered
     assert "lesson holds here" in class_means_sentence(maps(0.12, 0.30))
     assert "neither" in class_means_sentence(maps(0.11, 0.12))
 

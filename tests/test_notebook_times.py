@@ -30,7 +30,8 @@ def test_the_table_names_slow_and_silent_cells():
 
 def test_it_times_every_cell_of_a_notebook(tmp_path):
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# t"),
-                                         nbformat.v4.new_code_cell("import time\nprint('a', flush=True)\ntime.sleep(0.3)"),
+                                         nbformat.v4.new_code_cell(
+                                             "import time\nprint('a', flush=True)\ntime.sleep(0.3)"),
                                          nbformat.v4.new_code_cell("1 + 1")])
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     path = tmp_path / "01_t.ipynb"

@@ -24,7 +24,8 @@ def test_outputs_are_stripped(path):
     nb = nbformat.read(path, as_version=4)
     for cell in nb.cells:
         if cell.cell_type == "code":
-            assert cell.outputs == [] and cell.execution_count is None, f"{path.name}: run `jupytext --sync` on a clean copy"
+            assert cell.outputs == [] and cell.execution_count is None, (
+                f"{path.name}: run `jupytext --sync` on a clean copy")
     assert nb.metadata["kernelspec"]["name"] == "python3"
 
 

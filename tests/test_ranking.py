@@ -22,7 +22,10 @@ def test_h_minus_is_never_below_the_heaviside(t, tau, rho, delta):
 def test_h_minus_pieces_and_continuity_at_delta():
     tau, rho, delta = 0.01, 100.0, 0.05
     t = torch.tensor([-0.03, 0.0, 0.02, 0.05, 0.15], dtype=torch.float64)
-    sig = lambda x: 1 / (1 + math.exp(-x / tau))
+
+    def sig(x):
+        return 1 / (1 + math.exp(-x / tau))
+
     want = [sig(-0.03), sig(0.0) + 0.5, sig(0.02) + 0.5, sig(0.05) + 0.5, rho * 0.1 + sig(0.05) + 0.5]
     torch.testing.assert_close(h_minus(t, tau, rho, delta), torch.tensor(want, dtype=torch.float64))
     eps = 1e-9

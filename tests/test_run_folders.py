@@ -92,6 +92,7 @@ sys.stdin.readline()
 """
 
 
+@pytest.mark.slow
 def test_a_second_process_on_a_locked_folder_gets_one_line_naming_the_holder(tmp_path):
     out = tmp_path / "run"
     holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(out)], cwd=ROOT, env=ENV, stdin=subprocess.PIPE,
@@ -125,6 +126,7 @@ for _ in range(int(sys.argv[3])):
 """
 
 
+@pytest.mark.slow
 def test_two_processes_saving_one_checkpoint_never_delete_each_others_temporary_file(tmp_path):
     path = tmp_path / "checkpoint.pt"
     writers = [subprocess.Popen([sys.executable, "-c", WRITER, str(path), str(k), "150"], cwd=ROOT, env=ENV,

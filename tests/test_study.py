@@ -31,7 +31,8 @@ def test_quick_study_trains_and_renders_the_page(tmp_path, capsys):
     assert "QUICK MODE" in page and "## 1. Rank losses compared" in page
     assert "| SmoothAP |" in page and "| ROADMAP |" in page
     assert "ROADMAP > SmoothAP (supp. B.4) | mAP@R" in page
-    assert "## 2. Batch size" in page and "**Not run yet.** Complete with `python -m lab study batch_size --quick" in page
+    assert "## 2. Batch size" in page
+    assert "**Not run yet.** Complete with `python -m lab study batch_size --quick" in page
     assert (docs / "figures" / "study_methods.png").stat().st_size > 1000
     assert "wrote" in capsys.readouterr().out
 
@@ -78,7 +79,8 @@ def test_each_finished_run_is_logged_with_its_setting_and_seed(tmp_path, fake):
     runs = study_spec.study_runs("batch_size", quick=True, seeds=1)
     for spec in runs:
         b = spec.config["batch_size"]
-        assert sum(line.startswith(f"  batch_size: {spec.method}, batch_size = {b}, seed 0: R@1 ") for line in lines) == 1
+        start = f"  batch_size: {spec.method}, batch_size = {b}, seed 0: R@1 "
+        assert sum(line.startswith(start) for line in lines) == 1
 
 
 def test_studies_are_trained_one_after_the_other_in_the_order_named(tmp_path, fake):
@@ -137,7 +139,8 @@ def test_a_broken_worker_pool_lists_no_run_as_failed(tmp_path, monkeypatch):
     lines = []
     out = runner.run_studies(["bins"], tmp_path, quick=True, jobs=2, log=lines.append)["bins"]
     assert len(out["runs"]) == 2 and not out.get("failed")
-    assert out["sessions"][-1]["trained"] == 2 and out["sessions"][-1]["stopped"]  # what it trained, not what it set out to
+    # what it trained, not what it set out to
+    assert out["sessions"][-1]["trained"] == 2 and out["sessions"][-1]["stopped"]
     assert any("worker pool broke" in line and "left for the next call" in line for line in lines)
 
 
@@ -307,8 +310,8 @@ def test_the_gap_reasons_name_the_batch_sizes_the_seeds_resolve():
                         {"method": "ROADMAP", "batch_size": b, "seed": seed, "gap_heldout": road,
                          "gap_train_probe": 0.04, "params": {"batch_size": b}}]
     section = analyse_gap(records)
-    c32 = compare(records, "gap_heldout", {"method": "SupAP", "batch_size": 32}, {"method": "ROADMAP", "batch_size": 32})
-    c128 = compare(records, "gap_heldout", {"method": "SupAP", "batch_size": 128}, {"method": "ROADMAP", "batch_size": 128})
+    c32, c128 = (compare(records, "gap_heldout", {"method": "SupAP", "batch_size": b},
+                         {"method": "ROADMAP", "batch_size": b}) for b in (32, 128))
     assert c32["p"] < 0.05 <= c128["p"]
     dec32 = mean_std([100 * (0.30 - (0.27 + 0.001 * s)) / 0.30 for s in range(5)])
     dec128 = mean_std([100 * (0.24 - (0.24 - (0.03 if s % 2 else -0.02))) / 0.24 for s in range(5)])

@@ -43,8 +43,8 @@ def test_the_page_names_the_losses_without_a_curve_and_each_plateau_by_the_pilot
     assert plateau_step(cv.mean_curves(RECORDS)["SmoothAP"][1]) is None
     lines = fig.axes[0].get_lines()
     # in the study's order of the losses, whatever the records' order; the budget marked
-    assert [line.get_label() for line in lines] == ["FastAP (2 seeds)", "SmoothAP (1 seed)", "ROADMAP, the pilot (seed 0)",
-                                                    f"budget: {V2_STEPS:,} steps"]
+    assert [line.get_label() for line in lines] == ["FastAP (2 seeds)", "SmoothAP (1 seed)",
+                                                    "ROADMAP, the pilot (seed 0)", f"budget: {V2_STEPS:,} steps"]
     assert list(lines[1].get_ydata()) == pytest.approx([0.1, 0.3, 0.4, 0.5, 0.55, 0.60])
 
 

@@ -54,7 +54,8 @@ def test_the_sentence_gives_the_measured_ranges_and_the_spread_over_seeds():
     pairs = [(r, next(c for c in cpu if (c["method"], c["seed"]) == (r["method"], r["seed"]))) for r in gpu]
     ratios = [c["seconds"] / r["seconds"] for r, c in pairs]
     assert f"{min(r['seconds'] for r in gpu):,.0f}-{max(r['seconds'] for r in gpu):,.0f} s a run against " \
-           f"{min(c['seconds'] for _, c in pairs):,.0f}-{max(c['seconds'] for _, c in pairs):,.0f} s on one CPU core, " \
+           f"{min(c['seconds'] for _, c in pairs):,.0f}-{max(c['seconds'] for _, c in pairs):,.0f} s " \
+           "on one CPU core, " \
            f"{min(ratios):.0f}-{max(ratios):.0f}x faster" in text
     assert "NVIDIA H100 80GB HBM3" in text and "not the same run bit for bit" in text
     for m in ("mAP@R", "R@1"):

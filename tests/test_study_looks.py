@@ -29,8 +29,9 @@ pytestmark = pytest.mark.skipif(not STORED.exists(), reason="no raw results")
 
 
 def with_seeds(tmp_path: Path, seeds: range, losses=POWER, count: int | None = None) -> Path:
-    """results/v2/methods.json's seeds 0-4 copied, plus ``count`` (default all) synthetic runs of ``seeds`` x ``losses``, made
-    from each loss's seed-0 record with its config's seed changed (so the record's key is that run's)."""
+    """results/v2/methods.json's seeds 0-4 copied, plus ``count`` (default all) synthetic runs of ``seeds`` x
+    ``losses``, made from each loss's seed-0 record with its config's seed changed (so the record's key is that
+    run's)."""
     folder = tmp_path / "v2"
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "methods.json"

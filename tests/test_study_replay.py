@@ -73,6 +73,7 @@ def _history_available() -> bool:
         return False
 
 
+@pytest.mark.slow
 def test_todays_code_trains_the_stored_runs_first_steps_bitwise(tmp_path):
     runs = _stored_runs()
     configs = [r["config"] for r in runs]

@@ -111,7 +111,8 @@ def test_a_longer_pilot_continues_the_curve_and_a_pilot_stops_when_the_rule_answ
 def test_study_cli_runs_the_pilot_and_v2_studies_into_v2(tmp_path, monkeypatch):
     seen = []
     monkeypatch.setattr(runner, "run_pilot", lambda out, **k: seen.append(("pilot", out)))
-    monkeypatch.setattr(runner, "run_studies", lambda names, out, *a, **k: seen.append((tuple(names), out, k["protocol"])))
+    monkeypatch.setattr(runner, "run_studies",
+                        lambda names, out, *a, **k: seen.append((tuple(names), out, k["protocol"])))
     main(["study", "pilot", "--out", str(tmp_path), "--no-render"])
     main(["study", "--protocol", "v2", "--out", str(tmp_path), "--no-render"])
     assert seen == [("pilot", tmp_path / "v2"), (study_spec.V2_STUDIES, tmp_path / "v2", "v2")]
@@ -145,6 +146,7 @@ def test_methods_v2_tests_the_papers_claims_not_their_row_order(monkeypatch):
     assert any(f"Holm within each family, n = {n}{end}" in uneven.verdict for end in (")", "; the look at"))
 
 
+@pytest.mark.slow
 def test_page_with_v2_results_supersedes_v1s_studies(tmp_path, fake, monkeypatch):  # noqa: F811
     monkeypatch.setattr(study_spec, "V2_STEPS", 1000)
     runner.run_studies(list(study_spec.ORDER), tmp_path / "r", quick=False, log=lambda _: None)
@@ -172,6 +174,7 @@ def test_page_with_v2_results_supersedes_v1s_studies(tmp_path, fake, monkeypatch
         assert (tmp_path / "d" / "figures" / f"{name}.png").stat().st_size > 1000
 
 
+@pytest.mark.slow
 def test_a_v2_study_cut_short_is_provisional_and_keeps_v1s_section(tmp_path, fake, monkeypatch):  # noqa: F811
     """A session's end leaves seeds 0-1 of study 1: its v2 verdict says provisional, v1's study 1 stays the
     one to read, and the studies without v2 runs keep theirs."""
@@ -179,7 +182,7 @@ def test_a_v2_study_cut_short_is_provisional_and_keeps_v1s_section(tmp_path, fak
     runner.run_studies(list(study_spec.ORDER), tmp_path / "r", quick=False, log=lambda _: None)
     runner.run_studies(["methods"], tmp_path / "r" / "v2", quick=False, seeds=2, log=lambda _: None, protocol="v2")
     page = render(tmp_path / "r", tmp_path / "d").read_text()
-    v2, v1 = page.split("## Results", 1)[0], page
+    v1 = page
     assert "**In progress: 18 of 75 runs done.**" in page and "**Trust these.**" not in page
     assert "**Verdict so far (18 of 45 runs: provisional):" in page and "provisional: " in page
     assert "(mean ± std over n = 2 seeds a setting, seeds 0-1; metrics in %)" in page
@@ -292,7 +295,8 @@ def test_the_compute_line_adds_the_runs_left_to_the_runs_done(monkeypatch):
                                   for s in done}}}
     text = _compute(datas, list(wanted.values()))
     left = len(wanted) - 7
-    assert f"{7} distinct runs: 7.0 h of run time" in text and f"The {left} runs left should take about {left:.1f} h more" in text
+    assert f"{7} distinct runs: 7.0 h of run time" in text
+    assert f"The {left} runs left should take about {left:.1f} h more" in text
     assert f"about {len(wanted)} h of run time, {len(wanted) / 2:.0f} h of training CPU" in text
     assert "runs left" not in _compute(datas, done)
 
@@ -314,7 +318,7 @@ def test_the_compute_line_gives_the_gpu_time_once_runs_were_made_there(tmp_path,
     assert sorted(r["key"] for r in gpu) == sorted(records)  # the CPU run is not a GPU time
     text = _compute({"methods": {"runs": cpu}}, wanted, gpu)
     mean = sum(r["seconds"] for r in gpu) / len(gpu)
-    assert f"On a GPU (NVIDIA H100; `--device cuda`" in text and f"{len(gpu)} runs took {mean:.0f} s each" in text
+    assert "On a GPU (NVIDIA H100; `--device cuda`" in text and f"{len(gpu)} runs took {mean:.0f} s each" in text
     assert f"{3600 * len(gpu) / sum(r['seconds'] for r in gpu):.1f}x faster than the same {len(gpu)} on one CPU" in text
     # by definition: a measured run counts its seconds; another its loss's seconds per step x its steps + evaluation
     evaluation = 10.0
@@ -339,20 +343,22 @@ def test_the_reasons_name_the_contradicted_claims_and_what_they_share(monkeypatc
 
     def shifted(means):  # per-seed noise of up to 0.3 pt, different per loss, so every claim is resolved
         means = {**others, **means}
-        return [{**r, "mAP@R": means[r["method"]] + 0.003 * math.sin(1.7 * (r["seed"] + 1) * (methods.index(r["method"]) + 1))}
-                for r in records]
+        return [{**r, "mAP@R": means[r["method"]]
+                 + 0.003 * math.sin(1.7 * (r["seed"] + 1) * (methods.index(r["method"]) + 1))} for r in records]
 
     on_top = dict(zip(order, [0.70, 0.68, 0.60, 0.61, 0.62, 0.63]))  # the histogram losses first, the rest in order
     text = analyse_methods_v2(shifted(on_top)).if_not
     fast, soft = (t for t in claim_tests(shifted(on_top)) if t.claim.worse in ("FastAP", "SoftBinAP"))
-    assert text.startswith(f"Contradicted (FastAP > ROADMAP by {-100 * fast.interval.mean:.1f} pt of mAP@R, in 5 of 5 "
-                           f"seeds; SoftBinAP > ROADMAP by {-100 * soft.interval.mean:.1f} pt of mAP@R, in 5 of 5 seeds)")
+    assert text.startswith(f"Contradicted (FastAP > ROADMAP by {-100 * fast.interval.mean:.1f} pt of mAP@R, "
+                           f"in 5 of 5 seeds; SoftBinAP > ROADMAP by {-100 * soft.interval.mean:.1f} pt of mAP@R, "
+                           "in 5 of 5 seeds)")
     assert "Not resolved" not in text
     assert "(FastAP, SoftBinAP) take the first 2 places here by mean mAP@R (FastAP first in 5 of 5, SoftBinAP " \
            "second in 5 of 5 seeds). Without them the other 4 come in the papers' row order." in text
     assert "FastAP's reaches 0.200 and SoftBinAP's reaches 0.105 of cosine score" in text  # 2 / 10, 2 / 19
 
-    swapped = {**on_top, "FastAP": 0.60, "SoftBinAP": 0.60, "ROADMAP": 0.59}  # some contradictions without a histogram loss
+    # some contradictions without a histogram loss
+    swapped = {**on_top, "FastAP": 0.60, "SoftBinAP": 0.60, "ROADMAP": 0.59}
     text = analyse_methods_v2(shifted(swapped)).if_not
     assert "SmoothAP > ROADMAP by " in text and "histogram" not in text
 

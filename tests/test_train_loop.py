@@ -114,8 +114,8 @@ def test_fit_writes_config_metrics_and_checkpoint(tmp_path):
     result = trainer.fit()
     assert {"R@1", "mAP@R", "decomposability_gap", "loss"} <= set(result)
     lines = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
-    assert [l["step"] for l in lines if l["kind"] == "train"] == [1, 2, 3, 4]
-    assert [l["step"] for l in lines if l["kind"] == "eval"] == [2, 4]
+    assert [r["step"] for r in lines if r["kind"] == "train"] == [1, 2, 3, 4]
+    assert [r["step"] for r in lines if r["kind"] == "eval"] == [2, 4]
     assert load_config(tmp_path / "config.yaml") == trainer.config
     assert (tmp_path / "checkpoint.pt").exists()
 

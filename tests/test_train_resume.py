@@ -28,7 +28,7 @@ def test_resume_is_bit_identical(tmp_path):
     first = resumed_like_straight(make, tmp_path, stop=9)
     assert (first.epoch, first.position) == (1, 3)
     # metrics.jsonl has each step once, even though the first run's log is appended to
-    steps = [l for l in (tmp_path / "metrics.jsonl").read_text().splitlines() if '"train"' in l]
+    steps = [line for line in (tmp_path / "metrics.jsonl").read_text().splitlines() if '"train"' in line]
     assert len(steps) == len({s for s in steps})
 
 
@@ -190,6 +190,7 @@ for spec in sys.argv[3:]:
 """ % {"steps": KILL_STEPS}
 
 
+@pytest.mark.slow
 def test_a_run_killed_at_any_moment_leaves_the_previous_or_the_new_checkpoint(tmp_path):
     """SIGKILL inside a write, just before the rename, and at random moments: checkpoint.pt is
     always complete and equal to the state after one of the steps (never a partial file), and the

@@ -81,7 +81,8 @@ def test_auto_amp_is_bf16_for_timm_on_cuda_only():
     assert auto_amp("cuda", amp, timm_backbone=False)[0] == "none"
     assert auto_amp("cpu", amp, timm_backbone=True)[0] == "none"
     for chosen in ("none", "bf16", "fp16"):  # an explicit choice is kept on every device
-        assert auto_amp("cuda", chosen, timm_backbone=True)[0] == chosen == auto_amp("cpu", chosen, timm_backbone=False)[0]
+        on_cuda = auto_amp("cuda", chosen, timm_backbone=True)[0]
+        assert on_cuda == chosen == auto_amp("cpu", chosen, timm_backbone=False)[0]
 
 
 def test_resolve_amp_replaces_auto_only(on_cuda):
@@ -160,7 +161,8 @@ def test_the_trainer_resolves_auto_and_records_the_resolved_amp(tmp_path, monkey
     from tests._train_fixtures import TinySet, tiny_config
 
     def trainer(name, **changes):
-        return Trainer(tiny_config(out=str(tmp_path / name), **changes), train_set=TinySet(), test_set=TinySet(offset=12))
+        return Trainer(tiny_config(out=str(tmp_path / name), **changes), train_set=TinySet(),
+                       test_set=TinySet(offset=12))
 
     plain = trainer("plain")
     assert plain.config.amp == "none" and plain.amp_dtype is None and "amp auto" in plain.amp_note

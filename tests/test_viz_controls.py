@@ -30,7 +30,8 @@ def numbers(obj):
         yield obj
 
 
-@pytest.mark.parametrize("name, kwargs", CASES, ids=[f"{n}-{'-'.join(f'{k}={v:.3g}' for k, v in kw.items())}" for n, kw in CASES])
+@pytest.mark.parametrize("name, kwargs", CASES,
+                         ids=[f"{n}-{'-'.join(f'{k}={v:.3g}' for k, v in kw.items())}" for n, kw in CASES])
 def test_every_slider_position_draws_a_finite_figure(name, kwargs):
     builder, _ = INTERACTIVE[name]
     fig = builder(**kwargs)
@@ -50,7 +51,8 @@ def test_specs_match_the_builders_signatures():
 
 
 def test_slider_points_cover_min_mid_max():
-    spec = {"a": Slider(1.0, 3.0, 0.5, 2.0), "b": Slider(0.001, 0.1, 0.1, 0.01, log=True), "c": Slider(2, 9, 1, 4, integer=True)}
+    spec = {"a": Slider(1.0, 3.0, 0.5, 2.0), "b": Slider(0.001, 0.1, 0.1, 0.01, log=True),
+            "c": Slider(2, 9, 1, 4, integer=True)}
     points = list(slider_points(spec))
     assert [p["a"] for p in points[:3]] == [1.0, 2.0, 3.0]
     assert [p["b"] for p in points[3:6]] == pytest.approx([0.001, 0.01, 0.1])  # geometric mid

@@ -48,7 +48,8 @@ def worst_gap(batches, valid=lambda seq: True):
     return best
 
 
-@pytest.mark.parametrize("num_pos, num_neg", [([2, 2], [2, 2]), ([3, 1, 2], [1, 4, 2]), ([1], [5]), ([4, 4, 4], [0, 3, 9])])
+@pytest.mark.parametrize("num_pos, num_neg",
+                         [([2, 2], [2, 2]), ([3, 1, 2], [1, 4, 2]), ([1], [5]), ([4, 4, 4], [0, 3, 9])])
 def test_eq8_is_attained_by_the_juxtaposed_batches(num_pos, num_neg):
     scores, targets, batch_ids = juxtaposed_batches(num_pos, num_neg)
     gap = query_gap(scores, targets, batch_ids)  # ranks the items for real (lab.metrics.average_precision)
@@ -65,7 +66,8 @@ def test_eq8_on_the_toy_of_supplementary_fig_9():
     assert r["batch_ap"] == [1.0, 1.0] and r["global_ap"] == 1.0 and r["gap"] == 0.0 and r["eq9"] == 0.0
 
 
-@pytest.mark.parametrize("comps", [[(2, 2), (2, 2)], [(1, 3), (2, 0), (1, 1)], [(2, 1), (1, 3)], [(1, 2), (1, 2), (1, 2)]])
+@pytest.mark.parametrize("comps",
+                         [[(2, 2), (2, 2)], [(1, 3), (2, 0), (1, 1)], [(2, 1), (1, 3)], [(1, 2), (1, 2), (1, 2)]])
 def test_eq8_worst_order_is_the_worst_of_all_rankings(comps):
     batches = [[(True, "p")] * p + [(False, "n")] * n for p, n in comps]
     bound = dg_upper_bound([p for p, _ in comps], [n for _, n in comps])
@@ -94,7 +96,8 @@ def test_eq9_bounds_every_ranking_the_thresholds_allow(comps):
     def valid(seq):
         where = {k: [i for i, (_, kind) in enumerate(seq) if kind == k] for k in ("G+", "E+", "E-", "G-")}
         last_gp, last_en = max(where["G+"], default=-1), max(where["E-"], default=-1)
-        return last_gp < min(where["E+"] + where["G-"], default=len(seq)) and last_en < min(where["G-"], default=len(seq))
+        return (last_gp < min(where["E+"] + where["G-"], default=len(seq))
+                and last_en < min(where["G-"], default=len(seq)))
 
     bound = dg_upper_bound_calibrated(*[list(c) for c in zip(*comps)])
     assert worst_gap(batches, valid) <= bound + 1e-12
@@ -105,8 +108,10 @@ def test_eq9_is_below_eq8_under_the_stated_condition():
     checked = 0
     for _ in range(400):
         k = rng.randint(1, 4)
-        counts = {"pos_above_alpha": [rng.randint(0, 4) for _ in range(k)], "pos_below_alpha": [rng.randint(0, 3) for _ in range(k)],
-                  "neg_below_beta": [rng.randint(0, 5) for _ in range(k)], "neg_above_beta": [rng.randint(0, 5) for _ in range(k)]}
+        counts = {"pos_above_alpha": [rng.randint(0, 4) for _ in range(k)],
+                  "pos_below_alpha": [rng.randint(0, 3) for _ in range(k)],
+                  "neg_below_beta": [rng.randint(0, 5) for _ in range(k)],
+                  "neg_above_beta": [rng.randint(0, 5) for _ in range(k)]}
         pos = [a + b for a, b in zip(counts["pos_above_alpha"], counts["pos_below_alpha"])]
         if 0 in pos or not bound_is_tighter(counts):
             continue
@@ -131,7 +136,8 @@ def test_perfect_calibration_closes_the_gap_bound():
 @pytest.mark.parametrize("seed", range(12))
 def test_both_bounds_hold_on_random_calibrated_batches(seed):
     rng = random.Random(seed)
-    scores, targets, ids = toy_batches(rng.randint(2, 5), rng.randint(1, 4), rng.randint(1, 6), rng.uniform(0, 0.5), seed)
+    scores, targets, ids = toy_batches(rng.randint(2, 5), rng.randint(1, 4), rng.randint(1, 6), rng.uniform(0, 0.5),
+                                       seed)
     alpha = rng.uniform(0.55, 0.95)
     beta = rng.uniform(0.2, alpha - 0.01)
     r = gap_summary(scores, targets, ids, alpha, beta)

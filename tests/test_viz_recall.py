@@ -5,8 +5,10 @@ import pytest
 import torch
 
 from lab.losses.functional import smooth_recall, sup_recall
-from lab.viz.gradient_flow import RECALL_KS, TOY_SCORES, TOY_TARGETS, plot_recall_gradient_flow, recall_loss, toy_gradients
-from lab.viz.recall_at_k import RECALL_LIST, plot_recall_at_k, plot_recall_surrogate, recall_curves, surrogate_step
+from lab.viz.gradient_flow import (RECALL_KS, TOY_SCORES, TOY_TARGETS, plot_recall_gradient_flow, recall_loss,
+                                   toy_gradients)
+from lab.viz.recall_at_k import (RECALL_LIST, plot_recall_at_k, plot_recall_surrogate, recall_curves,
+                                 surrogate_step)
 
 
 def test_curves_follow_the_definitions():
@@ -38,7 +40,8 @@ def test_recall_toy_gradients_are_autograds():
         s = torch.tensor([list(TOY_SCORES)], dtype=torch.float64, requires_grad=True)
         loss = fn(s, targets, tau=0.01, ks=RECALL_KS, **kw)
         (g,) = torch.autograd.grad(loss, s)
-        assert flows[name].grads == pytest.approx(g[0].tolist()) and flows[name].loss == pytest.approx(float(loss.detach()))
+        assert flows[name].grads == pytest.approx(g[0].tolist())
+        assert flows[name].loss == pytest.approx(float(loss.detach()))
     fig = plot_recall_gradient_flow()
     assert [t.name for t in fig.data] == list(flows)
 

@@ -55,7 +55,8 @@ def test_a_legend_right_of_the_plot_stays_there():
 
 
 def test_grouped_bars_over_categories_sit_side_by_side():
-    fig = go.Figure([go.Bar(x=["R@1", "mAP@R"], y=[0.5, 0.2], name="a"), go.Bar(x=["R@1", "mAP@R"], y=[0.6, 0.3], name="b")])
+    fig = go.Figure([go.Bar(x=["R@1", "mAP@R"], y=[0.5, 0.2], name="a"),
+                     go.Bar(x=["R@1", "mAP@R"], y=[0.6, 0.3], name="b")])
     fig.update_layout(barmode="group")
     ax = to_matplotlib(fig).axes[0]
     bars = sorted(ax.patches, key=lambda r: r.get_x())
@@ -66,7 +67,8 @@ def test_grouped_bars_over_categories_sit_side_by_side():
 
 
 def test_error_bars_and_marker_shapes_are_drawn():
-    fig = go.Figure([go.Scatter(x=[0.0, 1.0], y=[0.5, 0.7], mode="markers", marker=dict(symbol="diamond", color="#0072B2"),
+    fig = go.Figure([go.Scatter(x=[0.0, 1.0], y=[0.5, 0.7], mode="markers",
+                                marker=dict(symbol="diamond", color="#0072B2"),
                                 error_y=dict(type="data", array=[0.05, 0.1])),
                      go.Scatter(x=[2.0], y=[0.6], mode="markers", marker=dict(symbol="square"))])
     ax = to_matplotlib(fig).axes[0]
@@ -77,8 +79,10 @@ def test_error_bars_and_marker_shapes_are_drawn():
     assert drawn == [pytest.approx([0.0, 0.45, 0.0, 0.55]), pytest.approx([1.0, 0.6, 1.0, 0.8])]  # mean ± the array
     from matplotlib.markers import MarkerStyle
 
-    shapes = [c.get_paths()[0].vertices.round(6).tolist() for c in ax.collections if type(c).__name__ == "PathCollection"]
-    want = [MarkerStyle(m).get_path().transformed(MarkerStyle(m).get_transform()).vertices.round(6).tolist() for m in "Ds"]
+    shapes = [c.get_paths()[0].vertices.round(6).tolist() for c in ax.collections
+              if type(c).__name__ == "PathCollection"]
+    want = [MarkerStyle(m).get_path().transformed(MarkerStyle(m).get_transform()).vertices.round(6).tolist()
+            for m in "Ds"]
     assert shapes == want  # a diamond, then a square (not two circles)
     with pytest.raises(NotImplementedError, match="hexagram"):  # a plotly symbol with no matplotlib twin here
         to_matplotlib(go.Figure(go.Scatter(x=[0], y=[0], mode="markers", marker=dict(symbol="hexagram"))))

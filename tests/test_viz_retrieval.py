@@ -9,9 +9,10 @@ import torch.nn.functional as F
 from matplotlib.figure import Figure
 
 from lab.viz.controls import slider_points
-from lab.viz.retrieval_views import (NEGATIVE, POSITIVE, QUERY, RETRIEVAL_SLIDERS, chance_neighbours, class_mean_neighbours,
-                               class_means, class_tsne, coarse_neighbours, leading_classes, plot_embedding_2d, plot_retrieval, project_2d, retrieval_browser, retrieve,
-                               same_group_neighbours, tsne_2d)
+from lab.viz.retrieval_views import (NEGATIVE, POSITIVE, QUERY, RETRIEVAL_SLIDERS, chance_neighbours,
+                                     class_mean_neighbours, class_means, class_tsne, coarse_neighbours, leading_classes,
+                                     plot_embedding_2d, plot_retrieval, project_2d, retrieval_browser, retrieve,
+                                     same_group_neighbours, tsne_2d)
 from lab.viz.style import CATEGORIES, CATEGORY_MARKERS, NEUTRAL
 
 
@@ -138,11 +139,13 @@ def brute_agreement(points, groups, k, metric):
     total = 0.0
     for i in range(len(points)):
         others = [j for j in range(len(points)) if j != i]
-        if metric == "cosine":
-            key = lambda j: -float(F.cosine_similarity(points[i], points[j], dim=0))
-        else:
-            key = lambda j: float((points[i] - points[j]).norm())
-        nearest = sorted(others, key=key)[:k]
+
+        def distance(j):
+            if metric == "cosine":
+                return -float(F.cosine_similarity(points[i], points[j], dim=0))
+            return float((points[i] - points[j]).norm())
+
+        nearest = sorted(others, key=distance)[:k]
         total += sum(int(groups[j] == groups[i]) for j in nearest) / k
     return total / len(points)
 
@@ -170,7 +173,8 @@ def brute_coarse(points, labels, k):
     same, own, other, other_same, expected = 0, 0, 0, 0, 0.0
     n = len(points)
     for i in range(n):
-        others = sorted((j for j in range(n) if j != i), key=lambda j: -float(F.cosine_similarity(points[i], points[j], dim=0)))
+        others = sorted((j for j in range(n) if j != i),
+                        key=lambda j: -float(F.cosine_similarity(points[i], points[j], dim=0)))
         rest = [j for j in range(n) if labels[j, 0] != labels[i, 0]]
         p = sum(int(labels[j, 1] == labels[i, 1]) for j in rest) / len(rest)  # a random other-class item
         for j in others[:k]:
@@ -207,8 +211,11 @@ def test_clustered_classes_alone_inflate_the_raw_number_not_the_others():
         points = centres[labels[:, 0]] + 0.01 * torch.randn(400, 16, generator=g, dtype=torch.float64)
         r = coarse_neighbours(points, labels, k=5)
         m = class_mean_neighbours(points, labels, k=5)
-        raw.append(r["same_coarse"]); other.append(r["other_class_same_coarse"]); chance.append(r["other_class_chance"])
-        mean_agree.append(m["same_coarse"]); mean_chance.append(m["chance"])
+        raw.append(r["same_coarse"])
+        other.append(r["other_class_same_coarse"])
+        chance.append(r["other_class_chance"])
+        mean_agree.append(m["same_coarse"])
+        mean_chance.append(m["chance"])
     assert min(raw) >= 0.6 > 2 * sum(other) / 20  # 3 of 5 neighbours are the own class, all of its group
     assert sum(other) / 20 == pytest.approx(sum(chance) / 20, abs=0.03)
     assert sum(mean_agree) / 20 == pytest.approx(mean_chance[0], abs=0.03)

@@ -92,4 +92,5 @@ def test_the_embedding_maps_group_colours_never_look_like_its_neighbour_rings():
     for symbol in {m for _, m in MAP_STYLES}:
         block = [c for c, m in MAP_STYLES if m == symbol]
         for deficiency in MACHADO:
-            assert min(delta_e(a, b, deficiency) for a, b in itertools.combinations(block, 2)) >= 12, (block, deficiency)
+            closest = min(delta_e(a, b, deficiency) for a, b in itertools.combinations(block, 2))
+            assert closest >= 12, (block, deficiency)

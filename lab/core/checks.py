@@ -170,7 +170,8 @@ def check_references(embeddings: Tensor, labels: Tensor, ref_embeddings: Optiona
     ref_labels = check_labels(ref_lab_name, ref_labels, ref_embeddings.shape[0], embeddings.device)
     levels = [1 if x.dim() == 1 else x.shape[1] for x in (labels, ref_labels)]
     if levels[0] != levels[1]:
-        raise ValueError(f"{ref_lab_name} levels {tuple(ref_labels.shape)} do not match {lab_name} {tuple(labels.shape)}: "
+        raise ValueError(f"{ref_lab_name} levels {tuple(ref_labels.shape)} do not match {lab_name} "
+                         f"{tuple(labels.shape)}: "
                          f"{lab_name} have L={levels[0]} levels but {ref_lab_name} have L={levels[1]}")
     return labels, ref_embeddings, ref_labels, False
 

@@ -116,7 +116,8 @@ def verdict_table(studies: Sequence[StudyView], selected: Optional[str] = None) 
             rows.append(f"| {title} | {badge(None)} | {text} | – |")
             continue
         words = "" if p["verdict"] == BADGES[verdict_tone(p["verdict"])] else " " + escape_markdown(p["verdict"])
-        cells = [title, badge(p["verdict"]) + words, escape_markdown(p["measured"]), f"{p['protocol']} · n = {p['seeds']}"]
+        cells = [title, badge(p["verdict"]) + words, escape_markdown(p["measured"]),
+                 f"{p['protocol']} · n = {p['seeds']}"]
         rows.append("| " + " | ".join(cells) + " |")
     return "\n".join(rows)
 

@@ -160,7 +160,8 @@ def _number_errors(s: Settings) -> list[str]:
     for name, (low, high) in BOUNDS.items():
         value = getattr(s, name)
         integer = name != "lr"
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and (not integer or float(value).is_integer())
+        ok = (isinstance(value, (int, float)) and not isinstance(value, bool)
+              and (not integer or float(value).is_integer()))
         if not ok or not low <= value <= high:
             kind = "an integer" if integer else "a number"
             errors.append(f"{name.replace('_', ' ')} must be {kind} in [{low:g}, {high:g}], got {value!r}")
@@ -171,8 +172,8 @@ def _root_errors(s: Settings) -> list[str]:
     root = s.data_root.strip() or None
     if s.dataset == "folder":
         if root is None or not os.path.isdir(os.path.expanduser(root)):
-            return [f"the folder dataset needs a root folder with one sub-folder per class (got {shown(root) if root else None}). "
-                    f"{SOURCES['folder'][2]}"]
+            return [f"the folder dataset needs a root folder with one sub-folder per class "
+                    f"(got {shown(root) if root else None}). {SOURCES['folder'][2]}"]
         return []
     if find_root(s.dataset, root) is None:
         where = f"under {shown(root)}" if root else f"(no root given and ${DATA_ENV} unset)" if data_root() is None \

@@ -71,8 +71,10 @@ def check_hparams(loss: str, hparams: dict[str, Any]) -> list[str]:
     for name, value in hparams.items():
         if name not in specs:
             errors.append(f"{loss} has no hyper-parameter {name!r}; it has: {', '.join(specs) or 'none'}")
-        elif not isinstance(value, (int, float)) or isinstance(value, bool) or not specs[name].min <= value <= specs[name].max:
-            errors.append(f"{loss}: {name} must be a number in [{specs[name].min:g}, {specs[name].max:g}], got {value!r}")
+        elif (not isinstance(value, (int, float)) or isinstance(value, bool)
+              or not specs[name].min <= value <= specs[name].max):
+            errors.append(f"{loss}: {name} must be a number in [{specs[name].min:g}, {specs[name].max:g}], "
+                          f"got {value!r}")
     return errors
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 from typing import Callable, Optional, Sequence
 
 import numpy as np
-import torch
 from PIL import Image
 from torch import Tensor
 from torch.utils.data import Dataset

@@ -65,9 +65,9 @@ def write_doc(entries: list[Entry], measured: dict[str, str], out: Path = OUT, d
              "Each figure of the notebooks, rendered by `python -m lab.docs_figures` (trained-model figures: "
              "`--training`), next to the statement of the paper it reproduces and the numbers measured when it was "
              "drawn. Interactive versions (sliders) are in the notebooks.", "",
-             "Trained-model figures: `python -m lab.docs_figures --training` "
-             "(full mode whatever `RANKLAB_FAST` says). Each "
-             f"run trains a {full['model']} (64-d embedding) on all glyph training classes for {full['steps']} steps of "
+             "Trained-model figures: `python -m lab.docs_figures --training` (full mode whatever `RANKLAB_FAST` says). "
+             f"Each run trains a {full['model']} (64-d embedding) on all glyph training classes for {full['steps']} "
+             "steps of "
              f"{full['batch_size']} images (m = {full['m']} per class, Adam, lr 1e-3, seed {full['seed']}) and is "
              f"evaluated on a fixed subset of ~{full['eval_max_items']} test images (whole classes, every image a "
              f"query); HAPPIER vs SmoothAP with the hierarchical sampler for "
@@ -75,8 +75,9 @@ def write_doc(entries: list[Entry], measured: dict[str, str], out: Path = OUT, d
              "retrieved images and the class means are those of the evaluation subset (t-SNE on at most "
              f"~{retrieval_views.FULL_TSNE_ITEMS} points). These are the notebooks' full-mode models, loaded from the "
              "checkpoints they ship (`lab/data/checkpoints/`, made by `python -m lab.experiments.checkpoints make`), "
-             "one run per setting: differences of a point or two are within seed-to-seed noise. The times in brackets were "
-             "measured on 2 CPU cores shared with other jobs. The loss comparison and the recall losses (mean ± std "
+             "one run per setting: differences of a point or two are within seed-to-seed noise. The times in brackets "
+             "were measured on 2 CPU cores shared with other jobs. The loss comparison and the recall losses "
+             "(mean ± std "
              f"over {seeds} seeds) and the batch-size, gap and bin-count figures come from the reproduction study "
              "([results.md](results.md), `results/*.json`): no training.", ""]
     for e in entries:
@@ -103,7 +104,8 @@ def write_doc(entries: list[Entry], measured: dict[str, str], out: Path = OUT, d
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(prog="python -m lab.docs_figures", description=__doc__.splitlines()[0])
     parser.add_argument("--training", action="store_true", help="also train the models of the trained-model figures")
-    parser.add_argument("--fast", action="store_true", help="trained-model figures from fast-mode runs (smoke test only)")
+    parser.add_argument("--fast", action="store_true",
+                        help="trained-model figures from fast-mode runs (smoke test only)")
     parser.add_argument("--only", nargs="+", metavar="NAME", choices=[e.name for e in ENTRIES],
                         help="draw only these figures (the others keep their files and measured sentences)")
     parser.add_argument("--out", type=Path, default=None,

@@ -8,7 +8,8 @@ from lab.viz import binning, decomposability_toys, gradient_flow, hierarchical_a
 def draw_surrogates():
     c = surrogates.surrogate_curves()
     ok = all(hm >= h for hm, h in zip(c["h_minus"], c["heaviside"]))
-    return surrogates.plot_surrogates(), f"H⁻ ≥ H on all {len(c['t'])} grid points: {ok}; slope of H⁻ beyond δ: {c['d_h_minus'][-1]:g} (= ρ)."
+    return surrogates.plot_surrogates(), (f"H⁻ ≥ H on all {len(c['t'])} grid points: {ok}; "
+                                          f"slope of H⁻ beyond δ: {c['d_h_minus'][-1]:g} (= ρ).")
 
 
 def draw_delta():
@@ -27,15 +28,18 @@ def draw_flow():
 
 def draw_fig1b():
     a, b = (decomposability_toys.gap_summary(*decomposability_toys.fig1b_toy(c)) for c in (False, True))
-    return decomposability_toys.plot_fig1b(), (f"AP_b = 1 in both batches; global AP {a['global_ap']:.4f} (DG = {a['gap']:.4f}) "
-                                          f"before calibration, {b['global_ap']:.1f} (DG = {b['gap']:.1f}) after.")
+    return decomposability_toys.plot_fig1b(), (f"AP_b = 1 in both batches; global AP {a['global_ap']:.4f} "
+                                               f"(DG = {a['gap']:.4f}) before calibration, {b['global_ap']:.1f} "
+                                               f"(DG = {b['gap']:.1f}) after.")
 
 
 def draw_juxtaposed():
     from lab.metrics import dg_upper_bound, juxtaposed_batches, query_gap
 
     gap = query_gap(*juxtaposed_batches([2] * 3, [4] * 3))
-    return decomposability_toys.plot_juxtaposed(3, 2, 4), f"3 batches of 2+/4−: ranked gap {gap:.4f} = Eq. 8 {dg_upper_bound([2] * 3, [4] * 3):.4f}."
+    bound = dg_upper_bound([2] * 3, [4] * 3)
+    text = f"3 batches of 2+/4−: ranked gap {gap:.4f} = Eq. 8 {bound:.4f}."
+    return decomposability_toys.plot_juxtaposed(3, 2, 4), text
 
 
 def draw_calibration():
@@ -49,36 +53,42 @@ def draw_calibration():
 
 def draw_binning():
     r = binning.histogram_summary(num_bins=10)
-    return binning.plot_soft_binning(10, 3), f"10 bins: FastAP {r['binned_ap']:.3f} vs exact AP {r['ap']:.3f}; every item's weights sum to 1."
+    return binning.plot_soft_binning(10, 3), (f"10 bins: FastAP {r['binned_ap']:.3f} vs exact AP {r['ap']:.3f}; "
+                                              "every item's weights sum to 1.")
 
 
 def draw_tradeoff():
     r = binning.bin_tradeoff(0.064, (4, 400))
-    return binning.plot_bin_tradeoff(0.064), (f"margin 0.064: 4 bins → FastAP {r['fast_ap'][0]:.3f}, ‖∇‖ {r['grad_norm'][0]:.3f}; "
+    return binning.plot_bin_tradeoff(0.064), (f"margin 0.064: 4 bins → FastAP {r['fast_ap'][0]:.3f}, "
+                                              f"‖∇‖ {r['grad_norm'][0]:.3f}; "
                                               f"400 bins → FastAP {r['fast_ap'][1]:.3f}, ‖∇‖ {r['grad_norm'][1]:.0e}.")
 
 
 def draw_apq():
     r = binning.apq_vs_ap(20)
-    return binning.plot_apq_scatter(20), f"300 synthetic queries, 20 bins: correlation {r['correlation']:.3f}, mean |AP_Q − AP| {r['mean_abs_error']:.3f}."
+    return binning.plot_apq_scatter(20), (f"300 synthetic queries, 20 bins: correlation {r['correlation']:.3f}, "
+                                          f"mean |AP_Q − AP| {r['mean_abs_error']:.3f}.")
 
 
 def draw_lada():
     ex = hierarchical_ap.lada_example()
     t, b = ex["top row"], ex["bottom row"]
-    return hierarchical_ap.plot_lada(), (f"top: H-AP {t['h_ap']:.4f}, AP {t['ap']:.2f}; bottom: H-AP {b['h_ap']:.4f}, AP {b['ap']:.2f}; "
-                                      f"H-rank⁺(2) = {t['h_rank_plus'][1]:.4f} vs {b['h_rank_plus'][1]:.4f}.")
+    return hierarchical_ap.plot_lada(), (f"top: H-AP {t['h_ap']:.4f}, AP {t['ap']:.2f}; "
+                                         f"bottom: H-AP {b['h_ap']:.4f}, AP {b['ap']:.2f}; "
+                                         f"H-rank⁺(2) = {t['h_rank_plus'][1]:.4f} vs {b['h_rank_plus'][1]:.4f}.")
 
 
 def draw_recall_curves():
     c = recall_at_k.recall_curves()
-    return recall_at_k.plot_recall_at_k(), f"positives at ranks 3, 5, 9: R@k = {c['R@k'][:5]}…, TR@k = {[round(v, 3) for v in c['TR@k'][:9]]}…"
+    tr = [round(v, 3) for v in c["TR@k"][:9]]
+    return recall_at_k.plot_recall_at_k(), f"positives at ranks 3, 5, 9: R@k = {c['R@k'][:5]}…, TR@k = {tr}…"
 
 
 def draw_recall_surrogate():
     s = recall_at_k.surrogate_step(4, 1.0)
     far = max(g for r, g in zip(s["rank"], s["slope"]) if r >= 12)
-    return recall_at_k.plot_recall_surrogate(4, 1.0), f"k = 4, τ* = 1: slope {max(s['slope']):.3f} at rank k, ≤ {far:.1e} from rank 12 on."
+    return recall_at_k.plot_recall_surrogate(4, 1.0), (f"k = 4, τ* = 1: slope {max(s['slope']):.3f} at rank k, "
+                                                       f"≤ {far:.1e} from rank 12 on.")
 
 
 def draw_recall_flow():

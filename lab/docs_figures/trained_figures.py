@@ -23,7 +23,8 @@ def draw_retrieval_grid(fast: bool):
     names = [trainer.test_set.class_names[int(y)] for y in labels[:, 0]]
     hits = sum(any(r) for r in found["relevant"])
     return (retrieval_views.plot_retrieval([trainer.test_set.image(i) for i in index], queries, found, names),
-            f"ROADMAP, {trainer.config.steps} steps: {hits} of {len(queries)} queries have a relevant item in their top 6.")
+            f"ROADMAP, {trainer.config.steps} steps: {hits} of {len(queries)} queries have a relevant item "
+            "in their top 6.")
 
 
 def draw_embedding(fast: bool):
@@ -63,7 +64,8 @@ def _class_tsne(fast: bool):
 def draw_tsne_classes(fast: bool):
     _, m = _class_tsne(fast)
     n = len(m["index"])
-    return (retrieval_views.plot_embedding_2d(m["points"], m["fine"], m["names"], highlight=m["coloured"], axis_title="t-SNE",
+    return (retrieval_views.plot_embedding_2d(m["points"], m["fine"], m["names"], highlight=m["coloured"],
+                                              axis_title="t-SNE",
                                         title=f"t-SNE of {n} test embeddings (ROADMAP), the first 16 classes coloured"),
             f"{n} test images of {len(set(m['fine'].tolist()))} held-out classes: {m['map_agreement']:.2f} of "
             f"each point's 5 nearest neighbours on the map are the same glyph ({m['embedding_agreement']:.2f} in the "
@@ -81,13 +83,15 @@ def draw_tsne_scripts(fast: bool):
               "map on SOP. Likely reason: the glyphs of a script share their strokes (Braille dots, box-drawing "
               "lines, arrowheads), so the features that tell glyphs apart also tell scripts apart."
               if ratio > 2 else "")
-    return (retrieval_views.plot_embedding_2d(m["points"], m["coarse"], trainer.test_set.coarse_names, axis_title="t-SNE",
+    return (retrieval_views.plot_embedding_2d(m["points"], m["coarse"], trainer.test_set.coarse_names,
+                                              axis_title="t-SNE",
                                         title=f"t-SNE of {n} test embeddings (ROADMAP), coloured by script"),
             f"in the 64-d space, {near['same_coarse']:.2f} of each image's 5 nearest neighbours share its script "
             f"(chance {near['chance']:.2f}), but {near['same_class']:.2f} are the same glyph, which shares it by "
             f"definition: of the neighbours that are other glyphs, {near['other_class_same_coarse']:.2f} share the "
             f"script (chance {near['other_class_chance']:.2f}), and {means['same_coarse']:.2f} of each class mean's 5 "
-            f"nearest class means (chance {means['chance']:.2f}, {means['num_classes']} glyphs; notebook 05's measure). "
+            f"nearest class means (chance {means['chance']:.2f}, {means['num_classes']} glyphs; "
+            "notebook 05's measure). "
             f"The last two answer whether scripts cluster; the loss never saw scripts.{lesson}")
 
 
@@ -102,11 +106,13 @@ def draw_hierarchical_levels(fast: bool):
         "one run each). HAPPIER − Smooth-AP: " + ", ".join(f"{c['paper_name']} {c['measured']:+.1f} pt (paper "
                                                            f"{c['paper']:+.1f})" for c in claims) + "." + (
         f" **Not reproduced at this scale:** {', '.join(failed)} (one seed; likely reasons in notebook 05, section 5: "
-        f"a proxy of L_DG* is pulled ~{_proxy_pulls(fast):.0f} times in such a run, ~130 times on SOP)." if failed else ""))
+        f"a proxy of L_DG* is pulled ~{_proxy_pulls(fast):.0f} times in such a run, ~130 times on SOP)."
+        if failed else ""))
 
 
 def _proxy_pulls(fast: bool) -> float:
-    """How often a class (so its L_DG* proxy) is in a batch during HAPPIER's run: steps x classes per batch / classes."""
+    """How often a class (so its L_DG* proxy) is in a batch during HAPPIER's run:
+    steps x classes per batch / classes."""
     trainer = hierarchical_runs.hierarchical_model("happier", fast=fast)
     cfg = trainer.config
     return cfg.steps * (cfg.batch_size / cfg.m) / len(trainer.loss_fn.decomposability_loss.proxies)
@@ -128,7 +134,8 @@ def draw_class_means_tsne(fast: bool):
     return retrieval_views.plot_class_mean_maps(maps, names), "; ".join(
         f"{loss}: {m['embedding_agreement']:.3f} of each class mean's 5 nearest class means share its script "
         f"({m['map_agreement']:.3f} on the map)" for loss, m in maps.items()) + (
-        f"; chance {first['chance']:.3f}, {first['num_classes']} test classes (those of the evaluation subset).{lesson}")
+        f"; chance {first['chance']:.3f}, {first['num_classes']} test classes "
+        f"(those of the evaluation subset).{lesson}")
 
 
 def draw_recall_study():

@@ -61,7 +61,8 @@ def summarise(records: Sequence[dict[str, Any]], study: str) -> dict[str, Any]:
     records = sorted(records, key=lambda r: r["seed"])
     first = records[0]
     values = {key: [float(r[name]) for r in records] for key, name in FIELDS.items() if name in first}
-    return {"loss": first["loss"], "loss_kwargs": dict(first["loss_kwargs"]), "method": first.get("method", first["loss"]),
+    return {"loss": first["loss"], "loss_kwargs": dict(first["loss_kwargs"]),
+            "method": first.get("method", first["loss"]),
             "params": dict(first.get("params", {})), "batch_size": first["batch_size"], "steps": first["steps"],
             "eval_max_items": first["config"].get("eval_max_items"),
             "seeds": [r["seed"] for r in records], **{k: statistics.fmean(v) for k, v in values.items()},

@@ -62,7 +62,8 @@ def notebook_config(loss: str = "roadmap", loss_kwargs: Optional[dict] = None, f
     """A :class:`lab.train.TrainConfig` for one notebook run (``overrides`` win)."""
     from ..train import TrainConfig  # the trainer is imported only by the runs that need it
 
-    return TrainConfig.from_dict({**run_settings(fast), "loss": loss, "loss_kwargs": dict(loss_kwargs or {}), **overrides})
+    return TrainConfig.from_dict({**run_settings(fast), "loss": loss, "loss_kwargs": dict(loss_kwargs or {}),
+                                  **overrides})
 
 
 @contextlib.contextmanager
@@ -145,8 +146,8 @@ def gap_by_batch_size(trainer, batch_sizes: Sequence[int]) -> list[dict[str, Any
             at_b = dataclasses.replace(cfg, batch_size=int(b))
             index, batch_ids = probe_batches(trainer.train_set.labels, at_b)
             with transform_of(trainer.train_set, trainer.eval_transform):
-                probe, probe_labels = embed_dataset(trainer.model, trainer.train_set, trainer.device, cfg.eval_batch_size,
-                                                    trainer.amp_dtype, index.tolist())
+                probe, probe_labels = embed_dataset(trainer.model, trainer.train_set, trainer.device,
+                                                    cfg.eval_batch_size, trainer.amp_dtype, index.tolist())
             held, held_ids = probe_batches(labels, dataclasses.replace(at_b, probe_batches=10**6))
             out.append({"batch_size": int(b), "probe": decomposability_gap(probe, probe_labels, batch_ids),
                         "probe_images": len(index), "heldout": decomposability_gap(emb[held], labels[held], held_ids),

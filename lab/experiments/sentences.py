@@ -51,7 +51,8 @@ def tab_ix_sentence(claims: Sequence[dict[str, Any]]) -> str:
     by = {c["metric"]: c for c in claims}
     coarse, hap = by["AP@script"], by["H-AP"]
     verdict = "holds in this run" if hap["holds"] else "does not hold in this run"
-    return (f"In this run HAPPIER {_signed(coarse['measured'])} of AP at the coarse level (paper {coarse['paper']:+.1f}) "
+    return (f"In this run HAPPIER {_signed(coarse['measured'])} of AP at the coarse level "
+            f"(paper {coarse['paper']:+.1f}) "
             f"and {_signed(hap['measured'])} of H-AP (paper {hap['paper']:+.1f}): the paper's H-AP claim {verdict} "
             "(one seed).")
 
@@ -60,13 +61,16 @@ def class_means_sentence(maps: dict[str, dict[str, Any]]) -> str:
     """From :func:`lab.viz.retrieval_views.class_mean_map` of ``smooth_ap`` and ``happier``: whether Fig. 9's
     lesson shows (SmoothAP's class means near chance, HAPPIER's clearly above it and above SmoothAP's)."""
     smooth, happier = maps["smooth_ap"], maps["happier"]
-    a, b = _times(smooth["embedding_agreement"], smooth["chance"]), _times(happier["embedding_agreement"], happier["chance"])
+    a = _times(smooth["embedding_agreement"], smooth["chance"])
+    b = _times(happier["embedding_agreement"], happier["chance"])
     numbers = (f"Same-script fraction of the 5 nearest class means: SmoothAP {smooth['embedding_agreement']:.3f} "
                f"({a:.1f}x chance), HAPPIER {happier['embedding_agreement']:.3f} ({b:.1f}x)")
     if a < ABOVE_CHANCE <= b:
-        return f"{numbers}: HAPPIER gathers the classes of a script where SmoothAP does not — Fig. 9's lesson holds here."
+        return (f"{numbers}: HAPPIER gathers the classes of a script where SmoothAP does not — "
+                "Fig. 9's lesson holds here.")
     if a >= ABOVE_CHANCE:
         return (f"{numbers}: SmoothAP's class means already gather by script, and HAPPIER "
                 f"{'adds' if b > a else 'takes away'} {abs(b - a):.1f}x chance — the figure does not reproduce the "
                 "paper's lesson at this scale.")
-    return f"{numbers}: neither gathers the classes of a script — the figure does not reproduce the paper's lesson here."
+    return (f"{numbers}: neither gathers the classes of a script — "
+            "the figure does not reproduce the paper's lesson here.")

@@ -16,5 +16,5 @@ from .feedback import CheckFailure, CheckResult, NotImplementedYet
 from .topics import TOPICS, cases, get_case
 
 __all__ = ["Case", "cases", "get_case", "CHECKS", "TOPICS", "CheckFailure", "CheckResult", "NotImplementedYet",
-           "check_h_minus", "check_smooth_ap", "check_sup_ap", "check_calibration", "check_soft_histogram", "check_fast_ap",
-           "check_average_precision", "check_map_at_r", "check_recall_at_k"]
+           "check_h_minus", "check_smooth_ap", "check_sup_ap", "check_calibration", "check_soft_histogram",
+           "check_fast_ap", "check_average_precision", "check_map_at_r", "check_recall_at_k"]

@@ -69,4 +69,5 @@ def find_assignment(folder_name: str, files: set[str]) -> Assignment:
     matches = [a for a in ASSIGNMENTS.values() if a.notebook in files or set(a.modules) <= files]
     if len(matches) == 1:
         return matches[0]
-    raise ValueError(f"cannot tell which assignment {folder_name!r} is; pass --assignment, one of {sorted(ASSIGNMENTS)}")
+    raise ValueError(f"cannot tell which assignment {folder_name!r} is; pass --assignment, "
+                     f"one of {sorted(ASSIGNMENTS)}")

@@ -93,7 +93,8 @@ def _hand(g, dtype):
 
 def _self(g, dtype):
     s, t, m = _self_retrieval(g, dtype, [3, 2, 4, 1, 2])
-    return s, t, m, "self-retrieval batch of 12 (classes of 3, 2, 4, 1, 2: the single-sample class has no positive), the query itself masked"
+    return s, t, m, ("self-retrieval batch of 12 (classes of 3, 2, 4, 1, 2: the single-sample class has no positive), "
+                     "the query itself masked")
 
 
 def _ignored(g, dtype):
@@ -141,7 +142,8 @@ def _gallery(g, dtype):
     targets = torch.rand(6, 20, generator=g) < 0.3
     targets[:, 0] = True
     targets[5] = False  # a query without positive
-    return scores.to(dtype), targets, torch.ones_like(targets), "6 queries against a gallery of 20 items, nothing masked, q5 without positive"
+    text = "6 queries against a gallery of 20 items, nothing masked, q5 without positive"
+    return scores.to(dtype), targets, torch.ones_like(targets), text
 
 
 def _large(g, dtype):
@@ -221,22 +223,27 @@ def _histogram(kind: str) -> Callable:
         weights = (torch.rand(q, n, generator=g) < 0.5).double()
         if kind == "fastap":
             values = 2 - 2 * (torch.rand(q, n, generator=g, dtype=torch.float64) * 2 - 1)
-            centres, width, text = torch.linspace(0, 4, 11, dtype=torch.float64), 0.4, "squared distances in [0, 4], 11 centres 0, 0.4, ..., 4"
+            centres, width = torch.linspace(0, 4, 11, dtype=torch.float64), 0.4
+            text = "squared distances in [0, 4], 11 centres 0, 0.4, ..., 4"
         elif kind == "outside":
             values = torch.rand(q, n, generator=g, dtype=torch.float64) * 6 - 1
-            centres, width, text = torch.linspace(0, 4, 5, dtype=torch.float64), 1.0, "values in [-1, 5], partly outside the 5 centres 0, 1, ..., 4"
+            centres, width = torch.linspace(0, 4, 5, dtype=torch.float64), 1.0
+            text = "values in [-1, 5], partly outside the 5 centres 0, 1, ..., 4"
         elif kind == "on-centre":
             values = torch.tensor([0.0, 0.5, 1.0, 1.5, 2.0, 2.25, 3.0, 3.75, 4.0], dtype=torch.float64).repeat(q, 1)
-            centres, width, text = torch.linspace(0, 4, 5, dtype=torch.float64), 1.0, "values exactly on bin centres and half-way between them"
+            centres, width = torch.linspace(0, 4, 5, dtype=torch.float64), 1.0
+            text = "values exactly on bin centres and half-way between them"
         elif kind == "weights":
             values = torch.rand(q, n, generator=g, dtype=torch.float64) * 4
             weights = torch.rand(q, n, generator=g, dtype=torch.float64)
-            centres, width, text = torch.linspace(0, 4, 9, dtype=torch.float64), 0.5, "fractional weights in [0, 1], 9 centres"
+            centres, width = torch.linspace(0, 4, 9, dtype=torch.float64), 0.5
+            text = "fractional weights in [0, 1], 9 centres"
         else:  # similarity space, centres from 1 down to -1 (Revaud et al.'s AP_Q)
             values = torch.rand(q, n, generator=g, dtype=torch.float64) * 2 - 1
-            centres, width, text = torch.linspace(1, -1, 12, dtype=torch.float64), 2 / 11, "similarities in [-1, 1], 12 centres from 1 down to -1"
-        return ((values.to(dtype), centres.to(dtype), width, weights.to(dtype)), ("values", "centres", "width", "weights"),
-                f"{q} x {n} values, {text}", kind != "on-centre")
+            centres, width = torch.linspace(1, -1, 12, dtype=torch.float64), 2 / 11
+            text = "similarities in [-1, 1], 12 centres from 1 down to -1"
+        return ((values.to(dtype), centres.to(dtype), width, weights.to(dtype)),
+                ("values", "centres", "width", "weights"), f"{q} x {n} values, {text}", kind != "on-centre")
     return family
 
 
@@ -254,6 +261,7 @@ def build_cases(topic: str, families: tuple[Family, ...], params: tuple[dict[str
             tensors, names, text, grad = family.build(_generator(seed, family.name, dname), dtype, p)
             values = (*tensors, *p.values())
             shape = "x".join(map(str, values[0].shape))
-            out.append(Case(topic, f"{family.name}-{dname}-s{seed}", f"{text} [{dname.replace('f', 'float')}, shape {shape}]",
+            described = f"{text} [{dname.replace('f', 'float')}, shape {shape}]"
+            out.append(Case(topic, f"{family.name}-{dname}-s{seed}", described,
                             (*names, *p), values, grad and dname == "f64", reference=reference))
     return out

@@ -67,7 +67,8 @@ class CheckRunner(GradientChecks):
         for name, before, after in zip(case.arg_names, case.values, args):
             if isinstance(before, Tensor) and not torch.equal(before, after.detach()):
                 self.fail(case, f"it modified its input `{name}` in place. Work on new tensors "
-                                f"(e.g. {name}.clone(), torch.where, masked_fill) — the caller's tensors must not change.")
+                                f"(e.g. {name}.clone(), torch.where, masked_fill) — the caller's tensors must not "
+                                "change.")
         self.validate(case, out)
         return out, args
 
@@ -102,8 +103,8 @@ class CheckRunner(GradientChecks):
                 hint = " You returned one value per item: reduce over the items of each query."
             self.fail(case, f"it returned shape {tuple(out.shape)}, expected {shape}.{hint}")
         if not out.is_floating_point():
-            self.fail(case, f"it returned dtype {out.dtype}; return floating-point values "
-                            f"({'NaN marks a query without positive' if self.topic.metric else 'losses are real numbers'}).")
+            why = "NaN marks a query without positive" if self.topic.metric else "losses are real numbers"
+            self.fail(case, f"it returned dtype {out.dtype}; return floating-point values ({why}).")
 
     # -------------------------------------------------------------------------- values
     def check_values(self) -> None:
@@ -176,7 +177,8 @@ class CheckRunner(GradientChecks):
                 return "you return 1 − (the expected value): the AP instead of the loss 1 − AP (or the reverse)?"
         if torch.isnan(got).any() and not torch.isnan(expected).any():
             return "your output contains NaN where the reference is finite."
-        passes = {c.name: bool(close(outputs[c.name], self.expected[c.name], c.values[0].dtype).all()) for c in self.cases}
+        passes = {c.name: bool(close(outputs[c.name], self.expected[c.name], c.values[0].dtype).all())
+                  for c in self.cases}
         failing = [c for c in self.cases if not passes[c.name]]
         if all(c.values[0].dtype == torch.float64 for c in failing) and \
                 all(close(outputs[c.name], self.expected[c.name], torch.float32).all() for c in failing):
@@ -199,7 +201,8 @@ def run_check(topic: Topic, fn: Callable, seed: int = 0, verbose: bool = True) -
     """Check ``fn`` against ``topic``'s reference; raise an AssertionError that explains the first failure."""
     __tracebackhide__ = True
     if not callable(fn):
-        raise CheckFailure(f"check_{topic.name} expects your function {topic.signature}, got {type(fn).__name__} {fn!r}.")
+        raise CheckFailure(f"check_{topic.name} expects your function {topic.signature}, "
+                           f"got {type(fn).__name__} {fn!r}.")
     runner = CheckRunner(topic, fn, seed)
     runner.check_values()
     if topic.differentiable:

@@ -55,7 +55,8 @@ def grade_all_scores(course: Path, assignment: Assignment, output: Path, timeout
     return {r.student: r.points for r in results}
 
 
-def compare(nbgrader: dict[str, float], grade_all: dict[str, float]) -> list[tuple[str, Optional[float], Optional[float], bool]]:
+def compare(nbgrader: dict[str, float],
+            grade_all: dict[str, float]) -> list[tuple[str, Optional[float], Optional[float], bool]]:
     """(student, nbgrader, grade-all, flagged) for every student of either; flagged: nbgrader's is higher,
     or nbgrader has a score that grade-all could not compute."""
     rows = []

@@ -26,7 +26,8 @@ class CheckResult:
 
     def __str__(self) -> str:
         grad = ", gradients included" if self.gradients else ""
-        return f"check_{self.topic} passed: {self.function} matches the reference on {self.cases} cases (seed {self.seed}){grad}."
+        return (f"check_{self.topic} passed: {self.function} matches the reference on {self.cases} cases "
+                f"(seed {self.seed}){grad}.")
 
     def _ipython_display_(self) -> None:
         """A notebook cell ending with a check shows its line once, not the line and then this object."""

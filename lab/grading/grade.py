@@ -149,7 +149,8 @@ def run_submission(sub: Submission, tests: list[dict], timeout: float, limits: L
                 out.append(result(t, r["status"], r["message"], r["seconds"]))
             elif not ended:
                 tail = (scratch / "output.txt").read_text(errors="replace").strip()[-1500:]
-                out.append(result(t, "crashed", _ended(proc, timed_out, total) + (f"\n\nLast output:\n{tail}" if tail else "")))
+                last = f"\n\nLast output:\n{tail}" if tail else ""
+                out.append(result(t, "crashed", _ended(proc, timed_out, total) + last))
                 ended = True
             else:
                 out.append(result(t, "not run", "not run: the grading process had ended before this test"))

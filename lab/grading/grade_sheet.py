@@ -161,7 +161,8 @@ class Sheet:
             raise ValueError(f"{self.output} or {self.totals} already exists, made {made}: pass --regrade to "
                              "overwrite it, or another --output")
         status = TOTAL_COLUMNS.index("status")  # "not graded": the grader's own trouble, worth another try
-        done = {row[0]: row for row in _read(self.totals) if row[status] != "not graded"} if self.totals.exists() else {}
+        totals = _read(self.totals) if self.totals.exists() else []
+        done = {row[0]: row for row in totals if row[status] != "not graded"}
         tests = _read(self.output) if self.output.exists() else []
         self.rows = {s: ([r for r in tests if r[0] == s], row) for s, row in done.items()}
 

@@ -114,7 +114,8 @@ class GradientChecks:
         if (grad[neg] < -tol).any():
             q, j = (neg & (grad < -tol)).nonzero()[0].tolist()
             self.fail(case, f"gradient descent on your loss would push a negative UP (query {q}, item {j}, "
-                            f"d loss/d s = {fmt(grad[q, j])} < 0): raising a negative's score must never lower the loss.")
+                            f"d loss/d s = {fmt(grad[q, j])} < 0): raising a negative's score must never lower the "
+                            "loss.")
         if self.topic.signs == "both" and (grad[pos] > tol).any():
             q, j = (pos & (grad > tol)).nonzero()[0].tolist()
             self.fail(case, f"gradient descent on your loss would push a positive DOWN (query {q}, item {j}, "
@@ -125,7 +126,8 @@ class GradientChecks:
         ok = close(grad, ref_grad, grad.dtype, GRAD_TOL)
         index = tuple(int(i) for i in (~ok).nonzero()[0])
         numbers = (f"  d(sum of outputs)/d {case.arg_names[case.diff_arg]}{list(index)}: expected "
-                   f"{fmt(ref_grad[index])}, got {fmt(grad[index])} ({int((~ok).sum())} of {ok.numel()} entries differ)")
+                   f"{fmt(ref_grad[index])}, got {fmt(grad[index])} "
+                   f"({int((~ok).sum())} of {ok.numel()} entries differ)")
         if grad.abs().max() == 0:
             what = "your gradient is zero everywhere although the values are right: a hard step or a detach cuts it."
         else:

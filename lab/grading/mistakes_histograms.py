@@ -93,7 +93,8 @@ FAST_AP = [
             _fast(values="one_minus")),
 ] + [
     Mistake(f"num_bins_centres_{layout}", "the lab's convention: num_bins intervals of width 4/num_bins, i.e. "
-            "num_bins + 1 centres 0, 4/num_bins, ..., 4 (torch.linspace(0, 4, num_bins + 1)); you used num_bins centres.",
+            "num_bins + 1 centres 0, 4/num_bins, ..., 4 (torch.linspace(0, 4, num_bins + 1)); "
+            "you used num_bins centres.",
             _fast(centres=layout)) for layout in ("L", "L_width", "arange")
 ] + [
     Mistake("no_normalisation", "FastAP = (1/N⁺) Σ_j H⁺_j h⁺_j / H_j: you forgot the 1/N⁺ — divide the sum by the "
@@ -111,5 +112,6 @@ FAST_AP = [
     Mistake("returns_ap", "you return FastAP, not the loss: return 1 − FastAP per query.", _fast(as_ap=True)),
 ] + [Mistake(f"fast_{m.key}_{empty}", f"your histograms are wrong — {m.message} Fix soft_histogram first: "
              "check_soft_histogram(soft_histogram) pinpoints it.", _fast(hist=m.fn, empty=empty))
-     for m in SOFT_HISTOGRAM if m.key in ("no_clamp", "no_abs", "width_double", "width_half", "ignores_weights", "normalised")
+     for m in SOFT_HISTOGRAM
+     if m.key in ("no_clamp", "no_abs", "width_double", "width_half", "ignores_weights", "normalised")
      for empty in ("clamp", "where")]  # a broken histogram can make H_j < 0: both guards are common

@@ -1,7 +1,8 @@
 """Known wrong versions of H⁻, SmoothAP, Sup-AP and the calibration loss, with the feedback each earns.
 
 Each variant has the student signature of its topic. The checks run them on a failing case
-and report the mistake whose output the student's matches (see ``CheckRunner.diagnose`` in :mod:`lab.grading.check_runner`).
+and report the mistake whose output the student's matches (see ``CheckRunner.diagnose`` in
+:mod:`lab.grading.check_runner`).
 The variants are written for clarity with (Q, N, N) pair tensors: cases are small.
 """
 from __future__ import annotations
@@ -56,14 +57,14 @@ H_MINUS = [
             "sigmoid only for t < 0 (strictly).", partial(_h, tie_left=True)),
     Mistake("h_linear_start_one", "the linear branch must start where the middle branch ends: ρ(t − δ) + σ(δ/τ) + 0.5, "
             "not ρ(t − δ) + 1.5 (σ(δ/τ) is not 1 unless δ ≫ τ).", partial(_h, linear="one")),
-    Mistake("h_linear_start_half", "the linear branch must start where the middle branch ends: ρ(t − δ) + σ(δ/τ) + 0.5; "
-            "you dropped σ(δ/τ), so H⁻ jumps down at t = δ.", partial(_h, linear="half")),
+    Mistake("h_linear_start_half", "the linear branch must start where the middle branch ends: "
+            "ρ(t − δ) + σ(δ/τ) + 0.5; you dropped σ(δ/τ), so H⁻ jumps down at t = δ.", partial(_h, linear="half")),
     Mistake("h_linear_sig_t", "beyond δ use the constant σ(δ/τ) + 0.5 plus ρ(t − δ); you used σ(t/τ), which keeps "
             "changing with t.", partial(_h, linear="sig_t")),
-    Mistake("h_linear_from_zero", "the linear branch is ρ(t − δ) + σ(δ/τ) + 0.5: you used ρ·t, so H⁻ jumps up by ρδ at t = δ.",
-            partial(_h, linear="from0")),
-    Mistake("h_step", "you return the exact step H(t): it has no gradient. H⁻ is the smooth surrogate of ROADMAP Eq. 4.",
-            lambda t, tau, rho, delta: (t >= 0).to(t.dtype)),
+    Mistake("h_linear_from_zero", "the linear branch is ρ(t − δ) + σ(δ/τ) + 0.5: you used ρ·t, so H⁻ jumps up by ρδ "
+            "at t = δ.", partial(_h, linear="from0")),
+    Mistake("h_step", "you return the exact step H(t): it has no gradient. H⁻ is the smooth surrogate of "
+            "ROADMAP Eq. 4.", lambda t, tau, rho, delta: (t >= 0).to(t.dtype)),
     Mistake("h_reversed", "H⁻ is evaluated at −t: check the sign — H⁻(t) grows with t = s_j − s_k.",
             lambda t, tau, rho, delta: ref_h_minus(-t, tau, rho, delta)),
 ]
@@ -115,13 +116,14 @@ _COMMON_AP = {  # mistakes shared by SmoothAP and Sup-AP: (key, message, ap_loss
     "nan_no_positive": ("the loss is NaN when a query has no positive (0 / 0 when averaging over its positives): "
                         "return 0 for such a query (the lab's convention for reduction='none').",
                         dict(zero_empty=False)),
-    "returns_ap": ("you return the AP, not the loss: return 1 − AP per query (the loss to minimise).", dict(as_ap=True)),
+    "returns_ap": ("you return the AP, not the loss: return 1 − AP per query (the loss to minimise).",
+                   dict(as_ap=True)),
     "norm_items": ("wrong normalisation: average the per-positive precisions over the positives of the query "
                    "(|P|), not over all its items.", dict(norm="items")),
     "norm_sum": ("wrong normalisation: you sum the per-positive precisions; AP is their mean over the positives.",
                  dict(norm="sum")),
-    "neg_all": ("rank⁻ must sum over the negatives only; you also summed over the positives (they are in rank⁺ already).",
-                dict(neg_all=True)),
+    "neg_all": ("rank⁻ must sum over the negatives only; you also summed over the positives "
+                "(they are in rank⁺ already).", dict(neg_all=True)),
     "rank_no_self": ("your ranks are off by one: rank⁺(k) = 1 + #other positives above k — the 1 is k itself, which "
                      "you left out (ROADMAP Eq. 1).", dict(self_pos=0.0)),
     "rank_without_one": ("your rank(k) lacks its 1: rank(k) = 1 + Σ_{j ≠ k} over every valid item (the 1 is k "
@@ -149,7 +151,8 @@ def _smooth_with(step_pos=None, step_neg=None, **opts):
 SMOOTH_AP = _with_common(_smooth) + [
     Mistake("no_temperature", "you forgot the temperature: SmoothAP uses σ((s_j − s_k)/τ), not σ(s_j − s_k).",
             _smooth_with(step_pos=lambda tau: torch.sigmoid, step_neg=lambda tau: torch.sigmoid)),
-    Mistake("tau_multiplied", "you multiplied by the temperature: SmoothAP uses σ((s_j − s_k)/τ), not σ((s_j − s_k)·τ). "
+    Mistake("tau_multiplied", "you multiplied by the temperature: SmoothAP uses σ((s_j − s_k)/τ), "
+            "not σ((s_j − s_k)·τ). "
             "With τ = 0.01 the division makes the sigmoid steep, close to the step; the product makes it flat.",
             _smooth_with(step_pos=lambda tau: lambda d: torch.sigmoid(d * tau),
                          step_neg=lambda tau: lambda d: torch.sigmoid(d * tau))),

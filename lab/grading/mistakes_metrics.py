@@ -82,9 +82,11 @@ _MASK_TIES = {  # shared by the three metrics: (key, message, options)
     "forgot_mask": ("you forgot the mask: items with mask = False (the query itself, ignored items) are not in the "
                     "ranked list at all.", dict(mask_pos=False, mask_neg=False)),
     "query_as_positive": ("your {name} counts the query as its own positive: positives are `targets & mask`. The "
-                          "query scores highest with itself, so it would always be retrieved first.", dict(mask_pos=False)),
+                          "query scores highest with itself, so it would always be retrieved first.",
+                          dict(mask_pos=False)),
     "ties_optimistic": ("with tied scores your ranks are optimistic: the lab counts every item scoring ≥ s_k as "
-                        "ranked at or above k (H(0) = 1, pessimistic ties, as scikit-learn's AP).", dict(ties="optimistic")),
+                        "ranked at or above k (H(0) = 1, pessimistic ties, as scikit-learn's AP).",
+                        dict(ties="optimistic")),
     "ties_sorted": ("with tied scores your ranks depend on the item order (a sort breaks ties by position): the lab "
                     "counts every item scoring ≥ s_k as ranked at or above k (H(0) = 1, pessimistic ties).",
                     dict(ties="sorted")),
@@ -158,8 +160,8 @@ RECALL_AT_K = _shared("R@k", _rec) + [
             _rec(kind="precision")),
     Mistake("count", "return 1.0 or 0.0 per query (was a positive in the top k?), not the number of positives found.",
             _rec(kind="count")),
-    Mistake("top_k_minus_one", "your ranks are off by one: the top k are ranks 1..k (rank ≤ k), you kept only k − 1 items.",
-            _rec(shift=-1)),
+    Mistake("top_k_minus_one", "your ranks are off by one: the top k are ranks 1..k (rank ≤ k), "
+            "you kept only k − 1 items.", _rec(shift=-1)),
     Mistake("top_k_plus_one", "your ranks are off by one: the top k are ranks 1..k, you kept k + 1 items "
             "(0-based indices vs 1-based ranks?).", _rec(shift=1)),
 ]

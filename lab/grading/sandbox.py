@@ -129,7 +129,8 @@ def _probe() -> str:
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"bwrap does not start ({exc})"
     if done.returncode:
-        return f"bwrap does not work here ({(done.stderr.strip().splitlines() or ['exit ' + str(done.returncode)])[-1]})"
+        last = (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
+        return f"bwrap does not work here ({last})"
     return ""
 
 

@@ -81,7 +81,7 @@ class BlackBoxAP(RankLoss):
     functional = staticmethod(blackbox_ap)
     declared = declare(LAMBDA_VAL, MARGIN)
 
-    def __init__(self, lambda_val: float = LAMBDA_VAL.default, margin: float = MARGIN.default, *, include_self: bool = False,
-                 reduction: str = "mean") -> None:
+    def __init__(self, lambda_val: float = LAMBDA_VAL.default, margin: float = MARGIN.default, *,
+                 include_self: bool = False, reduction: str = "mean") -> None:
         super().__init__()
         self.save_hparams(locals())

@@ -118,8 +118,9 @@ class SupRecall(RankLoss):
     functional = staticmethod(sup_recall)
     declared = declare(TAU, RHO, DELTA, TAU_STAR)
 
-    def __init__(self, tau: float = TAU.default, rho: float = RHO.default, delta: float = DELTA.default, tau_star: float = TAU_STAR.default,
-                 ks: Sequence[int] = DEFAULT_KS, *, include_self: bool = False, reduction: str = "mean",
+    def __init__(self, tau: float = TAU.default, rho: float = RHO.default, delta: float = DELTA.default,
+                 tau_star: float = TAU_STAR.default, ks: Sequence[int] = DEFAULT_KS, *, include_self: bool = False,
+                 reduction: str = "mean",
                  chunk_size: Optional[int] = None) -> None:
         super().__init__()
         ks = check_ks(ks)

@@ -38,8 +38,8 @@ class ROADMAP(RankLoss):
     functional = staticmethod(roadmap)
     declared = declare(LAM, TAU, RHO, DELTA, CAL_ALPHA, CAL_BETA)
 
-    def __init__(self, lam: float = LAM.default, tau: float = TAU.default, rho: float = RHO.default, delta: float = DELTA.default,
-                 alpha: float = CAL_ALPHA.default, beta: float = CAL_BETA.default, *, include_self: bool = False, reduction: str = "mean",
-                 chunk_size: Optional[int] = None) -> None:
+    def __init__(self, lam: float = LAM.default, tau: float = TAU.default, rho: float = RHO.default,
+                 delta: float = DELTA.default, alpha: float = CAL_ALPHA.default, beta: float = CAL_BETA.default, *,
+                 include_self: bool = False, reduction: str = "mean", chunk_size: Optional[int] = None) -> None:
         super().__init__()
         self.save_hparams(locals())

@@ -83,8 +83,9 @@ class _ProxyROD(RODLoss):
     declared = declare(PROXY_LAM, TAU, RHO, DELTA, ETA)
 
     def __init__(self, num_classes: int, embed_dim: int, lam: float = PROXY_LAM.default, tau: float = TAU.default,
-                 rho: float = RHO.default, delta: float = DELTA.default, eta: float = ETA.default, *, include_self: bool = False, reduction: str = "mean",
-                 chunk_size: Optional[int] = None, **rank_hparams) -> None:
+                 rho: float = RHO.default, delta: float = DELTA.default, eta: float = ETA.default, *,
+                 include_self: bool = False, reduction: str = "mean", chunk_size: Optional[int] = None,
+                 **rank_hparams) -> None:
         rank = self.rank_class(tau, rho, delta, include_self=include_self, reduction=reduction,
                                chunk_size=chunk_size, **rank_hparams)
         super().__init__(rank, ProxyDecompositionLoss(num_classes, embed_dim, eta, reduction=reduction), lam)

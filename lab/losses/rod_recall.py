@@ -44,8 +44,9 @@ class RODRecall(RankLoss):
     functional = staticmethod(rod_recall)
     declared = declare(LAM, TAU, RHO, DELTA, TAU_STAR, CAL_ALPHA, CAL_BETA)
 
-    def __init__(self, lam: float = LAM.default, tau: float = TAU.default, rho: float = RHO.default, delta: float = DELTA.default,
-                 tau_star: float = TAU_STAR.default, ks: Sequence[int] = DEFAULT_KS, alpha: float = CAL_ALPHA.default, beta: float = CAL_BETA.default, *,
+    def __init__(self, lam: float = LAM.default, tau: float = TAU.default, rho: float = RHO.default,
+                 delta: float = DELTA.default, tau_star: float = TAU_STAR.default, ks: Sequence[int] = DEFAULT_KS,
+                 alpha: float = CAL_ALPHA.default, beta: float = CAL_BETA.default, *,
                  include_self: bool = False, reduction: str = "mean", chunk_size: Optional[int] = None) -> None:
         super().__init__()
         ks = check_ks(ks)

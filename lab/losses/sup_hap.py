@@ -87,7 +87,8 @@ class SupHAP(HierarchicalRankLoss):
     renamed_hparams = {"alpha": "hap_alpha"}
 
     def __init__(self, tau: float = TAU.default, rho: float = RHO.default, delta: float = DELTA.default,
-                 hap_alpha: float = HAP_ALPHA.default, relevance: str = "hap", weights: Optional[Sequence[float]] = None, *, include_self: bool = False,
+                 hap_alpha: float = HAP_ALPHA.default, relevance: str = "hap",
+                 weights: Optional[Sequence[float]] = None, *, include_self: bool = False,
                  reduction: str = "mean", chunk_size: Optional[int] = None) -> None:
         super().__init__()
         HAP_ALPHA.check(hap_alpha)

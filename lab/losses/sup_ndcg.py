@@ -54,7 +54,7 @@ class SupNDCG(HierarchicalRankLoss):
     relevance = "ndcg"
     declared = declare(TAU, RHO, DELTA)
 
-    def __init__(self, tau: float = TAU.default, rho: float = RHO.default, delta: float = DELTA.default, *, include_self: bool = False,
-                 reduction: str = "mean", chunk_size: Optional[int] = None) -> None:
+    def __init__(self, tau: float = TAU.default, rho: float = RHO.default, delta: float = DELTA.default, *,
+                 include_self: bool = False, reduction: str = "mean", chunk_size: Optional[int] = None) -> None:
         super().__init__()
         self.save_hparams(locals())

@@ -340,7 +340,8 @@ def count_at_least(scores: Tensor, thresholds: Tensor, cap: Optional[Tensor] = N
     else:
         edges = np.linspace(0, len(t), threads + 1).astype(int)
         parts = list(_executor(threads).map(
-            lambda lo, hi: _count_numpy(s[lo:hi], t[lo:hi], None if caps is None else caps[lo:hi]), edges[:-1], edges[1:]))
+            lambda lo, hi: _count_numpy(s[lo:hi], t[lo:hi], None if caps is None else caps[lo:hi]),
+            edges[:-1], edges[1:]))
         at_least, among = (np.concatenate(part) for part in zip(*parts))
     if caps is not None:
         at_least = np.where(at_least > caps[:, None], BEYOND, at_least)
@@ -354,7 +355,8 @@ def _sort_cost(n: int) -> float:
         return SORT_COST
     length = 1 << max(4, (n - 1).bit_length())
     if length not in _sort_costs:
-        rows = np.random.default_rng(0).standard_normal((max(2, SORT_SAMPLE_SCORES // length), length), dtype=np.float32)
+        shape = (max(2, SORT_SAMPLE_SCORES // length), length)
+        rows = np.random.default_rng(0).standard_normal(shape, dtype=np.float32)
         timings = []
         for _ in range(3):
             start = time.thread_time()

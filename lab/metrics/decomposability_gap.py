@@ -192,7 +192,8 @@ def calibration_counts(scores: Tensor, targets: Tensor, batch_ids: Tensor, alpha
     :func:`dg_upper_bound_calibrated`. scores, targets, batch_ids: (N,); batches in sorted id order."""
     if not alpha > beta:
         raise ValueError(f"alpha must be larger than beta, got alpha={alpha!r}, beta={beta!r}")
-    out: dict[str, list[int]] = {"pos_above_alpha": [], "pos_below_alpha": [], "neg_below_beta": [], "neg_above_beta": []}
+    out: dict[str, list[int]] = {"pos_above_alpha": [], "pos_below_alpha": [],
+                                 "neg_below_beta": [], "neg_above_beta": []}
     for b in torch.unique(batch_ids):
         in_b = batch_ids == b
         pos, neg = scores[in_b & targets], scores[in_b & ~targets]

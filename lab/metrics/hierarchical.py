@@ -72,7 +72,8 @@ def asi(scores: Tensor, relevance: Tensor, mask: Optional[Tensor] = None) -> Ten
     ideal = rel.sort(1, descending=True).values
     inter = torch.zeros_like(ranked)
     for v, _ in relevance_steps(rel):
-        inter += torch.minimum((ranked == v[:, None]).to(rel.dtype).cumsum(1), (ideal == v[:, None]).to(rel.dtype).cumsum(1))
+        inter += torch.minimum((ranked == v[:, None]).to(rel.dtype).cumsum(1),
+                               (ideal == v[:, None]).to(rel.dtype).cumsum(1))
     num_pos = (rel > 0).sum(1)
     n = torch.arange(1, rel.shape[1] + 1, device=rel.device, dtype=rel.dtype)
     si = torch.where(n <= num_pos[:, None], inter / n, torch.zeros_like(inter))

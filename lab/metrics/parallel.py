@@ -32,8 +32,9 @@ MIN_WORKER_ROWS = 32
 def one_thread(device: torch.device) -> Iterator[None]:
     """On the CPU, a chunk's bookkeeping (tensors of a few thousand entries; the big counting is
     numpy's, in as many Python threads as the caller had torch threads) runs on one torch thread:
-    starting threads for it costs more than it saves, and on a busy machine far more, as a parallel op waits for a free core (15k easy data
-    on 2 loaded cores: 2.3 s with 2 threads, against 1.7 s before issue 20). torch's thread count
+    starting threads for it costs more than it saves, and on a busy machine far more, as a parallel op
+    waits for a free core (15k easy data on 2 loaded cores: 2.3 s with 2 threads, against 1.7 s before
+    issue 20). torch's thread count
     is process-wide: meanwhile other Python threads' ops run on one thread too."""
     with torch_threads(1 if device.type == "cpu" else None):
         yield

@@ -133,5 +133,5 @@ def num_parameters(model: nn.Module, trainable_only: bool = True) -> int:
     return sum(p.numel() for p in model.parameters() if p.requires_grad or not trainable_only)
 
 
-__all__ = ["build_model", "check_model_name", "EmbeddingModel", "EmbeddingHead", "GeM", "SmallCNN", "TimmBackbone", "MODELS",
-           "POOLINGS", "num_parameters"]
+__all__ = ["build_model", "check_model_name", "EmbeddingModel", "EmbeddingHead", "GeM", "SmallCNN", "TimmBackbone",
+           "MODELS", "POOLINGS", "num_parameters"]

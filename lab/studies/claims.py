@@ -70,7 +70,8 @@ def analyse_methods(records: Records) -> Section:
     main = results.get(("ROADMAP", "SmoothAP", "mAP@R"))
     r1 = results.get(("ROADMAP", "SmoothAP", "R@1"))
     verdict = main["verdict"] if main else "not measured"
-    measured = (f"ROADMAP − SmoothAP: mAP@R {points(main['diff'])} pt (p {fmt_p(main['p'])}), R@1 {points(r1['diff'])} pt "
+    measured = (f"ROADMAP − SmoothAP: mAP@R {points(main['diff'])} pt (p {fmt_p(main['p'])}), "
+                f"R@1 {points(r1['diff'])} pt "
                 f"(p {fmt_p(r1['p'])}), n = {main['n']} paired seeds; ROADMAP ranks {ranking.index('ROADMAP') + 1} "
                 f"of {len(methods)} on mAP@R") if main and r1 else "—"
     body = "\n\n".join([
@@ -116,7 +117,8 @@ def _why_not_methods(records: Records, unmet: list[str]) -> str:
         n = proxy_updates(records)
         text += (f" L_DG* learns one proxy per training class, and a proxy is pulled towards its class only when "
                  f"that class is in the batch: about {n:.0f} times in one of our runs, against ~130 times on SOP "
-                 "(100 epochs of ~233 batches of 64 classes, 11,318 classes) and ~1,400 on iNaturalist in SupRank's setting. "
+                 "(100 epochs of ~233 batches of 64 classes, 11,318 classes) and ~1,400 on iNaturalist in SupRank's "
+                 "setting. "
                  "Pulling embeddings towards proxies that are still close to their random start costs "
                  "accuracy at this budget; the claim needs the long schedules the paper uses.")
     return text
@@ -140,7 +142,8 @@ def analyse_batch_size(records: Records) -> Section:
     for b, g in gains.items():
         c = compare(records, "mAP@R", {"method": "ROADMAP", "batch_size": b}, {"method": "SupAP", "batch_size": b})
         steps = select(records, batch_size=b)[0]["steps"]
-        paper = " / ".join(f"{paper_gains(d).get(b, math.nan):+.1f}" if b in PAPER_BATCH[d] else "—" for d in PAPER_BATCH)
+        paper = " / ".join(f"{paper_gains(d).get(b, math.nan):+.1f}" if b in PAPER_BATCH[d] else "—"
+                           for d in PAPER_BATCH)
         rows.append([b, steps, fmt(summarise(records, "mAP@R", method="SupAP", batch_size=b)),
                      fmt(summarise(records, "mAP@R", method="ROADMAP", batch_size=b)),
                      fmt(mean_std(g), scale=1.0), fmt_p(c["p"]), paper])
@@ -185,12 +188,14 @@ def analyse_gap(records: Records, at: int = 128) -> Section:
     for b in sorted({r["batch_size"] for r in records}):
         cells = [b]
         for field in ("gap_heldout", "gap_train_probe"):
-            sup, road = paired(records, field, {"method": "SupAP", "batch_size": b}, {"method": "ROADMAP", "batch_size": b})
+            at_b = {"method": "SupAP", "batch_size": b}, {"method": "ROADMAP", "batch_size": b}
+            sup, road = paired(records, field, *at_b)
             dec = mean_std([relative_decrease(r, s) for s, r in zip(sup, road)])
-            c = compare(records, field, {"method": "SupAP", "batch_size": b}, {"method": "ROADMAP", "batch_size": b})
+            c = compare(records, field, *at_b)
             cells += [fmt(mean_std(sup), 1.0, 3), fmt(mean_std(road), 1.0, 3), fmt(dec, 1.0), fmt_p(c["p"])]
         rows.append(cells)
-    main = compare(records, "gap_heldout", {"method": "SupAP", "batch_size": at}, {"method": "ROADMAP", "batch_size": at})
+    main = compare(records, "gap_heldout", {"method": "SupAP", "batch_size": at},
+                   {"method": "ROADMAP", "batch_size": at})
     by_b = gap_decreases(records)
     measured = ("relative decrease of the held-out gap, " + ", ".join(
         f"B = {b}: {fmt(d, 1.0)} % (p {fmt_p(c['p'])})" for b, (d, c) in by_b.items())
@@ -218,9 +223,10 @@ def gap_decreases(records: Records) -> dict[int, tuple[Any, dict]]:
     """{batch size: (relative decrease of the held-out gap, % per seed as mean ± std; its paired comparison)}."""
     out = {}
     for b in sorted({r["batch_size"] for r in records}):
-        sup, road = paired(records, "gap_heldout", {"method": "SupAP", "batch_size": b}, {"method": "ROADMAP", "batch_size": b})
+        at_b = {"method": "SupAP", "batch_size": b}, {"method": "ROADMAP", "batch_size": b}
+        sup, road = paired(records, "gap_heldout", *at_b)
         out[b] = (mean_std([relative_decrease(r, s) for s, r in zip(sup, road)]),
-                  compare(records, "gap_heldout", {"method": "SupAP", "batch_size": b}, {"method": "ROADMAP", "batch_size": b}))
+                  compare(records, "gap_heldout", *at_b))
     return out
 
 
@@ -234,7 +240,8 @@ def gap_reasons(tests: Sequence[Any], by_b: dict[int, tuple[Any, dict]], at: int
         return ""
     text = ""
     if resolved:
-        text = (f"With Holm over the {len(tests)} batch sizes, the same {tests[0].test.n} seeds resolve the decrease at "
+        text = (f"With Holm over the {len(tests)} batch sizes, the same {tests[0].test.n} seeds resolve the "
+                "decrease at "
                 + ", ".join(f"B = {b} ({by_b[b][0].mean:.1f} %)" for b in resolved) + "; ")
     text += "; ".join(f"at B = {b}" + (" (the studies' default batch)" if b == at else "")
                       + f" the decrease ({by_b[b][0].mean:.1f} %) varies from seed to seed by {by_b[b][0].std:.1f} % "

@@ -40,9 +40,10 @@ def code_versions(records: Sequence[dict[str, Any]], changes: Sequence[Definitio
         versions = Counter((r["provenance"].get("commit") or "no git")[:7]
                            + (" with uncommitted changes to lab/" if r["provenance"].get("dirty") else "")
                            for r in known)
-        setups = Counter(f"torch {r['provenance']['torch']} on {r['provenance'].get('accelerator') or r['provenance']['device']}"
-                         for r in known)
-        parts.append(f"{len(known)} run{'s' if len(known) != 1 else ''} recorded {'their' if len(known) != 1 else 'its'} code: "
+        setups = Counter(f"torch {r['provenance']['torch']} on "
+                         f"{r['provenance'].get('accelerator') or r['provenance']['device']}" for r in known)
+        parts.append(f"{len(known)} run{'s' if len(known) != 1 else ''} recorded "
+                     f"{'their' if len(known) != 1 else 'its'} code: "
                      + "; ".join(f"{n} at {v}" for v, n in versions.most_common()) + " ("
                      + "; ".join(f"{n} with {s}" for s, n in setups.most_common()) + ").")
     old = [r for r in records if not r.get("provenance")]

@@ -44,7 +44,8 @@ def curves_section(records: Records, losses: Sequence[str], pilot: Optional[dict
     rows = []
     for loss, (seeds, points) in curves.items():
         plateau = plateau_step(points)
-        rows.append([loss, f"{len(seeds)}: seed{'' if len(seeds) == 1 else 's'} {', '.join(map(str, seeds))}", f"{points[-1][0]:,}", f"{100 * points[-1][1]:.2f}",
+        rows.append([loss, f"{len(seeds)}: seed{'' if len(seeds) == 1 else 's'} {', '.join(map(str, seeds))}",
+                     f"{points[-1][0]:,}", f"{100 * points[-1][1]:.2f}",
                      f"{plateau:,}" if plateau is not None else "none yet"])
     every = sorted({r["curve_every"] for r in records if r.get("curve") and "curve_every" in r})
     text = "\n\n".join([

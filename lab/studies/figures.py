@@ -14,7 +14,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import NullLocator
 
 from ..viz.style import CATEGORIES
-from .stats import Records, epoch_minutes, gains_by, mean_std, paired, relative_gain, select
+from .stats import Records, epoch_minutes, gains_by, mean_std, select
 
 CHARS_PER_INCH = 13  # of an 11-pt title: a longer title is cut at the figure's edges
 
@@ -37,7 +37,8 @@ def _figure(width: float, height: float, cols: int, title: str, detail: str = ""
 def _n(records: Records) -> str:
     seeds = sorted({r["seed"] for r in records})
     steps = sorted({r["steps"] for r in records})
-    return f"{len(seeds)} seed{'' if len(seeds) == 1 else 's'}, mean ± std" + (f", {steps[0]} steps per run" if len(steps) == 1 else "")
+    return (f"{len(seeds)} seed{'' if len(seeds) == 1 else 's'}, mean ± std"
+            + (f", {steps[0]} steps per run" if len(steps) == 1 else ""))
 
 
 def _log_ticks(ax, values: Sequence[float], base: float = 10) -> None:
@@ -188,14 +189,16 @@ def plot_ranks(records: Records, order: Sequence[str]) -> Figure:
     from .stats import paired_interval, seed_ranks
 
     order = [m for m in order if select(records, method=m)]
-    fig, (left, right) = _figure(9.5, 3.9, 2, "Papers' row order vs measured ranks (descriptive, not a claim)", _n(records).replace("± std", "± 95 % CI"))
+    fig, (left, right) = _figure(9.5, 3.9, 2, "Papers' row order vs measured ranks (descriptive, not a claim)",
+                                 _n(records).replace("± std", "± 95 % CI"))
     means = []
     for i, method in enumerate(order):
         values = [r["mAP@R"] for r in select(records, method=method)]
         ci = paired_interval(values)  # the interval of one sample's mean (the same t formula)
         means.append(ci.mean)
         err = 0 if math.isnan(ci.low) else ci.mean - ci.low
-        left.errorbar([i], [ci.mean], yerr=[err], fmt="o", capsize=4, markersize=7, color=CATEGORIES[i % len(CATEGORIES)])
+        left.errorbar([i], [ci.mean], yerr=[err], fmt="o", capsize=4, markersize=7,
+                      color=CATEGORIES[i % len(CATEGORIES)])
         left.plot([i + 0.15] * len(values), values, ".", color="#7f7f7f", markersize=4)
     left.plot(range(len(order)), means, color="#bbbbbb", linewidth=1, zorder=0)
     left.set_xticks(range(len(order)), order, rotation=35, ha="right", fontsize=8)
@@ -251,5 +254,5 @@ def plot_curves(curves: dict[str, list[tuple[int, float]]], pilot: Sequence[dict
     return fig
 
 
-__all__ = ["plot_methods", "plot_ranks", "plot_pilot", "plot_curves", "plot_batch_size", "plot_hparams", "plot_bins", "plot_gap", "plot_memory", "gains_by",
-           "epoch_minutes"]
+__all__ = ["plot_methods", "plot_ranks", "plot_pilot", "plot_curves", "plot_batch_size", "plot_hparams", "plot_bins",
+           "plot_gap", "plot_memory", "gains_by", "epoch_minutes"]

@@ -31,7 +31,8 @@ def study1(records: list[dict], protocol: str = "v2", every: Optional[list[dict]
     histogram = [m for m in ("FastAP", "SoftBinAP") if any(r["method"] == m for r in records)]
     order = [m for m in PAPER_ORDER if any(r["method"] == m for r in records)]
     return (f"Study 1 (protocol {protocol}, {len(records)} runs): {claims_headline(tests)} (mAP@R, paired t-test, "
-            f"Holm within each family of claims, n = {n[0] if len(n) == 1 else f'{n[0]}-{n[-1]}'}{later}). The row order of the papers' tables is "
+            f"Holm within each family of claims, n = {n[0] if len(n) == 1 else f'{n[0]}-{n[-1]}'}{later}). "
+            "The row order of the papers' tables is "
             "not a claim and is not tested; here the histogram losses take the first places by mean mAP@R ("
             f"{seed_positions(records, order, histogram)}).")
 

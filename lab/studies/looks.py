@@ -53,7 +53,8 @@ def looks(records: Records, claims: Sequence[Claim] = CLAIMS) -> list[Look]:
         losses = tuple(dict.fromkeys(m for c in open_ for m in (c.better, c.worse)))
         wanted = {(m, s) for m in losses for s in range(start, n)}
         upto = [r for r in records if r["seed"] < n]
-        look = Look(n, LOOK_ALPHA, losses, len(wanted & have), len(wanted), tuple(claim_tests(upto, open_, alpha=LOOK_ALPHA)))
+        look = Look(n, LOOK_ALPHA, losses, len(wanted & have), len(wanted),
+                    tuple(claim_tests(upto, open_, alpha=LOOK_ALPHA)))
         out.append(look)
         if not look.complete:
             break
@@ -112,9 +113,10 @@ def looks_section(records: Records, claims: Sequence[Claim] = CLAIMS) -> str:
     rows = []
     for look in later:
         for t in look.tests:
+            tested = ((fmt_p(t.test.p), fmt_p(t.p_holm), f"{look.alpha:g}", t.verdict) if look.complete
+                      else ("—", "—", f"{look.alpha:g}", "— (provisional)"))
             rows.append([f"{t.claim.better} > {t.claim.worse}", t.claim.family, look.status, str(t.test.n),
-                         delta_cell(t.interval), *((fmt_p(t.test.p), fmt_p(t.p_holm), f"{look.alpha:g}", t.verdict)
-                                                   if look.complete else ("—", "—", f"{look.alpha:g}", "— (provisional)"))])
+                         delta_cell(t.interval), *tested])
     seeds = ", ".join(f"{look.n}: {', '.join(look.losses)}" for look in later)
     return "\n\n".join([
         f"**The plan's looks so far** (the losses each look adds seeds of, by look n = {seeds}). A look decides only "

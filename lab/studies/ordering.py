@@ -65,7 +65,7 @@ def analyse_methods_v2(records: Records, all_records: Optional[Records] = None) 
     below, settings = below_in("BlackBoxAP", "SoftBinAP")
     body = "\n\n".join([
         "**The papers' claims** (the primary table): each claim is a paper saying one loss beats another. Each is "
-        f"tested on mAP@R by a two-sided paired t-test over the n seeds both losses have (same seed = same initial "
+        "tested on mAP@R by a two-sided paired t-test over the n seeds both losses have (same seed = same initial "
         "weights, batches and augmentations), Δ = claimed-better minus claimed-worse in points with its 95 % t "
         "interval, and Holm's correction within its family. The families were fixed from the papers' text before "
         "these tests were read:",
@@ -144,7 +144,8 @@ def why_not_v2(records: Records, tests: Sequence[ClaimTest], order: Sequence[str
             f"that would resolve it). The papers' own gaps on these claims are {min(gaps):+.1f} to {max(gaps):+.1f} pt "
             "of mAP@R (pretrained ResNet-50, 100+ epochs), and their differences between losses change size and "
             f"sign from one setting to the next: adjacent rows of supp. Table 4 (ResNet-50) differ by {low:+.1f} to "
-            f"{high:+.1f} pt, and across the papers' {len(PAPER_TABLES)} settings by {all_low:+.1f} to {all_high:+.1f} pt.")
+            f"{high:+.1f} pt, and across the papers' {len(PAPER_TABLES)} settings by {all_low:+.1f} to "
+            f"{all_high:+.1f} pt.")
     against = [t for t in tests if t.verdict == CONTRADICTED]
     if not against:
         return " ".join(parts)
@@ -161,11 +162,14 @@ def why_not_v2(records: Records, tests: Sequence[ClaimTest], order: Sequence[str
         tau = TAU.default  # SmoothAP's, SupAP's and ROADMAP's (the papers' value)
         fade = tau * math.log((1 + math.sqrt(0.95)) / (1 - math.sqrt(0.95)))  # sigma' = 5 % of its peak
         on_top = set(best_first[:len(histogram)]) == set(histogram)
+        where = (f"take the first {len(histogram)} places here by mean mAP@R" if on_top
+                 else "rank higher here than in the papers")
         text += (
             f"{'It involves' if len(against) == 1 else 'Each involves'} a histogram loss; the histogram losses "
-            f"({', '.join(histogram)}) {f'take the first {len(histogram)} places here by mean mAP@R' if on_top else 'rank higher here than in the papers'} "
+            f"({', '.join(histogram)}) {where} "
             f"({seed_positions(records, order, histogram)}). Without them the other {len(others)} come in the "
-            + ("papers' row order" if rest == papers else f"order {' > '.join(rest)}, the papers' rows {' > '.join(papers)}")
+            + ("papers' row order" if rest == papers
+               else f"order {' > '.join(rest)}, the papers' rows {' > '.join(papers)}")
             + ". In `lab` the two are one histogram AP (`binned_ap_loss`) with different triangular kernels ("
             + " and ".join(f"{m}'s reaches {w:.3f}" for m, w in widths.items())
             + " of cosine score on each side of a bin centre, so the bins cover every score and nearly every item "

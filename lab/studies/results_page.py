@@ -105,7 +105,8 @@ def _timing(data: dict[str, Any], records: list[dict[str, Any]], complete: bool 
 def _budget(quick: bool, seeds: int, train_images: Optional[int], protocol: str = "v1") -> str:
     base = QUICK_BASE if quick else FULL_BASE if protocol == "v1" else dict(V2_BASE, steps=spec.V2_STEPS or 0)
     images = f"{train_images:,} training images" if train_images else "the training split"
-    data = f"glyphs ({images}; test classes held out)" + (f", {base['dataset_kwargs']}" if base["dataset_kwargs"] else "")
+    data = (f"glyphs ({images}; test classes held out)"
+            + (f", {base['dataset_kwargs']}" if base["dataset_kwargs"] else ""))
     rows = [
         ["data", data],
         ["model", f"{base['model']}, {base['embed_dim']}-d embeddings, trained from scratch"],
@@ -178,7 +179,8 @@ def _section(name: str, data: dict[str, Any], quick: bool, seeds: Optional[int],
     lines = [f"{level} {s.title}", "", f"**Paper.** {s.claim}", "",
              f"**Measured** (mean ± std over n = {n} seeds a setting, seeds {_seed_list(records)}; metrics in %). "
              f"{s.measured}.", "",
-             f"**Verdict{so_far}: {s.verdict}.**" + ("" if s.verdict == "reproduces" or not s.if_not else f" Most likely reasons: {s.if_not}"),
+             f"**Verdict{so_far}: {s.verdict}.**"
+             + ("" if s.verdict == "reproduces" or not s.if_not else f" Most likely reasons: {s.if_not}"),
              "", s.body, ""]
     if figures is not None:
         from ..viz.render import save_png
@@ -194,10 +196,12 @@ def _section(name: str, data: dict[str, Any], quick: bool, seeds: Optional[int],
         lines.append(f"\n**Incomplete: {len(missing)} of {len(missing) + len(records)} runs missing** ({what}"
                      + (f"; {len(failed)} failed: " + "; ".join(f"{f['method']} seed {f['seed']}: {f['error']}"
                                                              for f in failed.values()) if failed else "")
-                     + f"). Complete with `{command}` (finished runs are skipped), then `python -m lab study --render`.")
+                     + f"). Complete with `{command}` (finished runs are skipped), "
+                     "then `python -m lab study --render`.")
     lines.append("")
     verdict = f"provisional: {s.verdict}" if missing else s.verdict
-    return "\n".join(lines), [s.title.split(" (")[0], s.measured, verdict, f"{len(records)} / {len(records) + len(missing)}"]
+    done = f"{len(records)} / {len(records) + len(missing)}"
+    return "\n".join(lines), [s.title.split(" (")[0], s.measured, verdict, done]
 
 
 def _compute(datas: dict[str, dict[str, Any]], wanted: Optional[list[RunSpec]] = None,
@@ -224,7 +228,8 @@ def _compute(datas: dict[str, dict[str, Any]], wanted: Optional[list[RunSpec]] =
     if gpu:
         return text + " " + _gpu_compute(gpu, runs, wanted or []) + "\n\n" + gpu_time(gpu, runs)
     return text + (" On a GPU the same protocol runs unchanged with `--device cuda` (the device is not part of a run's "
-                   "key); its time there is not measured: no study run has been made on a GPU yet (one seed of study 1, "
+                   "key); its time there is not measured: no study run has been made on a GPU yet "
+                   "(one seed of study 1, "
                    "`python -m lab study methods --protocol v2 --seeds 1 --device cuda --out "
                    f"results/{GPU_RESULTS} --no-render`, puts it here).")
 
@@ -263,8 +268,9 @@ def _gpu_compute(gpu: list[dict[str, Any]], cpu_runs: dict[str, dict[str, Any]],
         alike = [r for r in gpu if r["loss"] == run.config["loss"]] or gpu
         total += sum(r["seconds_per_step"] for r in alike) / len(alike) * run.config["steps"] + evaluation
         scaled += 1
-    return text + (f". The protocol's {len(wanted)} distinct runs would take about {total / 3600:.1f} h there, one at a "
-                   f"time" + (f" ({scaled} of them estimated from their loss's measured seconds per step times their "
+    return text + (f". The protocol's {len(wanted)} distinct runs would take about {total / 3600:.1f} h there, "
+                   "one at a time"
+                   + (f" ({scaled} of them estimated from their loss's measured seconds per step times their "
                               "steps, assuming a step costs the same at every batch size)." if scaled else "."))
 
 
@@ -376,14 +382,16 @@ def render(out: Path, docs: Path, seeds: Optional[int] = None) -> Path:
     if superseded:
         v1_intro = ["## Protocol v1: the earlier, easier evaluation", "",
                     f"Protocol v1 evaluated a ~2,000-image subset of the test classes after 300 steps, with 3 seeds. "
-                    f"There all nine losses reached R@1 90-93 % and their differences stayed within the seed spread. Its "
-                    f"{', '.join(TITLES[n] for n in PAGE if n in superseded)} are superseded by protocol v2 above: their "
+                    "There all nine losses reached R@1 90-93 % and their differences stayed within the seed spread. "
+                    f"Its {', '.join(TITLES[n] for n in PAGE if n in superseded)} are superseded by protocol v2 above: "
+                    "their "
                     "raw results stay in `results/*.json` for the record, and this page no longer shows them. The "
                     "studies below ask other questions (sensitivity to hyper-parameters, the number of bins, a memory "
                     "bank) at v1's fixed budget, and keep it.", ""]
     page = "\n".join([
         "# Results: the papers' claims at laptop scale", "",
-        "<!-- Generated by `python -m lab study --render` from results/*.json: edit lab/studies, not this file. -->", "",
+        "<!-- Generated by `python -m lab study --render` from results/*.json: edit lab/studies, not this file. -->",
+        "",
         banner + "Every claim below is re-measured on the glyphs benchmark (`lab.data`, classes of the test split "
         "never seen in training) with the small CNN on CPU, through `lab.train.Trainer`, with one budget for "
         "every method, fixed before any result was seen, and no per-method tuning. A verdict is computed by a "
@@ -394,7 +402,8 @@ def render(out: Path, docs: Path, seeds: Optional[int] = None) -> Path:
         *v2_lines, *v1_intro,
         "## Budget" + (" (v1)" if superseded else ""), "",
         _budget(quick, seeds or (QUICK_SEEDS if quick else FULL_SEEDS), _train_images(quick)), "",
-        "## Summary" + (" (v1)" if superseded else ""), "", table(["study", "measured", "verdict", "runs done"], summary),
+        "## Summary" + (" (v1)" if superseded else ""), "",
+        table(["study", "measured", "verdict", "runs done"], summary),
         "", *sections,
         f"_Rendered {time.strftime('%Y-%m-%d %H:%M')} from `{out.name}/`._", ""])
     docs.mkdir(parents=True, exist_ok=True)

@@ -103,7 +103,8 @@ def _why_not_hparams(records: Records, verdicts: dict[str, tuple[str, str]]) -> 
         trend = " → ".join(f"{100 * tau[v].mean:.1f}" for v in sorted(tau) if STABLE_TAU[0] <= v <= STABLE_TAU[1])
         reasons.append(f"τ: mean mAP@R over τ ∈ [0.001, 0.05] goes {trend}. A wider sigmoid gives a gradient to "
                        "more pairs of items (τ = 0.001 is almost a step: only near-ties get one), which speeds up "
-                       "early learning; SupAP's linear branch beyond δ only acts on negatives already above a positive.")
+                       "early learning; SupAP's linear branch beyond δ only acts on negatives already above a "
+                       "positive.")
     if verdicts.get("lam", ("reproduces",))[0] != "reproduces":
         _, lam = _sweep_rows(records, "lam")
         base = lam.get(0.0)
@@ -159,7 +160,8 @@ def analyse_bins(records: Records) -> Section:
     if_not = ("A model far from converged has few nearly-sorted lists, which is where fine bins lose their "
               "gradient (FastAP Fig. 4c): the trade-off the paper describes appears late in training.")
     body = table(header, rows) + "\n\nVerdict: the family *FastAP's bins* of the papers' other claims (protocol " \
-        "v2's part of the page): FastAP's R@1 at 10 bins against 2 and 40 bins, paired t-tests, Holm over the 2. Where the best " \
+        "v2's part of the page): FastAP's R@1 at 10 bins against 2 and 40 bins, paired t-tests, Holm over the 2. " \
+        "Where the best " \
         "mean lies is described, not tested: on a flat curve any bin count can hold it. SoftBinAP is shown for " \
         "comparison (the paper's claim is about FastAP)."
     return Section("4. Number of bins (FastAP Fig. 4b)", claim, measured, verdict, body, if_not)
@@ -192,7 +194,8 @@ def analyse_memory(records: Records) -> Section:
                "reproduces" if all(v == "reproduces" for v in accuracy) and ratio > 1 else
                "partly" if any(v == "reproduces" for v in accuracy) or ratio > 1 else "does not reproduce")
     measured = (f"ROADMAP − XBM: R@1 {comp_rows[0][2]} pt (p {comp_rows[0][4]}), mAP@R {comp_rows[1][2]} pt "
-                f"(p {comp_rows[1][4]}); XBM takes {ratio:.1f}x ROADMAP's CPU time per step ({wall:.1f}x its wall time per "
+                f"(p {comp_rows[1][4]}); XBM takes {ratio:.1f}x ROADMAP's CPU time per step "
+                f"({wall:.1f}x its wall time per "
                 "epoch, on shared cores)") if claims else "—"
     body = "\n\n".join([
         table(["method", "R@1", "mAP@R", "s / step (late)", "min / epoch", "CPU s / step"], rows),

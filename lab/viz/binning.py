@@ -80,7 +80,8 @@ def plot_soft_binning(num_bins: int = 10, item: int = 3, space: str = "fast_ap")
                          width=0.8 * r["width"], base=r["h_pos"]))
     colors = [POSITIVE if t else NEGATIVE for t in BINNING_TARGETS]
     fig.add_trace(go.Scatter(x=values, y=[-0.25] * len(values), mode="markers", name="items",
-                             marker=dict(color=colors, size=10, symbol="line-ns-open", line=dict(width=2, color=colors))))
+                             marker=dict(color=colors, size=10, symbol="line-ns-open",
+                                         line=dict(width=2, color=colors))))
     v, w = values[item], r["width"]
     # The kernels of the bins this item touches: triangles of height 1 at their centres; where
     # the dotted line at the item's value crosses them are its weights (they sum to 1).
@@ -194,6 +195,7 @@ def plot_apq_scatter(num_bins: int = 20, num_queries: int = 300) -> go.Figure:
     fig.add_trace(go.Scatter(x=[0.0, 1.0], y=[0.0, 1.0], mode="lines", name="AP_Q = AP",
                              line=dict(color=NEUTRAL, dash="dash")))
     responsive(fig, 520, template=TEMPLATE, height=480, showlegend=False, margin=dict(l=60, r=20, t=70, b=60),
-                      title=f"{num_bins} bins: correlation {r['correlation']:.3f}, mean |AP_Q − AP| {r['mean_abs_error']:.3f}",
+                      title=f"{num_bins} bins: correlation {r['correlation']:.3f}, "
+                            f"mean |AP_Q − AP| {r['mean_abs_error']:.3f}",
                       xaxis=dict(title="exact AP", range=[0, 1.02]), yaxis=dict(title="AP_Q", range=[0, 1.02]))
     return fig

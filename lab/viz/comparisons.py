@@ -108,7 +108,8 @@ def plot_metric_points(rows: list[dict[str, Any]], metrics: Sequence[str], title
             lows += [mean - std, *seeds]
             highs += [mean + std, *seeds]
             fig.add_trace(go.Scatter(x=[float(i)], y=[mean], mode="markers", name=str(row[key]), showlegend=m == 0,
-                                     legendgroup=str(row[key]), marker=dict(size=10, color=CATEGORIES[i % len(CATEGORIES)]),
+                                     legendgroup=str(row[key]),
+                                     marker=dict(size=10, color=CATEGORIES[i % len(CATEGORIES)]),
                                      error_y=dict(type="data", array=[std], visible="std" in row)), row=r, col=c)
         for i, row in enumerate(rows):  # after the means: "one seed" comes last in the legend
             seeds = [float(v) for v in row.get("values", {}).get(metric, [])]
@@ -233,7 +234,8 @@ def plot_batch_size_study(rows: list[dict[str, Any]]) -> go.Figure:
                          row=1, col=col)
     fig.update_xaxes(title_text="batch size", row=1, col=2)
     responsive(fig, 1020, template=TEMPLATE, height=420, margin=dict(l=60, r=20, t=80, b=100),
-                      legend=dict(orientation="h", y=-0.25), title=f"SupAP vs ROADMAP across batch sizes ({_how(rows)})")
+                      legend=dict(orientation="h", y=-0.25),
+                      title=f"SupAP vs ROADMAP across batch sizes ({_how(rows)})")
     return fig
 
 
@@ -242,7 +244,8 @@ def plot_bins_study(rows: list[dict[str, Any]], metric: str = "R@1") -> go.Figur
     bin count; right: the same without the fewest bins, zoomed, where the peak is decided."""
     counts = sorted({int(r["num_bins"]) for r in rows})
     fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.1,
-                        subplot_titles=("every bin count", f"zoom: {counts[1] if len(counts) > 1 else ''} bins and more"))
+                        subplot_titles=("every bin count",
+                                        f"zoom: {counts[1] if len(counts) > 1 else ''} bins and more"))
     lows, highs = [], []
     for i, loss in enumerate(dict.fromkeys(r["loss"] for r in rows)):
         mine = sorted((r for r in rows if r["loss"] == loss), key=lambda r: r["num_bins"])

@@ -107,8 +107,8 @@ def plot_ap_histograms(aps: Mapping[str, Sequence[float]], bins: int = 20) -> go
     stats = {label: ap_histogram(values, bins) for label, values in aps.items()}
     for i, (label, s) in enumerate(stats.items()):
         color = SERIES[i % len(SERIES)]
-        fig.add_trace(go.Bar(x=s["centres"], y=s["counts"], width=s["width"], name=f"{label} (mAP {s['mean']:.3f})", legendgroup=label,
-                             marker=dict(color=color), opacity=0.6))
+        fig.add_trace(go.Bar(x=s["centres"], y=s["counts"], width=s["width"], name=f"{label} (mAP {s['mean']:.3f})",
+                             legendgroup=label, marker=dict(color=color), opacity=0.6))
         # The mean as a dotted line with its own legend entry (a shape has none): a vertical line trace.
         fig.add_trace(go.Scatter(x=[s["mean"], s["mean"]], y=[0, max(s["counts"] + [1.0])], mode="lines",
                                  name=f"{label}: mean AP (dotted line)", legendgroup=label,
@@ -133,14 +133,16 @@ def plot_embedding_map(points: Sequence[Sequence[float]], groups: Sequence[int],
         colour, symbol = MAP_STYLES[i % len(MAP_STYLES)]
         fig.add_trace(go.Scatter(x=[float(points[r][0]) for r in rows], y=[float(points[r][1]) for r in rows],
                                  mode="markers", name=group_names.get(g, str(g)), customdata=rows,
-                                 text=[hover[r] for r in rows], hovertemplate="%{text}<br>row %{customdata}<extra></extra>",
+                                 text=[hover[r] for r in rows],
+                                 hovertemplate="%{text}<br>row %{customdata}<extra></extra>",
                                  marker=dict(size=7, color=colour, symbol=symbol, opacity=0.8)))
     if neighbours:
         rows = list(neighbours["rows"])
         fig.add_trace(go.Scatter(x=[float(points[r][0]) for r in rows], y=[float(points[r][1]) for r in rows],
                                  mode="markers", name="neighbours", customdata=rows, hoverinfo="skip",
                                  marker=dict(size=13, color="rgba(0,0,0,0)",
-                                             line=dict(width=2.5, color=[LEVEL_COLORS[v] for v in neighbours["levels"]]))))
+                                             line=dict(width=2.5,
+                                                       color=[LEVEL_COLORS[v] for v in neighbours["levels"]]))))
     if selected is not None:
         fig.add_trace(go.Scatter(x=[float(points[selected][0])], y=[float(points[selected][1])], mode="markers",
                                  name="query", customdata=[selected], hoverinfo="skip",
@@ -177,11 +179,12 @@ def plot_retrieval_strip(query_image, images: Sequence, scores: Sequence[float],
     fig.update_annotations(font_size=11)
     fig.update_layout(meta={"scores": floats(scores), "levels": list(levels), "frames": [c[1] for c in cells]},
                       margin=dict(l=5, r=5, t=60, b=5), height=170, template=TEMPLATE,
-                      title=dict(text=title or "Top neighbours (green: same class, orange: same coarse class, red: other)",
+                      title=dict(text=title
+                                 or "Top neighbours (green: same class, orange: same coarse class, red: other)",
                                  font_size=13))
     return fig
 
 
 __all__ = ["training_series", "plot_training_curves", "run_differences", "plot_run_comparison", "spread_note",
-           "score_histogram", "plot_score_histograms", "ap_histogram", "plot_ap_histograms", "plot_embedding_map", "png_data_uri",
-           "plot_retrieval_strip", "LEVEL_COLORS"]
+           "score_histogram", "plot_score_histograms", "ap_histogram", "plot_ap_histograms", "plot_embedding_map",
+           "png_data_uri", "plot_retrieval_strip", "LEVEL_COLORS"]

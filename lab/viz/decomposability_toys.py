@@ -147,14 +147,16 @@ def plot_juxtaposed(num_batches: int = 3, num_pos: int = 2, num_neg: int = 4) ->
     fig.add_trace(go.Scatter(x=ks, y=bounds, mode="lines+markers", name="Eq. 8 bound", showlegend=False,
                              line=dict(color=SERIES[1])), row=1, col=2)
     fig.add_trace(go.Scatter(x=[num_batches], y=[bound], mode="markers", name="this K", showlegend=False,
-                             marker=dict(size=13, color=SERIES[1], symbol="circle-open", line=dict(width=2))), row=1, col=2)
+                             marker=dict(size=13, color=SERIES[1], symbol="circle-open", line=dict(width=2))),
+                  row=1, col=2)
     fig.update_yaxes(visible=False, showticklabels=False, range=[0.5, 1.5], row=1, col=1)
     fig.update_xaxes(title_text="rank in the global list (bands: batches)", range=[0.5, len(ranks) + 0.5], row=1, col=1)
     fig.update_xaxes(title_text="number of batches K", row=1, col=2)
     fig.update_yaxes(title_text="bound on DG", range=[0, max(0.05, 1.15 * max(bounds))], row=1, col=2)
     responsive(fig, 900, template=TEMPLATE, height=340, margin=dict(l=50, r=20, t=80, b=90),
                       legend=dict(orientation="h", y=-0.3),
-                      title=f"Worst case (supp. Fig. 10): {num_batches} batches of {num_pos}+ / {num_neg}−, AP_b = 1 each")
+                      title=f"Worst case (supp. Fig. 10): {num_batches} batches of {num_pos}+ / {num_neg}−, "
+                            "AP_b = 1 each")
     return fig
 
 

@@ -160,7 +160,8 @@ def plot_gradient_flow(s1: float = TOY_SCORES[0], s2: float = TOY_SCORES[1], s3:
     fig.update_xaxes(title_text="score s (arrows: gradient-descent step −∂L/∂s)", row=len(flows), col=1)
     responsive(fig, 760, template=TEMPLATE, height=220 * len(flows) + 80, margin=dict(l=70, r=20, t=90, b=60),
                       meta={"arrow_scales": scales},
-                      title=f"Gradient flow on the toy list (τ = {tau:.3g}): s3−s2 = {s3 - s2:.2f}, s3−s1 = {s3 - s1:.2f}")
+                      title=f"Gradient flow on the toy list (τ = {tau:.3g}): "
+                            f"s3−s2 = {s3 - s2:.2f}, s3−s1 = {s3 - s1:.2f}")
     return fig
 
 

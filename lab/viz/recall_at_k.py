@@ -33,12 +33,14 @@ def recall_curves(ranked: Sequence[bool] = RECALL_LIST) -> dict[str, list[float]
             "TR@k": floats(true_recall_at_k(scores, targets, k=ks)[0])}
 
 
-def surrogate_step(k: int = 4, tau_star: float = 1.0, max_rank: float = 16.0, num_points: int = 601) -> dict[str, list[float]]:
+def surrogate_step(k: int = 4, tau_star: float = 1.0, max_rank: float = 16.0,
+                   num_points: int = 601) -> dict[str, list[float]]:
     """H(k - r) and sigma((k - r) / tau_star) against a continuous rank r, with the sigmoid's slope -d/dr."""
     r = torch.linspace(1.0, max_rank, num_points, dtype=torch.float64, requires_grad=True)
     soft = sigmoid(k - r, tau_star)
     (slope,) = torch.autograd.grad(soft.sum(), r)
-    return {"rank": floats(r), "step": floats(heaviside(k - r.detach())), "sigmoid": floats(soft), "slope": floats(-slope)}
+    return {"rank": floats(r), "step": floats(heaviside(k - r.detach())), "sigmoid": floats(soft),
+            "slope": floats(-slope)}
 
 
 def plot_recall_at_k(ranked: Sequence[bool] = RECALL_LIST) -> go.Figure:
@@ -48,7 +50,8 @@ def plot_recall_at_k(ranked: Sequence[bool] = RECALL_LIST) -> go.Figure:
                         subplot_titles=("ranked list", "R@k (Eq. 13) and TR@k (Eq. 14)"))
     ranks = [float(k) for k in range(1, len(ranked) + 1)]
     fig.add_trace(go.Scatter(x=ranks, y=[0.0] * len(ranks), mode="markers", name="items", showlegend=False,
-                             marker=dict(size=14, symbol="square", color=[POSITIVE if p else NEGATIVE for p in ranked])),
+                             marker=dict(size=14, symbol="square",
+                                         color=[POSITIVE if p else NEGATIVE for p in ranked])),
                   row=1, col=1)
     for i, name in enumerate(("R@k", "TR@k")):
         fig.add_trace(go.Scatter(x=c["k"], y=c[name], mode="lines+markers", name=name, line=dict(color=SERIES[i],
@@ -77,7 +80,8 @@ def plot_recall_surrogate(k: int = 4, tau_star: float = 1.0) -> go.Figure:
     c = surrogate_step(k, tau_star)
     fig = go.Figure()
     fig.add_trace(go.Scatter(x=c["rank"], y=c["step"], name="H(k − rank)", line=dict(color="black")))
-    fig.add_trace(go.Scatter(x=c["rank"], y=c["sigmoid"], name="σ((k − rank)/τ*)", line=dict(color=SERIES[0], dash="dash")))
+    fig.add_trace(go.Scatter(x=c["rank"], y=c["sigmoid"], name="σ((k − rank)/τ*)",
+                             line=dict(color=SERIES[0], dash="dash")))
     fig.add_trace(go.Scatter(x=c["rank"], y=c["slope"], name="−d/d rank σ (gradient)", line=dict(color=SERIES[1])))
     fig.add_vline(x=k, line=dict(color=NEUTRAL, dash="dot"))
     responsive(fig, 700, template=TEMPLATE, height=380, margin=dict(l=60, r=20, t=70, b=90),

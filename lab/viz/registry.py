@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from typing import Callable
 
-from .binning import APQ_SLIDERS, BINNING_SLIDERS, TRADEOFF_SLIDERS, plot_apq_scatter, plot_bin_tradeoff, plot_soft_binning
+from .binning import (APQ_SLIDERS, BINNING_SLIDERS, TRADEOFF_SLIDERS, plot_apq_scatter, plot_bin_tradeoff,
+                      plot_soft_binning)
 from .controls import Slider
 from .decomposability_toys import CALIBRATION_SLIDERS, JUXTAPOSED_SLIDERS, plot_calibration_bounds, plot_juxtaposed
 from .gradient_flow import FLOW_SLIDERS, plot_gradient_flow, plot_recall_gradient_flow

@@ -60,7 +60,8 @@ def _axes_layout(layout: dict, fig) -> dict[str, Any]:
         yname = xa.get("anchor") or "y" + key[5:]
         ya = layout.get("yaxis" + yname[1:]) or {}
         (x0, x1), (y0, y1) = xa.get("domain") or (0, 1), ya.get("domain") or (0, 1)
-        rect = [left + x0 * (right - left), bottom + y0 * (top - bottom), (x1 - x0) * (right - left), (y1 - y0) * (top - bottom)]
+        rect = [left + x0 * (right - left), bottom + y0 * (top - bottom),
+                (x1 - x0) * (right - left), (y1 - y0) * (top - bottom)]
         ax = fig.add_axes(rect)
         axes[xname], axes[yname] = ax, ax
         for spec, set_scale, set_lim, set_label, axis in (
@@ -126,7 +127,8 @@ def _scatter(ax, t: dict) -> None:
         face = "none" if symbol.endswith("open") and SYMBOLS[shape] != "|" else _color(marker.get("color"))
         edge = (marker.get("line") or {}).get("color") or (_color(marker.get("color")) if face == "none" else None)
         edge = None if SYMBOLS[shape] == "|" else edge
-        ax.scatter(x, y, s=sizes, c=face if isinstance(face, list) else None, color=None if isinstance(face, list) else face,
+        ax.scatter(x, y, s=sizes, c=face if isinstance(face, list) else None,
+                   color=None if isinstance(face, list) else face,
                    edgecolors=_color(edge), marker=SYMBOLS[shape], alpha=marker.get("opacity"), label=label, zorder=3)
     _error_bars(ax, x, y, t)
     if "text" in mode and t.get("text") is not None:

@@ -31,7 +31,8 @@ def _value_and_slope(fn, t: Tensor) -> tuple[Tensor, Tensor]:
 
 
 def surrogate_curves(tau: float = 0.01, rho: float = 100.0, delta: float = 0.05,
-                     t_min: float = T_RANGE[0], t_max: float = T_RANGE[1], num_points: int = 801) -> dict[str, list[float]]:
+                     t_min: float = T_RANGE[0], t_max: float = T_RANGE[1],
+                     num_points: int = 801) -> dict[str, list[float]]:
     """H, sigma(t/tau), H^- (ROADMAP Eq. 3-4) and their derivatives on a grid of t.
 
     Returns lists of length ``num_points``: ``t``, ``heaviside``, ``sigmoid``, ``h_minus`` and

@@ -193,4 +193,5 @@ def scale_note(spread: Mapping[str, Any]) -> str:
 
 
 __all__ = ["training_series", "latest_values", "signed", "curve_titles", "plot_training_curves", "run_differences",
-           "comparison_note", "plot_run_comparison", "spread_note", "scale_note", "sized_layout", "CURVES", "DISPLAY", "COMPARED"]
+           "comparison_note", "plot_run_comparison", "spread_note", "scale_note", "sized_layout", "CURVES", "DISPLAY",
+           "COMPARED"]
