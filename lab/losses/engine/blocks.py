@@ -56,6 +56,20 @@ def row_chunks(num_rows: int, num_items: int, device: torch.device) -> list[slic
     return [slice(start, start + step) for start in range(0, num_rows, step)]
 
 
+def count_rows(flags: Tensor) -> Tensor:
+    """flags.sum(1) of a (Q, N) bool mask -> (Q,) int32, over the plan's row chunks. A sum of a bool mask
+    first copies it to integers: at Q = N = 4096 a 64 MB copy in one piece (page faults and cache misses
+    included) took ~30 ms of smooth_ap's call on a CPU, cache-sized chunks ~2 ms."""
+    counts = flags.new_empty(flags.shape[0], dtype=torch.int32)
+    chunks = row_chunks(*flags.shape, flags.device)
+    # One buffer for every chunk: a new temporary per chunk can go back to the OS and be faulted in again.
+    buffer = flags.new_empty(min(chunks[0].stop, flags.shape[0]) if chunks else 0, flags.shape[1], dtype=torch.int32)
+    for rows in chunks:
+        out = counts[rows]
+        torch.sum(buffer[: len(out)].copy_(flags[rows]), 1, dtype=torch.int32, out=out)
+    return counts
+
+
 def compact(flags: Tensor, width: Optional[int] = None, count: Optional[Tensor] = None) -> tuple[Tensor, Tensor]:
     """Column indices of each row's True entries, in order, padded with 0 -> (index, present), (c, W).
 
@@ -221,11 +235,10 @@ def per_query(
     # The call's one host read. Sync-free (an accelerator): every chunk's compaction widths, read up front.
     # A CPU's chunks compact themselves and need only the most positives: three (Q, N) counts more
     # cost it ~0.15 s a call at Q = N = 4096 (docs/benchmarks.md, "Two checkouts side by side").
-    num_pos = pos.sum(1, dtype=torch.int32)
+    num_pos = count_rows(pos)
 
     def all_widths() -> Widths:
-        counts = torch.stack([num_pos, mask.sum(1, dtype=torch.int32),
-                              (mask & ~pos).sum(1, dtype=torch.int32)]).amax(1).tolist()
+        counts = torch.stack([num_pos, count_rows(mask), count_rows(mask & ~pos)]).amax(1).tolist()
         return Widths(*(max(w, 1) for w in counts))
 
     if not scores.numel():
