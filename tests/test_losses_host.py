@@ -8,6 +8,7 @@ import inspect
 
 import pytest
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 import lab.losses as L
 from lab.losses import functional as LF
@@ -131,3 +132,66 @@ def test_the_sync_free_loop_gives_the_cpus_values_and_gradients(name, chunk_size
             results.append((losses.detach(), torch.autograd.grad(losses.sum(), s)[0]))
     torch.testing.assert_close(results[1][0], results[0][0])
     torch.testing.assert_close(results[1][1], results[0][1])
+
+
+class MaskCounts(TorchDispatchMode):
+    """The shapes of the 2-d bool masks summed along dim 1 (``summed``) or copied to integers (``copied``):
+    on a CPU a sum of a bool mask first copies it to integers, as costly as the sum or more (at B = 4096
+    a tenth of smooth_ap's time went to counting masks again or in one piece)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.summed: list[tuple[int, ...]] = []
+        self.copied: list[tuple[int, ...]] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        def bool_2d(x) -> bool:
+            return isinstance(x, torch.Tensor) and x.dtype == torch.bool and x.dim() == 2
+        if func.overloadpacket is torch.ops.aten.sum and bool_2d(args[0]):
+            self.summed.append(tuple(args[0].shape))
+        if func.overloadpacket is torch.ops.aten.copy_ and bool_2d(args[1]) and args[0].dtype != torch.bool:
+            self.copied.append(tuple(args[1].shape))
+        return func(*args, **(kwargs or {}))
+
+
+def _counted_call(name: str, hparams: dict, q: int, n: int, chunk_size=None) -> MaskCounts:
+    g = torch.Generator().manual_seed(0)
+    scores = torch.rand(q, n, generator=g, requires_grad=True)
+    targets = (torch.arange(q)[:, None] % 5) == (torch.arange(n)[None, :] % 5)
+    with MaskCounts() as probe:
+        getattr(LF, name)(scores, targets, chunk_size=chunk_size, **hparams).backward()
+    return probe
+
+
+COUNTED = [("smooth_ap", {}), ("smooth_ap", {"exact_rank_pos": True}), ("sup_ap", {}), ("smooth_recall", {})]
+
+
+@pytest.mark.parametrize("name, hparams", COUNTED)
+def test_a_cpu_block_counts_its_items_once_and_its_positives_never(name, hparams):
+    """The positives are counted once per call (the chunks' sizes need them) and each block reuses that
+    count; a block's items (kept or negatives) are counted once, compacted or not. 1 chunk against 24."""
+    counts = {chunk_size: sum(shape[1] == 40 for shape in _counted_call(name, hparams, 24, 40, chunk_size).summed)
+              for chunk_size in (None, 1)}
+    assert counts[None] >= 1, "the probe saw no count of a mask: it must follow the code"
+    assert counts[1] - counts[None] == 23, f"{name}: {counts[None]} mask counts in 1 chunk, {counts[1]} in 24"
+
+
+@pytest.mark.parametrize("name, hparams", COUNTED)
+def test_a_call_counts_its_masks_in_row_chunks_only(name, hparams):
+    """No (Q, N) mask is summed or copied to integers in one piece: the call's count of positives goes
+    through the plan's row chunks (32 rows of 256 items in a 64 KB budget), as the blocks do."""
+    with L.memory_budget("64KB"):
+        rows = blocks.row_chunks(256, 256, torch.device("cpu"))[0].stop
+        probe = _counted_call(name, hparams, 256, 256)
+    counted = [shape[0] for shape in probe.summed + probe.copied if shape[1] == 256]
+    assert counted, "the probe saw no mask counted: it must follow the code"
+    largest = max(counted)
+    assert largest <= rows, f"{name}: a mask of {largest} rows counted in one piece (row chunks: {rows})"
+
+
+@pytest.mark.parametrize("q, n", [(0, 5), (5, 0), (7, 3), (257, 256)])
+def test_count_rows_gives_each_rows_count(q, n):
+    flags = torch.rand(q, n, generator=torch.Generator().manual_seed(q + n)) < 0.3
+    with L.memory_budget("64KB"):  # 257 rows of 256: 9 chunks of 32 rows, the last of one
+        got = blocks.count_rows(flags)
+    assert got.dtype == torch.int32 and got.tolist() == [sum(row.tolist()) for row in flags]

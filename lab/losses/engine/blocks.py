@@ -56,13 +56,29 @@ def row_chunks(num_rows: int, num_items: int, device: torch.device) -> list[slic
     return [slice(start, start + step) for start in range(0, num_rows, step)]
 
 
-def compact(flags: Tensor, width: Optional[int] = None) -> tuple[Tensor, Tensor]:
+def count_rows(flags: Tensor) -> Tensor:
+    """flags.sum(1) of a (Q, N) bool mask -> (Q,) int32, over the plan's row chunks. A sum of a bool mask
+    first copies it to integers: at Q = N = 4096 a 64 MB copy in one piece (page faults and cache misses
+    included) took ~30 ms of smooth_ap's call on a CPU, cache-sized chunks ~2 ms."""
+    counts = flags.new_empty(flags.shape[0], dtype=torch.int32)
+    chunks = row_chunks(*flags.shape, flags.device)
+    # One buffer for every chunk: a new temporary per chunk can go back to the OS and be faulted in again.
+    buffer = flags.new_empty(min(chunks[0].stop, flags.shape[0]) if chunks else 0, flags.shape[1], dtype=torch.int32)
+    for rows in chunks:
+        out = counts[rows]
+        torch.sum(buffer[: len(out)].copy_(flags[rows]), 1, dtype=torch.int32, out=out)
+    return counts
+
+
+def compact(flags: Tensor, width: Optional[int] = None, count: Optional[Tensor] = None) -> tuple[Tensor, Tensor]:
     """Column indices of each row's True entries, in order, padded with 0 -> (index, present), (c, W).
 
     With ``width`` (at least every row's count; W = width) no host synchronisation: each True entry
     is written at its rank among its row's, the others into a spare column that is dropped. Without
     it (W = the largest count), the counts are read and ``nonzero`` gathers the columns: cheaper on a
-    CPU, where reading a value costs nothing.
+    CPU, where reading a value costs nothing. ``count`` (c,) = flags.sum(1), if the caller has it: on
+    a CPU each count of a (c, N) bool mask first copies it to integers (counted twice per block, they
+    made smooth_ap slower at B = 4096; docs/benchmarks.md, "Two checkouts side by side").
     """
     if width is not None:
         rank = flags.cumsum(1)
@@ -70,7 +86,7 @@ def compact(flags: Tensor, width: Optional[int] = None) -> tuple[Tensor, Tensor]
         index = torch.zeros(flags.shape[0], width + 1, dtype=torch.long, device=flags.device)
         index.scatter_(1, slot, torch.arange(flags.shape[1], device=flags.device).expand_as(slot))
         return index[:, :width], torch.arange(width, device=flags.device) < rank[:, -1:]
-    count = flags.sum(1)
+    count = flags.sum(1, dtype=torch.int32) if count is None else count
     width = max(int(count.max()), 1) if flags.numel() else 1
     rows, columns = flags.nonzero(as_tuple=True)  # row-major: each row's columns in order
     if flags.numel() and int(count.min()) == width:  # every row has the same count (e.g. m samples per class)
@@ -111,15 +127,15 @@ class Block:
 
     def __init__(self, detached_scores: Tensor, pos: Tensor, valid: Tensor, plan: Plan,
                  widths: Optional[Widths] = None, relevance: Optional[Tensor] = None, need_grad: bool = False,
-                 tracked: Optional[list] = None) -> None:
+                 tracked: Optional[list] = None, num_pos: Optional[Tensor] = None) -> None:
         self.detached_scores = detached_scores  # (c, N), no gradient
         self.pos = pos  # (c, N) bool, positive and not masked
         self.valid = valid  # (c, N) bool, not masked
         self.relevance = relevance  # (c, N) graded relevance, when per_query was given one
         self.plan, self.widths, self.need_grad = plan, widths, need_grad
-        self.num_pos = pos.sum(1, dtype=torch.int32)  # (c,)
+        self.num_pos = pos.sum(1, dtype=torch.int32) if num_pos is None else num_pos  # (c,), given by per_query
         # (c, P); pos_valid False on padding
-        self.pos_index, self.pos_valid = compact(pos, None if widths is None else widths.positives)
+        self.pos_index, self.pos_valid = compact(pos, None if widths is None else widths.positives, self.num_pos)
         self.anchors = detached_scores.gather(1, self.pos_index)  # (c, P) positives' scores (padding: finite)
         self.tracked = [] if tracked is None else tracked  # (sums leaf, PairSums, items index, anchor index)
 
@@ -133,10 +149,10 @@ class Block:
         """The items ``keep`` (c, N) marks, at most ``width`` per row (read from ``keep`` if not given);
         gathered into fewer columns when few are kept, so a sum over negatives costs what the
         negatives cost."""
-        known = width is not None
-        width = width if known else max(int(keep.sum(1).max()), 1)
+        count = None if width is not None else keep.sum(1, dtype=torch.int32)  # one count, compact reuses it
+        width = width if count is None else max(int(count.max()), 1)
         if width <= 0.75 * keep.shape[1]:
-            index, present = compact(keep, width if known else None)
+            index, present = compact(keep, width if count is None else None, count)
             return Items(self.detached_scores.gather(1, index).masked_fill_(~present, float("-inf")), index)
         return Items(self.detached_scores.masked_fill(~keep, float("-inf")), None)
 
@@ -219,11 +235,10 @@ def per_query(
     # The call's one host read. Sync-free (an accelerator): every chunk's compaction widths, read up front.
     # A CPU's chunks compact themselves and need only the most positives: three (Q, N) counts more
     # cost it ~0.15 s a call at Q = N = 4096 (docs/benchmarks.md, "Two checkouts side by side").
-    num_pos = pos.sum(1, dtype=torch.int32)
+    num_pos = count_rows(pos)
 
     def all_widths() -> Widths:
-        counts = torch.stack([num_pos, mask.sum(1, dtype=torch.int32),
-                              (mask & ~pos).sum(1, dtype=torch.int32)]).amax(1).tolist()
+        counts = torch.stack([num_pos, count_rows(mask), count_rows(mask & ~pos)]).amax(1).tolist()
         return Widths(*(max(w, 1) for w in counts))
 
     if not scores.numel():
@@ -244,7 +259,7 @@ def per_query(
         for start in range(0, scores.shape[0], step):
             rows = slice(start, start + step)
             b = Block(scores[rows].detach(), pos[rows], mask[rows], the_plan, widths,
-                      None if relevance is None else relevance[rows], need_grad)
+                      None if relevance is None else relevance[rows], need_grad, num_pos=num_pos[rows])
             out = block_fn(b)
             if need_grad:
                 b.backward_into(grad[rows], out)
