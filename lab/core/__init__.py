@@ -12,6 +12,7 @@ on neither (``tests/test_layers.py`` checks it).
 * ``provenance`` — the code, libraries and machine behind a run;
 * ``convert`` — the one converter from text (flags, YAML) to the declared types;
 * ``env`` — every switch read from the environment, and the guard of torch's thread count.
+* ``precision`` — the opt-in TF32 switch for float32 matmuls, and TF32 emulated on any device.
 """
 from .env import fast_mode
 

@@ -19,6 +19,7 @@ import torch
 import yaml
 
 from ..core.convert import to_type
+from ..core.precision import MATMUL_PRECISIONS
 from ..losses import LOSSES, build_loss, check_loss_kwargs, loss_kwargs_of
 from .files import write_text_atomic
 
@@ -83,6 +84,7 @@ class TrainConfig:
     steps: int = 1000
     epochs: float = 0.0
     amp: str = "none"
+    matmul_precision: str = "highest"  # "high": TF32 float32 matmuls on CUDA in training steps (lab.core.precision)
     # cross-batch memory (XBM) and staged backprop
     xbm_size: int = 0  # 0: off
     xbm_start: int = 0  # step from which the memory loss is added (the memory fills from step 0)
@@ -136,6 +138,7 @@ class TrainConfig:
     def _check(self) -> None:
         """Every field but the loss's hyper-parameters (``_checked_loss_kwargs``): once, as the config is built."""
         choices = {"optimizer": OPTIMIZERS, "scheduler": SCHEDULERS, "sampler": SAMPLERS, "amp": AMP,
+                   "matmul_precision": MATMUL_PRECISIONS,
                    "transform": (None, *TRANSFORMS), "eval_backend": EVAL_BACKENDS, "eval_split": ("train", "test")}
         for name, allowed in choices.items():
             if getattr(self, name) not in allowed:

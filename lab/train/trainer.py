@@ -32,6 +32,7 @@ from torch.nn.parallel import DistributedDataParallel
 from tqdm.auto import tqdm
 
 from ..core import env
+from ..core.precision import matmul_precision
 from ..data.labeled_images import batchable
 from ..losses import LOSSES, build_loss
 from ..models import TimmBackbone, check_model_name
@@ -165,13 +166,14 @@ class Trainer:
             self.net.train()
             self.optimizer.zero_grad(set_to_none=True)
             autocast = dict(device_type=self.device.type, dtype=self.amp_dtype, enabled=self.amp_dtype is not None)
-            if cfg.stage_size is not None and cfg.stage_size < len(images):
-                total, parts, emb, labels, index = staged_backward(
-                    self.model, self.net, images, labels, index, self._loss, self.scaler, autocast, cfg.stage_size,
-                    self.dist)
-            else:
-                total, parts, emb, labels, index = plain_backward(
-                    self.net, images, labels, index, self._loss, self.scaler, autocast)
+            with matmul_precision(cfg.matmul_precision):  # process-wide: set for the step's products, restored
+                if cfg.stage_size is not None and cfg.stage_size < len(images):
+                    total, parts, emb, labels, index = staged_backward(
+                        self.model, self.net, images, labels, index, self._loss, self.scaler, autocast,
+                        cfg.stage_size, self.dist)
+                else:
+                    total, parts, emb, labels, index = plain_backward(
+                        self.net, images, labels, index, self._loss, self.scaler, autocast)
             average_gradients(list(self.loss_fn.parameters()))
             self.scaler.unscale_(self.optimizer)
             params = [p for g in self.optimizer.param_groups for p in g["params"]]
