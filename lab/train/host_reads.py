@@ -6,6 +6,10 @@ AP, gradient norm, two finiteness checks) held small-CNN training at 64 % of the
 on an H100 (bench/gpu.py, issue 34). On the deferred path (``RuntimePlan.deferred_reads``) a step
 keeps its values as device tensors in a :class:`Pending` record, and :func:`read_pending` reads
 every pending step's values and non-finite flags in one transfer when a step logs.
+
+Its price: one copy of the run's state (model, optimizer, memory) on the device, taken by
+:func:`clone_state` at the first unread step (what a non-finite step found later goes back to), and
+the unread steps' embeddings (B x D each) for their batch AP.
 """
 from __future__ import annotations
 
