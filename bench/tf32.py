@@ -55,7 +55,7 @@ def loss_effect(name: str, size: int, per_class: int = PER_CLASS) -> dict:
 
 def training_effect(steps: int, eval_items: int) -> dict:
     """The CPU defaults trained ``steps`` steps in float32 and in emulated TF32 (evaluation in float32)."""
-    from lab.train import Trainer, TrainConfig
+    from lab.train import TrainConfig, Trainer
 
     runs = {}
     for emulate in (False, True):
@@ -74,29 +74,29 @@ def training_effect(steps: int, eval_items: int) -> dict:
 
 def markdown(losses: list[dict], training: dict, seconds: float) -> str:
     lines = ["## TF32 matrix products, emulated on CPU (`python -m bench.tf32`)", "",
-             "`--matmul-precision high` (TrainConfig.matmul_precision) lets CUDA multiply float32 matrices in TF32 "
-             "(inputs rounded to a 10-bit mantissa, float32 accumulation) during training steps; the default "
-             "`highest` keeps IEEE float32, and evaluation is always float32. Emulated on CPU "
-             "(lab.core.precision.emulated_tf32: both matrices of every product, forward and backward, rounded to "
-             "nearest even; convolutions untouched, as cuDNN runs them in TF32 by default on the GPU anyway). "
-             f"{GPU_NOTE}.", "",
+             ("`--matmul-precision high` (TrainConfig.matmul_precision) lets CUDA multiply float32 matrices in TF32 "
+              "(inputs rounded to a 10-bit mantissa, float32 accumulation) during training steps; the default "
+              "`highest` keeps IEEE float32, and evaluation is always float32. Emulated on CPU "
+              "(lab.core.precision.emulated_tf32: both matrices of every product, forward and backward, rounded to "
+              "nearest even; convolutions untouched, as cuDNN runs them in TF32 by default on the GPU anyway). "
+              f"{GPU_NOTE}."), "",
              f"Each loss on B = {losses[0]['B']} unit 64-d embeddings, {PER_CLASS} per class, float32 vs TF32:", "",
              "| loss | value (float32) | relative change of the value | relative change of the gradient (L2) |",
              "|---|---:|---:|---:|"]
     for r in losses:
         lines.append(f"| {r['loss']} | {r['value']:.6f} | {r['value_rel']:.1e} | {r['grad_rel']:.1e} |")
-    lines += ["", "blackbox_ap's gradient is a difference of two rankings (Vlastelica et al.'s perturbed ranking): a "
-              "change of the scores that swaps two items changes it by a whole step, hence its large change."]
+    lines += ["", ("blackbox_ap's gradient is a difference of two rankings (Vlastelica et al.'s perturbed ranking): a "
+                   "change of the scores that swaps two items changes it by a whole step, hence its large change.")]
     f32, tf32 = training["float32"], training["tf32"]
-    lines += ["", f"Training the CPU defaults (glyphs, small_cnn, roadmap, batch 128, seed 0) for {training['steps']} "
-              f"steps, then held-out R@1 / mAP@R on a fixed subset of {training['eval_items']:,} test images:", "",
+    lines += ["", (f"Training the CPU defaults (glyphs, small_cnn, roadmap, batch 128, seed 0) for {training['steps']} "
+                   f"steps, then held-out R@1 / mAP@R on a fixed subset of {training['eval_items']:,} test images:"), "",
               "| matmuls | R@1 | mAP@R | last batch loss |", "|---|---:|---:|---:|",
               f"| float32 | {f32['R@1']:.3f} | {f32['mAP@R']:.3f} | {f32['loss']:.4f} |",
               f"| TF32 (emulated) | {tf32['R@1']:.3f} | {tf32['mAP@R']:.3f} | {tf32['loss']:.4f} |", "",
-              "(No times: the emulation measures the rounding, and this shared CPU's load moves a run's time more "
-              "than anything measured here.)", "",
-              f"The two runs' weights end {training['weights_apart']:.1e} apart (relative L2). One seed each: the "
-              "rows say how far TF32 moves one run, not whether it changes the accuracy on average.",
+              ("(No times: the emulation measures the rounding, and this shared CPU's load moves a run's time more "
+               "than anything measured here.)"), "",
+              (f"The two runs' weights end {training['weights_apart']:.1e} apart (relative L2). One seed each: the "
+               "rows say how far TF32 moves one run, not whether it changes the accuracy on average."),
               "", f"Measured {time.strftime('%Y-%m-%d')} on {machine()}, in {seconds:.0f} s (niced, a shared machine)."]
     return "\n".join(lines)
 

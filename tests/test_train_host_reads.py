@@ -15,11 +15,16 @@ from torch import nn
 from lab.losses import build_loss
 from lab.train import NonFiniteLossError, Trainer
 from lab.train.memory import CrossBatchMemory, kept_slots
-from tests._train_fixtures import assert_same_state, small_model, tiny_config, tiny_splits
+from tests._train_fixtures import (
+    assert_same_state,
+    small_model,
+    tiny_config,
+    tiny_splits,
+)
 
 # Memory on (two loss calls a step), BN in train mode, cosine schedule with warm-up: every piece of
 # state the deferred path must hold back or restore. Reads at steps 1, 3, 6, 9, ...
-RUN = dict(steps=12, scheduler="cosine", warmup_steps=3, xbm_size=40, freeze_bn=False, log_every=3)
+RUN = {"steps": 12, "scheduler": "cosine", "warmup_steps": 3, "xbm_size": 40, "freeze_bn": False, "log_every": 3}
 TIMING = ("seconds_per_step", "images_per_second")
 
 
@@ -185,7 +190,10 @@ def counted_reads(trainer: Trainer):
     lives on the host on every device: the batch stream's shifts (drawn on the CPU) and Adam's step
     counters (CPU tensors unless capturable or fused)."""
     counts, paused = [0], [False]
-    host_side = lambda t: any(t is s.get("step") for s in trainer.optimizer.state.values())  # noqa: E731
+
+    def host_side(t) -> bool:
+        return any(t is s.get("step") for s in trainer.optimizer.state.values())
+
     originals = {name: getattr(torch.Tensor, name) for name in READS}
 
     def counting(name):

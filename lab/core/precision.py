@@ -14,7 +14,7 @@ measured on the CPU (``python -m bench.tf32``). It measures the rounding, not th
 from __future__ import annotations
 
 import contextlib
-from typing import Iterator
+from collections.abc import Iterator
 
 import torch
 from torch import Tensor

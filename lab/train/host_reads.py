@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -43,7 +43,7 @@ class Pending:
         return [k for k, v in self.record.items() if isinstance(v, Tensor)]
 
 
-def read_pending(pending: list[Pending]) -> tuple[list[dict[str, float]], Optional[tuple[int, str]]]:
+def read_pending(pending: list[Pending]) -> tuple[list[dict[str, float]], tuple[int, str] | None]:
     """One host read for all ``pending`` steps: each step's tensor values as floats, and
     (index, what) of the first step with a non-finite value (None if none).
 
