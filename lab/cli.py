@@ -32,6 +32,8 @@ HELP = {
     "lr_loss": "learning rate of the loss's own parameters; None = lr_head", "epochs": "run length in epochs (0: use --steps)",
     "milestones": "multistep milestones (epochs if --epochs > 0, else steps)", "xbm_size": "cross-batch memory size (0: off)",
     "stage_size": "staged backprop: images per re-forward stage (formerly --chunk-size)", "amp": "mixed precision",
+    "matmul_precision": "float32 matmuls in training steps: highest (IEEE) or high (TF32 on CUDA, ~3 digits per "
+                        "input; python -m bench.tf32 measures the effect)",
     "out": "output folder (config.yaml, metrics.jsonl, checkpoint.pt)", "eval_every": "steps between evaluations (0: never)",
     "loss_kwargs": "the loss's hyper-parameters, merged into the recipe's (lab.losses.loss_kwargs_of lists them)",
     "deterministic": "torch's deterministic algorithms: on CUDA the same seed gives the same run (slower); "
@@ -74,6 +76,7 @@ def add_config_flags(parser: argparse.ArgumentParser) -> None:
 
     choices = {"optimizer": config.OPTIMIZERS, "scheduler": config.SCHEDULERS, "sampler": config.SAMPLERS,
                "amp": config.AMP, "transform": config.TRANSFORMS, "eval_backend": config.EVAL_BACKENDS,
+               "matmul_precision": config.MATMUL_PRECISIONS,
                "pooling": POOLINGS, "eval_split": ("train", "test")}
     defaults = TrainConfig()
     group = parser.add_argument_group("config (each overrides --config)")

@@ -13,6 +13,7 @@ on neither (``tests/test_layers.py`` checks it).
 * ``convert`` — the one converter from text (flags, YAML) to the declared types;
 * ``frozen`` — the read-only mapping of a frozen config's dict fields;
 * ``env`` — every switch read from the environment, and the guard of torch's thread count.
+* ``precision`` — the opt-in TF32 switch for float32 matmuls, and TF32 emulated on any device.
 """
 from .env import fast_mode
 

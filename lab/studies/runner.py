@@ -15,7 +15,6 @@ import multiprocessing
 import os
 import platform
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any, Callable, Optional
@@ -52,13 +51,11 @@ def load_results(path: Path) -> dict[str, Any]:
 
 
 def save_results(path: Path, data: dict[str, Any]) -> None:
-    """Write via a temporary file and rename: a crash never leaves half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    with os.fdopen(fd, "w") as f:
-        json.dump(data, f, indent=1, sort_keys=True)
-        f.write("\n")
-    os.replace(tmp, path)
+    """Write via a temporary file and rename (a crash never leaves half a file), with the mode a plain
+    open() gives: the shared atomic writer, not mkstemp's owner-only 0o600."""
+    from ..train.files import write_text_atomic
+
+    write_text_atomic(path, json.dumps(data, indent=1, sort_keys=True) + "\n")
 
 
 def execute(spec: RunSpec, threads: int = 1, device: Optional[str] = None, session: Optional[str] = None,

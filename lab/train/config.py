@@ -21,6 +21,7 @@ import yaml
 
 from ..core.convert import to_type
 from ..core.frozen import FrozenDict
+from ..core.precision import MATMUL_PRECISIONS
 from ..losses import LOSSES, build_loss, check_loss_kwargs, loss_kwargs_of
 from .files import write_text_atomic
 
@@ -89,6 +90,7 @@ class TrainConfig:
     # "auto": bf16 autocast for a timm backbone on CUDA, else float32, decided as the Trainer is built
     # (lab.train.runtime.resolve_amp), which records the resolved value. The studies state "none".
     amp: str = "auto"
+    matmul_precision: str = "highest"  # "high": TF32 float32 matmuls on CUDA in training steps (lab.core.precision)
     # cross-batch memory (XBM) and staged backprop
     xbm_size: int = 0  # 0: off
     xbm_start: int = 0  # step from which the memory loss is added (the memory fills from step 0)
@@ -145,6 +147,7 @@ class TrainConfig:
     def _check(self) -> None:
         """Every field but the loss's hyper-parameters (``_checked_loss_kwargs``): once, as the config is built."""
         choices = {"optimizer": OPTIMIZERS, "scheduler": SCHEDULERS, "sampler": SAMPLERS, "amp": AMP,
+                   "matmul_precision": MATMUL_PRECISIONS,
                    "transform": (None, *TRANSFORMS), "eval_backend": EVAL_BACKENDS, "eval_split": ("train", "test")}
         for name, allowed in choices.items():
             if getattr(self, name) not in allowed:

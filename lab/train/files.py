@@ -10,6 +10,7 @@ import contextlib
 import glob
 import os
 import secrets
+import stat
 from pathlib import Path
 from typing import IO, Callable, Optional, Union
 
@@ -66,7 +67,8 @@ def write_atomic(path: PathLike, write: Callable[[IO[bytes]], None], previous: O
     """``write(f)`` into a temporary file of this process beside ``path``, fsync, then os.replace.
 
     os.replace is atomic on POSIX: a reader (or a crash) sees the old file or the new one, never a
-    partial one. The temporary file is removed if writing fails, also on Ctrl-C; after a success,
+    partial one. The file gets the mode a plain ``open(path, "w")`` would give it: the mode of the
+    file it replaces, or 0o666 less the umask for a new one (not mkstemp's 0o600). The temporary file is removed if writing fails, also on Ctrl-C; after a success,
     the strays of ``path`` (and ``previous``) that :func:`remove_strays` may remove go too.
     ``previous``: the file replaced stays there (hard-linked first, so that ``path`` exists at every
     moment).
@@ -75,7 +77,8 @@ def write_atomic(path: PathLike, write: Callable[[IO[bytes]], None], previous: O
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = temporary_path(path)
     try:
-        with open(tmp, "xb") as f:
+        with open(tmp, "xb") as f:  # open() applies the umask, as for any new file
+            _keep_mode(path, f.fileno())
             write(f)
             f.flush()
             os.fsync(f.fileno())
@@ -91,6 +94,15 @@ def write_atomic(path: PathLike, write: Callable[[IO[bytes]], None], previous: O
         if target is not None:
             remove_strays(target)
     return path
+
+
+def _keep_mode(path: Path, fd: int) -> None:
+    """Give the temporary file the mode of the file it will replace (open() would keep it too)."""
+    try:
+        mode = stat.S_IMODE(os.stat(path).st_mode)
+    except FileNotFoundError:
+        return
+    os.fchmod(fd, mode)
 
 
 def _keep(path: Path, previous: Path) -> None:

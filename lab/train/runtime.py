@@ -19,6 +19,9 @@ Pure functions of the device and the config, so the CUDA choices are tested on a
   images (:func:`interactive_eval_items`), a few seconds on 2 cores. A policy of interactive
   commands, not a config default: ``Trainer(cfg)`` evaluates what ``cfg.eval_max_items`` says
   (None: the whole split), as the notebooks and the studies rely on.
+- Accelerators: a step reads nothing from the device; its numbers are read at the steps that log
+  (``deferred_reads``, lab.train.host_reads). Not with fp16, whose scaler reads its own state, nor
+  on the CPU, where a read waits for nothing and the simple path is the reference trajectory.
 """
 from __future__ import annotations
 
@@ -52,6 +55,7 @@ class RuntimePlan:
     channels_last: bool  # model and images in NHWC
     workers_auto: bool = False  # num_workers was derived (the config left it None)
     workers_unused: bool = False  # the config asked for workers, but there is no DataLoader
+    deferred_reads: bool = False  # a step's numbers read at the steps that log, not by every step
 
     def describe(self) -> str:
         if self.device_batches:
@@ -65,7 +69,8 @@ class RuntimePlan:
         else:
             data = f"data: DataLoader in the training process{', pinned memory' if self.pin_memory else ''}"
         extras = [name for name, on in (("non-blocking copies", self.non_blocking and not self.device_batches),
-                                        ("channels_last", self.channels_last)) if on]
+                                        ("channels_last", self.channels_last),
+                                        ("host reads at the logging steps only", self.deferred_reads)) if on]
         return "; ".join([data, *extras])
 
 
@@ -104,7 +109,8 @@ def runtime_plan(device: Union[str, torch.device], cfg: TrainConfig, *, batchabl
         device=str(device), device_batches=batchable, num_workers=workers, pin_memory=cuda and loader,
         persistent_workers=workers > 0, prefetch_factor=PREFETCH if cuda and workers > 0 else None,
         non_blocking=cuda, channels_last=cuda and timm_backbone, workers_auto=workers_auto,
-        workers_unused=batchable and bool(cfg.num_workers))
+        workers_unused=batchable and bool(cfg.num_workers),
+        deferred_reads=device.type != "cpu" and cfg.amp != "fp16")
 
 
 def auto_amp(device: Union[str, torch.device], amp: str, *, timm_backbone: bool,

@@ -8,9 +8,17 @@ snapshot). Ctrl-C is held back during the commit, and a step that fails before i
 Ctrl-C, an error) is rolled back (BN statistics, RNG, batch position), so the state is always
 that of the last finished step: it can be checkpointed, resumed, or stepped again on the same
 trajectory.
+
+Host reads (host_reads.py): on the CPU a step reads its numbers at once and raises at its first
+non-finite value, as always. On an accelerator (``plan.deferred_reads``) a step reads nothing from
+the device: its numbers and finiteness flags wait on the device until a step logs (or ``step(n)``
+returns, or the run saves or evaluates), then all are read in one transfer. A non-finite step found
+then is reported exactly as on the CPU: the state goes back to the start of the unread steps, the
+steps before the bad one are trained again on the simple path, and NonFiniteLossError names it.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import sys
@@ -24,6 +32,7 @@ from torch.nn.parallel import DistributedDataParallel
 from tqdm.auto import tqdm
 
 from ..core import env
+from ..core.precision import matmul_precision
 from ..data.labeled_images import batchable
 from ..losses import LOSSES, build_loss
 from ..models import TimmBackbone, check_model_name
@@ -32,6 +41,7 @@ from .checkpoint import (FORMAT, NonFiniteLossError, all_finite, deferred_interr
                          preserved_rng, rng_state, save_checkpoint, seed_everything, set_rng_state)
 from .config import RESUME_FREE, TrainConfig, config_diff
 from .distributed import average_gradients, init_distributed
+from .host_reads import Pending, clone_state, read_pending
 from .evaluation import batch_ap, embed_dataset, embed_split, evaluate_split, export_embeddings, probe_gap
 from .loading import (BatchStream, DeviceBatchStream, build_batch_sampler, build_datasets, model_for, probe_batches,
                       transform_of)
@@ -117,28 +127,37 @@ class Trainer:
         self._saved_step: Optional[tuple[Path, int]] = None  # (path, step) of this trainer's last save
         seed_everything(cfg.seed + self.dist.rank)  # ranks draw different augmentations
         self._committed_rng = rng_state()  # RNG as of the last finished step: what checkpoints store
+        self._pending: list[Pending] = []  # committed steps whose numbers are not read yet (deferred path)
+        self._snapshot: Optional[dict[str, Any]] = None  # the state before the first of them
+        self._embeddings_finite: Optional[Tensor] = None  # this step's check, read only if the step fails
 
     # ------------------------------------------------------------------ one step
-    def _loss(self, emb: Tensor, labels: Tensor, index: Tensor) -> tuple[Tensor, dict[str, float]]:
-        """Batch loss (+ weighted memory loss), float32, autocast off. emb (B, D) global batch."""
+    def _loss(self, emb: Tensor, labels: Tensor, index: Tensor) -> tuple[Tensor, dict[str, Tensor]]:
+        """Batch loss (+ weighted memory loss), float32, autocast off. emb (B, D) global batch.
+        The parts are 0-dim tensors (read with the step's other numbers)."""
         step = self.step_count + 1
-        if not torch.isfinite(emb).all():
+        self._embeddings_finite = torch.isfinite(emb).all()
+        if not self.plan.deferred_reads and not self._embeddings_finite:
             raise NonFiniteLossError(step, "the embeddings (the model diverged)", self._last_good())
         with torch.autocast(self.device.type, enabled=False):
             total = self.loss_fn(emb, labels)
-            parts = {"loss_batch": float(total.detach())}
+            parts = {"loss_batch": total.detach()}
             if self.memory is not None and self.step_count >= self.config.xbm_start:
                 ref_e, ref_y, ref_i = self.memory.contents_after(emb, labels, index)
                 mem = self.loss_fn(emb, labels, ref_e, ref_y, mask=exclude_self(index, ref_i))
-                parts["loss_memory"] = float(mem.detach())
+                parts["loss_memory"] = mem.detach()
                 total = total + self.config.xbm_weight * mem
-        if not torch.isfinite(total):
+        if not self.plan.deferred_reads and not torch.isfinite(total):
             raise NonFiniteLossError(step, f"the loss ({float(total.detach())})", self._last_good())
         return total, parts
 
     def _train_step(self) -> dict[str, Any]:
+        """One step; its metrics record (on the deferred path its numbers are tensors until read)."""
         start = time.perf_counter()
-        cfg = self.config
+        cfg, deferred = self.config, self.plan.deferred_reads
+        if deferred and not self._pending:
+            self._snapshot = clone_state(self._state())  # where a non-finite step found later goes back to
+        self._embeddings_finite = None
         buffers = {name: b.clone() for name, b in self.model.named_buffers()}  # BN running statistics
         try:
             images, labels, index = self.stream.next()
@@ -151,13 +170,14 @@ class Trainer:
             self.net.train()
             self.optimizer.zero_grad(set_to_none=True)
             autocast = dict(device_type=self.device.type, dtype=self.amp_dtype, enabled=self.amp_dtype is not None)
-            if cfg.stage_size is not None and cfg.stage_size < len(images):
-                total, parts, emb, labels, index = staged_backward(
-                    self.model, self.net, images, labels, index, self._loss, self.scaler, autocast, cfg.stage_size,
-                    self.dist)
-            else:
-                total, parts, emb, labels, index = plain_backward(
-                    self.net, images, labels, index, self._loss, self.scaler, autocast)
+            with matmul_precision(cfg.matmul_precision):  # process-wide: set for the step's products, restored
+                if cfg.stage_size is not None and cfg.stage_size < len(images):
+                    total, parts, emb, labels, index = staged_backward(
+                        self.model, self.net, images, labels, index, self._loss, self.scaler, autocast,
+                        cfg.stage_size, self.dist)
+                else:
+                    total, parts, emb, labels, index = plain_backward(
+                        self.net, images, labels, index, self._loss, self.scaler, autocast)
             average_gradients(list(self.loss_fn.parameters()))
             self.scaler.unscale_(self.optimizer)
             params = [p for g in self.optimizer.param_groups for p in g["params"]]
@@ -165,10 +185,16 @@ class Trainer:
                 grad_norm = torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)
             else:
                 grad_norm = torch.nn.utils.get_total_norm([p.grad for p in params if p.grad is not None])
-            if cfg.amp != "fp16" and not torch.isfinite(grad_norm):  # fp16: the scaler skips such steps
+            # fp16: the scaler skips such steps itself
+            grad_bad = ~torch.isfinite(grad_norm) if cfg.amp != "fp16" else torch.zeros((), dtype=torch.bool,
+                                                                                         device=grad_norm.device)
+            if not deferred and grad_bad:
                 raise NonFiniteLossError(self.step_count + 1, "the gradient norm", self._last_good())
-        except BaseException:  # NaN, Ctrl-C, anything: leave no trace of the unfinished step
+            flags = torch.stack([~self._embeddings_finite, ~torch.isfinite(total.detach()), grad_bad])
+        except BaseException as error:  # NaN, Ctrl-C, anything: leave no trace of the unfinished step
             self._rollback(buffers)
+            if deferred:
+                self._deferred_failure(error)
             raise
         with deferred_interrupt():
             self.scaler.step(self.optimizer)
@@ -180,13 +206,59 @@ class Trainer:
             self._committed_rng = rng_state()
         seconds = time.perf_counter() - start
         metrics = {"kind": "train", "step": self.step_count, "epoch": round(self.step_count / self.steps_per_epoch, 4),
-                   "loss": float(total.detach()), **parts, "batch_ap": batch_ap(emb, labels),
-                   "lr": self.optimizer.param_groups[0]["lr"], "grad_norm": float(grad_norm),
+                   "loss": total.detach(), **parts, "batch_ap": None,  # filled in when read
+                   "lr": self.optimizer.param_groups[0]["lr"], "grad_norm": grad_norm.detach(),
                    "seconds_per_step": seconds, "images_per_second": len(emb) / seconds}
-        self._remember(metrics)
-        if self.step_count % cfg.log_every == 0 or self.step_count == 1:
-            self._log(metrics)
+        self._pending.append(Pending(metrics, emb, labels, flags, start))
+        if not deferred or self._logs(self.step_count):
+            self._read()
         return metrics
+
+    def _logs(self, step: int) -> bool:
+        return step % self.config.log_every == 0 or step == 1
+
+    def _read(self) -> None:
+        """Read the pending steps' numbers (one transfer), remember and log them; a non-finite one goes
+        back to the state before it and raises NonFiniteLossError, as the simple path would have."""
+        pending, self._pending = self._pending, []
+        if not pending:
+            return
+        values, bad = read_pending(pending)
+        if bad is not None:
+            index, what = bad
+            self._train_again_until(pending[index].record["step"] - 1)
+            raise NonFiniteLossError(pending[index].record["step"], what, self._last_good())
+        now = time.perf_counter()  # the read waited for the device: the steps' real time, together
+        for entry, numbers in zip(pending, values):
+            record = entry.record
+            record.update(numbers, batch_ap=batch_ap(entry.embeddings, entry.labels))
+            if self.plan.deferred_reads:
+                seconds = (now - pending[0].started) / len(pending)
+                record.update(seconds_per_step=seconds, images_per_second=len(entry.embeddings) / seconds)
+            self._remember(record)
+            if self._logs(record["step"]):
+                self._log(record)
+        self._snapshot = None
+
+    def _train_again_until(self, step: int) -> None:
+        """Back to the state before the unread steps, then train on the simple path up to ``step``."""
+        snapshot, self._snapshot = self._snapshot, None
+        self._load_state(snapshot)
+        plan, self.plan = self.plan, dataclasses.replace(self.plan, deferred_reads=False)
+        try:
+            while self.step_count < step:
+                self._train_step()
+        finally:
+            self.plan = plan
+
+    def _deferred_failure(self, error: BaseException) -> None:
+        """A failed deferred step: an earlier step's non-finite value (weights turned NaN make the loss
+        refuse the next batch) or this step's embeddings are reported as the simple path does."""
+        embeddings_bad = self._embeddings_finite is not None and not bool(self._embeddings_finite)
+        self._read()  # raises for an unread non-finite step: the cause of this error
+        if embeddings_bad:
+            raise NonFiniteLossError(self.step_count + 1, "the embeddings (the model diverged)",
+                                     self._last_good()) from error
 
     def step(self, n: int = 1) -> dict[str, Any]:
         """Run ``n`` training steps; the metrics of the last one: step, epoch, loss, loss_batch,
@@ -195,6 +267,7 @@ class Trainer:
             raise ValueError(f"n must be >= 1, got {n}")
         for _ in range(n):
             metrics = self._train_step()
+        self._read()
         return metrics
 
     def _rollback(self, buffers: dict[str, Tensor]) -> None:
@@ -236,6 +309,7 @@ class Trainer:
                  progress: bool = False) -> dict[str, Any]:
         """Full-gallery R@k, mAP@R, mAP on ``split`` (default: config.eval_split) and the probe's
         decomposability gap; logged to metrics.jsonl. Only rank 0 evaluates (others get {})."""
+        self._read()  # a non-finite unread step is reported before evaluating
         split = split or self.config.eval_split
         max_items = self.config.eval_max_items if max_items is None else max_items
         result: dict[str, Any] = {}
@@ -287,6 +361,10 @@ class Trainer:
         return str(self.last_checkpoint) if self.last_checkpoint else None
 
     def state_dict(self) -> dict[str, Any]:
+        self._read()  # the state of a run whose every step was found finite
+        return self._state()
+
+    def _state(self) -> dict[str, Any]:
         return {
             "format": FORMAT, "config": self.config.to_dict(), "step": self.step_count,
             "epoch": self.epoch, "position": self.position, "world_size": self.dist.world_size,
@@ -301,6 +379,7 @@ class Trainer:
 
         A state holding NaN/inf is never written, so the last good checkpoint survives.
         """
+        self._read()
         path = Path(path) if path is not None else (self.out / "checkpoint.pt" if self.out else None)
         if path is None or not self.dist.is_main:
             return None
@@ -329,6 +408,16 @@ class Trainer:
                              f"Use the run's config.yaml (flags may only change {', '.join(sorted(RESUME_FREE))}).")
         if self.folder is not None:  # before any state changes: refused, this trainer stays as it was
             self.folder.claim("resume", self.config.to_dict())
+        self._pending, self._snapshot = [], None
+        self._load_state(state)
+        self.last_checkpoint = used
+        self._keep_previous = used == Path(path)
+        if self.folder is not None:
+            # Records written after the checkpoint go (they will be written again); a last line cut short too.
+            repair_log(self.out / "metrics.jsonl", self.step_count)
+        return self
+
+    def _load_state(self, state: dict[str, Any]) -> None:
         self.model.load_state_dict(state["model"])
         self.loss_fn.load_state_dict(state["loss"])
         self.optimizer.load_state_dict(state["optimizer"])
@@ -340,12 +429,6 @@ class Trainer:
         self.stream.seek(self.epoch, self.position)
         set_rng_state(state["rng"])
         self._committed_rng = state["rng"]
-        self.last_checkpoint = used
-        self._keep_previous = used == Path(path)
-        if self.folder is not None:
-            # Records written after the checkpoint go (they will be written again); a last line cut short too.
-            repair_log(self.out / "metrics.jsonl", self.step_count)
-        return self
 
     @classmethod
     def from_checkpoint(cls, path: Union[str, Path], **overrides: Any) -> "Trainer":
@@ -378,15 +461,17 @@ class Trainer:
         cfg, metrics = self.config, {}
         try:
             while self.step_count < until:
-                metrics = self.step()
+                metrics = self._train_step()
                 bar.update(1)
-                bar.set_postfix(loss=f"{metrics['loss']:.4f}", ap=f"{metrics['batch_ap']:.3f}", refresh=False)
+                if not self._pending:  # read (every step on the CPU, at the logging steps on a GPU)
+                    bar.set_postfix(loss=f"{metrics['loss']:.4f}", ap=f"{metrics['batch_ap']:.3f}", refresh=False)
                 if cfg.eval_every and self.step_count % cfg.eval_every == 0 and self.step_count < until:
                     result = self.evaluate()
                     if result and not bar.disable:
                         bar.write(f"step {self.step_count}: R@1 {result['R@1']:.3f}, mAP@R {result['mAP@R']:.3f}")
                 if cfg.checkpoint_every and self.step_count % cfg.checkpoint_every == 0:
                     self.save()
+            self._read()
         except KeyboardInterrupt:
             if self.out is not None and all_finite(self.model):
                 path = self.save()
