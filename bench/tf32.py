@@ -89,7 +89,8 @@ def markdown(losses: list[dict], training: dict, seconds: float) -> str:
                    "change of the scores that swaps two items changes it by a whole step, hence its large change.")]
     f32, tf32 = training["float32"], training["tf32"]
     lines += ["", (f"Training the CPU defaults (glyphs, small_cnn, roadmap, batch 128, seed 0) for {training['steps']} "
-                   f"steps, then held-out R@1 / mAP@R on a fixed subset of {training['eval_items']:,} test images:"), "",
+                   f"steps, then held-out R@1 / mAP@R on a fixed subset of {training['eval_items']:,} "
+                   "test images:"), "",
               "| matmuls | R@1 | mAP@R | last batch loss |", "|---|---:|---:|---:|",
               f"| float32 | {f32['R@1']:.3f} | {f32['mAP@R']:.3f} | {f32['loss']:.4f} |",
               f"| TF32 (emulated) | {tf32['R@1']:.3f} | {tf32['mAP@R']:.3f} | {tf32['loss']:.4f} |", "",

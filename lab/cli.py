@@ -4,7 +4,8 @@
 ``--loss-kwargs lam=0.3 tau=0.05``, ``--no-pretrained``) on top of an optional
 ``--config recipes/X.yaml`` (``--loss-kwargs`` merges into the recipe's); ``--out DIR`` receives
 config.yaml, metrics.jsonl, checkpoint.pt (and the previous checkpoint), and a folder holding another
-run is refused without ``--resume`` or ``--overwrite``. A bad flag, recipe or file is one line on stderr and exit status 2.
+run is refused without ``--resume`` or ``--overwrite``. A bad flag, recipe or file is one line on stderr and exit
+status 2.
 """
 from __future__ import annotations
 
@@ -29,12 +30,15 @@ HELP = {
     "dataset": "dataset name (python -m lab datasets lists them)", "model": "small_cnn or any timm model name",
     "loss": "rank loss name (lab.losses.LOSSES)", "batch_size": "global batch size (all ranks together)",
     "m": "images per class in a batch", "lr": "backbone learning rate", "lr_head": "head learning rate; None = lr",
-    "lr_loss": "learning rate of the loss's own parameters; None = lr_head", "epochs": "run length in epochs (0: use --steps)",
-    "milestones": "multistep milestones (epochs if --epochs > 0, else steps)", "xbm_size": "cross-batch memory size (0: off)",
+    "lr_loss": "learning rate of the loss's own parameters; None = lr_head",
+    "epochs": "run length in epochs (0: use --steps)",
+    "milestones": "multistep milestones (epochs if --epochs > 0, else steps)",
+    "xbm_size": "cross-batch memory size (0: off)",
     "stage_size": "staged backprop: images per re-forward stage (formerly --chunk-size)", "amp": "mixed precision",
     "matmul_precision": "float32 matmuls in training steps: highest (IEEE) or high (TF32 on CUDA, ~3 digits per "
                         "input; python -m bench.tf32 measures the effect)",
-    "out": "output folder (config.yaml, metrics.jsonl, checkpoint.pt)", "eval_every": "steps between evaluations (0: never)",
+    "out": "output folder (config.yaml, metrics.jsonl, checkpoint.pt)",
+    "eval_every": "steps between evaluations (0: never)",
     "loss_kwargs": "the loss's hyper-parameters, merged into the recipe's (lab.losses.loss_kwargs_of lists them)",
     "deterministic": "torch's deterministic algorithms: on CUDA the same seed gives the same run (slower); "
                      "CPU runs are deterministic already",

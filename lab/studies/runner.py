@@ -196,8 +196,8 @@ def run_studies(names: list[str], out: Path, quick: bool = False, seeds: Optiona
     session = f"{time.strftime('%Y-%m-%dT%H:%M:%S')}-{os.getpid()}"  # names this call in each record it trains
     # This call's line in each file, written now and updated run by run: a call killed part-way (a
     # session's end) keeps its line, "stopped", with what it finished until then.
-    sessions = {n: {"id": session, "finished": time.strftime("%Y-%m-%d %H:%M:%S"), "trained": 0, "jobs": jobs, "threads": threads,
-                    "elapsed_seconds": 0.0, "command": command, "stopped": True,
+    sessions = {n: {"id": session, "finished": time.strftime("%Y-%m-%d %H:%M:%S"), "trained": 0, "jobs": jobs,
+                    "threads": threads, "elapsed_seconds": 0.0, "command": command, "stopped": True,
                     "machine": f"{platform.machine()}, {os.cpu_count()} cores, python {sys.version.split()[0]}"}
                 for n in names if counts[n]}
     for n, line in sessions.items():

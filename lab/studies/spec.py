@@ -216,7 +216,8 @@ STUDIES: dict[str, Callable[[dict, range, bool], list[RunSpec]]] = {
 ORDER = ("methods", "batch_size", "gap", "memory", "bins", "hparams")
 
 
-def plateau_step(curve: list[tuple[int, float]], window: int = PLATEAU_WINDOW, gain: float = PLATEAU_GAIN) -> int | None:
+def plateau_step(curve: list[tuple[int, float]], window: int = PLATEAU_WINDOW,
+                 gain: float = PLATEAU_GAIN) -> int | None:
     """The plateau rule on a learning curve [(step, mAP@R), ...] in increasing steps: the first step s
     whose every later value within ``window`` steps is below value(s) + ``gain``, judged only where
     the curve reaches s + window. None when no step qualifies yet."""

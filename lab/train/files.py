@@ -68,8 +68,9 @@ def write_atomic(path: PathLike, write: Callable[[IO[bytes]], None], previous: O
 
     os.replace is atomic on POSIX: a reader (or a crash) sees the old file or the new one, never a
     partial one. The file gets the mode a plain ``open(path, "w")`` would give it: the mode of the
-    file it replaces, or 0o666 less the umask for a new one (not mkstemp's 0o600). The temporary file is removed if writing fails, also on Ctrl-C; after a success,
-    the strays of ``path`` (and ``previous``) that :func:`remove_strays` may remove go too.
+    file it replaces, or 0o666 less the umask for a new one (not mkstemp's 0o600). The temporary file is
+    removed if writing fails, also on Ctrl-C; after a success, the strays of ``path`` (and ``previous``)
+    that :func:`remove_strays` may remove go too.
     ``previous``: the file replaced stays there (hard-linked first, so that ``path`` exists at every
     moment).
     """

@@ -288,7 +288,8 @@ class Trainer:
             raise ValueError(f"this trainer has no {split} set to evaluate on")
         return dataset
 
-    def embed(self, split: str = "test", max_items: Optional[int] = None, progress: bool = False) -> tuple[Tensor, Tensor]:
+    def embed(self, split: str = "test", max_items: Optional[int] = None,
+              progress: bool = False) -> tuple[Tensor, Tensor]:
         """(embeddings (N, D) float32, labels (N, L)) of a split, in eval mode, on the CPU.
 
         The train split is embedded with the evaluation transform. ``max_items``: a fixed

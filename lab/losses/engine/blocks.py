@@ -19,7 +19,6 @@ nothing, each chunk compacts with ``nonzero`` at its own width, which is cheaper
 """
 from __future__ import annotations
 
-import contextlib
 from typing import Callable, NamedTuple, Optional
 
 import torch
