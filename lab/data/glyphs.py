@@ -16,9 +16,8 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
+import io
 import json
-import os
-import tempfile
 import unicodedata
 from pathlib import Path
 from typing import Callable, NamedTuple, Optional, Sequence
@@ -35,6 +34,7 @@ from tqdm.auto import tqdm
 
 from ..core import env
 from ..core.checks import check_int
+from ..core.files import write_atomic
 from .labeled_images import LabeledImages, check_split
 
 FONT_DIR = Path(matplotlib.get_data_path()) / "fonts" / "ttf"
@@ -217,17 +217,17 @@ def _cache_file(cache_dir: Optional[str]) -> Path:
 def _write_atomic(path: Path, write: Callable, mode: str = "w") -> None:
     """``write(file)`` into a temporary file beside ``path``, then rename: a concurrent reader never
     sees half a file. A read-only cache folder is no error (the in-memory copy still serves)."""
-    tmp = None
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(mode, dir=path.parent, delete=False, suffix=".tmp") as f:
-            tmp = f.name
-            write(f)
-        os.replace(tmp, path)
-    except OSError:
-        if tmp is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
+    with contextlib.suppress(OSError):
+        # lab.core.files: the mode a plain open() gives (NamedTemporaryFile's 0o600 hid a shared cache)
+        write_atomic(path, write if mode == "wb" else lambda f: _as_text(f, write))
+
+
+def _as_text(f, write: Callable) -> None:
+    """``write`` into the binary file ``f`` as UTF-8 text, flushed and detached (``f`` stays open)."""
+    text = io.TextIOWrapper(f, encoding="utf-8")
+    write(text)
+    text.flush()
+    text.detach()
 
 
 @functools.lru_cache(maxsize=4)

@@ -14,12 +14,12 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
 import re
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
+
+from ..core.files import write_text_atomic
 
 IMPORT_FAILED = "importing your module failed"  # how grade_worker's message for a failed import begins
 REFUSED = "refused: "  # how grade.py's message for a zip it would not open begins
@@ -112,17 +112,8 @@ def safe_cell(value: object) -> str:
 
 def write_atomic(path: Path, text: str, encoding: str = "utf-8") -> None:
     """A temporary file in the same folder, flushed to disk, then renamed: a reader or a crash sees the old
-    file or the new one, never half of it."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding=encoding, newline="") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    file or the new one, never half of it; the mode a plain open() gives (lab.core.files)."""
+    write_text_atomic(path, text, encoding)
 
 
 def _csv(header: list[str], rows: Iterable[list[str]]) -> str:

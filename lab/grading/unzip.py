@@ -16,11 +16,12 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
-import tempfile
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Callable, Iterator
+
+from ..core.files import write_atomic
 
 CHUNK = 1 << 16
 RATIO_FLOOR = 1 << 20  # an entry must unpack to this many bytes before its ratio counts: small text compresses well
@@ -108,15 +109,14 @@ def extract(path: Path, folder: Path, keep: Callable[[str], bool], limits: Limit
             target = folder / info.filename
             if target.parent != folder:  # check_entries refused every way out; this is the last guard
                 raise UnsafeZip(f"{label}: entry {info.filename!r} points outside its folder")
-            fd, tmp = tempfile.mkstemp(dir=folder, prefix=".unzip_")
-            try:
-                with os.fdopen(fd, "wb") as out:
-                    for chunk in chunks(zf, info, label, limits, used):
-                        out.write(chunk)
-                        used += len(chunk)
-                os.replace(tmp, target)
-            finally:
-                if os.path.exists(tmp):
-                    os.unlink(tmp)
+            written = []  # the chunks' sizes: write_atomic's callback cannot rebind ``used``
+
+            def copy(out, info=info) -> None:
+                for chunk in chunks(zf, info, label, limits, used):
+                    out.write(chunk)
+                    written.append(len(chunk))
+
+            write_atomic(target, copy)  # the mode a plain open() gives, not mkstemp's owner-only 0o600
+            used += sum(written)
             names.append(info.filename)
     return names

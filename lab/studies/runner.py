@@ -53,7 +53,7 @@ def load_results(path: Path) -> dict[str, Any]:
 def save_results(path: Path, data: dict[str, Any]) -> None:
     """Write via a temporary file and rename (a crash never leaves half a file), with the mode a plain
     open() gives: the shared atomic writer, not mkstemp's owner-only 0o600."""
-    from ..train.files import write_text_atomic
+    from ..core.files import write_text_atomic
 
     write_text_atomic(path, json.dumps(data, indent=1, sort_keys=True) + "\n")
 

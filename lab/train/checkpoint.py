@@ -15,7 +15,7 @@ from typing import Any, Iterator, Optional, Union
 import numpy as np
 import torch
 
-from .files import write_atomic
+from ..core.files import write_atomic
 
 
 FORMAT = 1  # bump when the layout of Trainer.state_dict() changes

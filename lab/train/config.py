@@ -23,7 +23,7 @@ from ..core.convert import to_type
 from ..core.frozen import FrozenDict
 from ..core.precision import MATMUL_PRECISIONS
 from ..losses import LOSSES, build_loss, check_loss_kwargs, loss_kwargs_of
-from .files import write_text_atomic
+from ..core.files import write_text_atomic
 
 OPTIMIZERS = ("adam", "adamw")
 SCHEDULERS = ("none", "multistep", "cosine")

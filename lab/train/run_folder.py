@@ -23,7 +23,7 @@ import yaml
 
 from .checkpoint import previous_path
 from .config import config_diff
-from .files import pid_alive, write_atomic
+from ..core.files import pid_alive, write_atomic
 
 try:
     import fcntl

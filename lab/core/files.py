@@ -1,4 +1,5 @@
-"""Files of a run folder written atomically, through temporary files that belong to one process.
+"""Files written atomically (run folders, study results, grade sheets, unzipped submissions, caches), through
+temporary files that belong to one process.
 
 A temporary file is ``.{name}.{pid}.{token}.tmp`` beside its target: the pid says whose it is, so a
 process removes only its own strays and those of processes that are gone (killed while writing),
@@ -116,5 +117,6 @@ def _keep(path: Path, previous: Path) -> None:
     os.replace(link, previous)
 
 
-def write_text_atomic(path: PathLike, text: str) -> Path:
-    return write_atomic(path, lambda f: f.write(text.encode("utf-8")))
+def write_text_atomic(path: PathLike, text: str, encoding: str = "utf-8") -> Path:
+    """``text`` (written as is: no newline translation) into ``path``, atomically (:func:`write_atomic`)."""
+    return write_atomic(path, lambda f: f.write(text.encode(encoding)))
