@@ -340,3 +340,14 @@ def test_a_checkpoint_saved_before_a_field_existed_still_resumes():
     assert config_diff(before, now) == {} and config_diff(now, before) == {}
     assert config_diff(before, {**now, "deterministic": True}) == {"deterministic": (False, True)}
     assert config_diff({**before, "lr": 0.1}, now) == {"lr": (0.1, 0.001)}  # a real difference still counts
+
+
+def test_a_checkpoint_saved_before_amp_existed_was_float32_not_todays_auto():
+    """amp's default became "auto", resolved by the Trainer ("none" on a CPU): a config saved without amp
+    trained float32, so it resumes into a float32 trainer and not into a bf16 one."""
+    from lab.train.config import config_diff
+
+    resolved = {**TrainConfig().to_dict(), "amp": "none"}  # what a CPU Trainer's config holds
+    before = {k: v for k, v in resolved.items() if k != "amp"}
+    assert config_diff(before, resolved) == {}
+    assert config_diff(before, {**resolved, "amp": "bf16"}) == {"amp": ("none", "bf16")}

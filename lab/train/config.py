@@ -294,6 +294,11 @@ def check_out_dir(out: Union[str, Path, None]) -> None:
             return
 
 
+# Fields whose default changed: a config saved without the field was trained with its default of then, not
+# today's. amp's default became "auto" (resolved by the Trainer); a config saved before amp existed trained float32.
+SAVED_DEFAULTS = {"amp": "none"}
+
+
 def config_diff(saved: dict[str, Any], current: dict[str, Any], ignore=RESUME_FREE) -> dict[str, tuple]:
     """{key: (saved, current)} for the keys that differ and change the training trajectory
     (a tuple equals the list of its items: loss_kwargs values are lists since they are typed)."""
@@ -303,7 +308,7 @@ def config_diff(saved: dict[str, Any], current: dict[str, Any], ignore=RESUME_FR
     defaults = {f.name: f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
                 for f in dataclasses.fields(TrainConfig)}
     old = {RENAMED.get(k, k): v for k, v in saved.items()}
-    saved, current = {**defaults, **old}, {**defaults, **current}
+    saved, current = {**defaults, **SAVED_DEFAULTS, **old}, {**defaults, **current}
     keys = {RENAMED.get(k, k) for k in keys}
     return {k: (saved.get(k), current.get(k)) for k in sorted(keys) if _plain(saved.get(k)) != _plain(current.get(k))}
 
