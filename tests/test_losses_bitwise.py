@@ -17,11 +17,12 @@ import sys
 import tempfile
 from pathlib import Path
 
-import pytest
 
 from lab.losses.base import HierarchicalRankLoss
 from lab.losses.loss_registry import LOSSES
 from lab.studies import replay
+
+from tests._history import require_history
 
 ROOT = Path(__file__).resolve().parents[1]
 # main before the engine's CPU fix (docs/benchmarks.md, "Two checkouts side by side"): the code whose
@@ -105,14 +106,7 @@ def _start(checkout: Path) -> subprocess.Popen:
 
 
 def test_every_loss_has_the_reference_values_and_gradients_bit_for_bit():
-    try:
-        replay.resolve(REFERENCE)
-    except replay.MissingHistory as missing:
-        reason = str(missing)
-    else:
-        reason = None
-    if reason:
-        pytest.fail(reason, pytrace=False)  # outside the except: one line, no chained traceback
+    require_history(REFERENCE)
     with tempfile.TemporaryDirectory() as tmp:
         then_process = _start(replay.export_lab(REFERENCE, Path(tmp)))
         now_process = _start(ROOT)

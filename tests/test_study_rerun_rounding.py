@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 
 from lab.studies import replay
+
+from tests._history import require_history
 from lab.studies.curves import EXACT, ROUNDING
 
 BEFORE = "eb7e669"  # the code of the first v2 runs (tests/test_study_replay.py's TRAINED_AT)
@@ -47,14 +49,7 @@ def _evaluate(checkout: Path) -> list[dict]:
 
 @pytest.mark.slow
 def test_the_same_embeddings_evaluated_then_and_now_differ_within_the_rounding_bounds():
-    try:
-        replay.resolve(BEFORE)
-    except replay.MissingHistory as missing:
-        reason = str(missing)
-    else:
-        reason = None
-    if reason:
-        pytest.fail(reason, pytrace=False)
+    require_history(BEFORE)
     with tempfile.TemporaryDirectory() as tmp:
         then = _evaluate(replay.export_lab(BEFORE, Path(tmp)))
     now = _evaluate(ROOT)
