@@ -5,10 +5,12 @@ and the page says which losses have no curve yet rather than assuming theirs.
 """
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from .claims import table
+from .evaluated_then import EVALUATED, verified
 from .spec import PLATEAU_GAIN, PLATEAU_WINDOW, plateau_step
 from .stats import Records
 
@@ -54,7 +56,8 @@ def curves_section(records: Records, losses: Sequence[str], pilot: Optional[dict
         f"Plateau by {rule}. "
         + (f"No curve yet: {', '.join(lacking)}: their plateau is not measured." if lacking
            else "Every loss of the study has a curve.") + _reruns_sentence(records),
-        table(["loss", "seeds with a curve (their ids)", "last step", "mAP@R there", "plateau from step"], rows)])
+        table(["loss", "seeds with a curve (their ids)", "last step", "mAP@R there", "plateau from step"], rows),
+        _budget_sentence(curves)])
     from .figures import plot_curves
 
     labels = {f"{loss} ({len(seeds)} seed{'' if len(seeds) == 1 else 's'})": points
@@ -64,20 +67,62 @@ def curves_section(records: Records, losses: Sequence[str], pilot: Optional[dict
     return text, plot_curves(labels, pilot_curve, spec.V2_STEPS)
 
 
+def _budget_sentence(curves: dict[str, tuple[list[int], list[tuple[int, float]]]]) -> str:
+    """What the curves say of the budget: which losses reached a plateau by the pilot's rule, and how much the
+    others still gained in the last window the rule can judge."""
+    flat = [loss for loss, (_, points) in curves.items() if plateau_step(points) is not None]
+    rising = {}
+    for loss, (_, points) in curves.items():
+        if loss in flat:
+            continue
+        last = points[-1][0] - PLATEAU_WINDOW  # the last step the rule can judge
+        at = dict(points).get(last)
+        if at is not None:
+            rising[loss] = max(v for st, v in points if last < st <= last + PLATEAU_WINDOW) - at
+    text = (f"By that rule, {len(flat)} of the {len(curves)} losses with a curve reached a plateau within their "
+            f"curve{': ' + ', '.join(flat) if flat else ''}.")
+    if rising:
+        lo, hi = min(rising.values()), max(rising.values())
+        ends = {curves[loss][1][-1][0] for loss in rising}
+        span = (f"between step {min(ends) - PLATEAU_WINDOW:,} and {min(ends):,}" if len(ends) == 1 else
+                f"in the last {PLATEAU_WINDOW:,} steps of their curve")
+        text += (f" The other {len(rising)} ({', '.join(rising)}) still gained {100 * lo:+.2f} to {100 * hi:+.2f} "
+                 f"point of mAP@R {span} (their best in that span minus their value at its start), at least the "
+                 f"rule's {100 * PLATEAU_GAIN:.1f}: whether they level off after it is not measured. Study 1 compares "
+                 f"the losses at the budget fixed in advance; a longer one could change their order.")
+    return text
+
+
 def _reruns_sentence(records: Records) -> str:
     """Which curves a re-run recorded (``attach_rerun_curves``), and what each re-run reproduced of its run."""
-    rerun = [r for r in records if r.get("curve_rerun")]
-    if not rerun:
-        return ""
-    names = ", ".join(f"{r['method']} seed {r['seed']}" for r in rerun)
-    one = len(rerun) == 1
-    rounding = {f: max(abs(r["curve_rerun"].get("within_rounding", {}).get(f, 0.0)) for r in rerun) for f in ROUNDING}
-    largest = "; ".join(f"{f} {d:.1e}" for f, d in rounding.items() if d) or "none"
-    return (f" The curve{'' if one else 's'} of {names} {'was' if one else 'were'} recorded by re-running "
-            f"{'that' if one else 'each'} stored run with the same seed and config: {'it' if one else 'each'} "
-            f"reproduced {', '.join(EXACT)} bit for bit, and {', '.join(ROUNDING)} within the rounding of the "
-            f"evaluation's summation change (44a7127; largest difference: {largest}). `python -m lab.studies.curves` "
-            f"refuses a curve otherwise.")
+    rerun = [r for r in records if r.get("curve_rerun") and not r["curve_rerun"].get("checked")]
+    checked = [r for r in records if r.get("curve_rerun", {}).get("checked")]
+    text = ""
+    if rerun:
+        names = ", ".join(f"{r['method']} seed {r['seed']}" for r in rerun)
+        one = len(rerun) == 1
+        rounding = {f: max(abs(r["curve_rerun"].get("within_rounding", {}).get(f, 0.0)) for r in rerun)
+                    for f in ROUNDING}
+        largest = "; ".join(f"{f} {d:.1e}" for f, d in rounding.items() if d) or "none"
+        text += (f" The curve{'' if one else 's'} of {names} {'was' if one else 'were'} recorded by re-running "
+                 f"{'that' if one else 'each'} stored run with the same seed and config: {'it' if one else 'each'} "
+                 f"reproduced {', '.join(EXACT)} bit for bit, and {', '.join(ROUNDING)} within the rounding of the "
+                 f"evaluation's summation change (44a7127; largest difference: {largest}).")
+    if checked:
+        names = ", ".join(f"{r['method']} seed {r['seed']}" for r in checked)
+        one = len(checked) == 1
+        moved = sorted({f for r in checked for f in r["curve_rerun"]["checked"]["differences"]},
+                       key=list(EVALUATED).index)
+        gaps = [r["curve_rerun"]["checked"]["differences"] for r in checked]
+        largest = "; ".join(f"{f} {max(abs(d.get(f, 0.0)) for d in gaps):.1e}" for f in moved)
+        then = sorted({r["curve_rerun"]["checked"]["evaluated_then_at"][:7] for r in checked})
+        text += (f" The re-run{'' if one else 's'} of {names} differed from the stored "
+                 f"run{'' if one else 's'} in the last bits of the evaluation (largest difference: {largest}), "
+                 f"beyond those bounds: {'its' if one else 'each'} config trained again by the re-run's code gave "
+                 f"the re-run's numbers bit for bit, and the same final weights evaluated by the stored runs' code "
+                 f"({', '.join(then)}) gave the stored run's numbers bit for bit: one set of weights, two evaluations "
+                 f"(`python -m lab.studies.evaluated_then`, results/v2/rerun_checks.json).")
+    return text + (" `python -m lab.studies.curves` refuses a curve otherwise." if text else "")
 
 
 def curves_lines(records: Records, pilot: dict[str, Any], docs: Path) -> list[str]:
@@ -106,8 +151,9 @@ ROUNDING = {"mAP@R": 1e-12, "gap_heldout": 2e-8, "gap_train_probe": 2e-8}
 REPRODUCED = (*EXACT, *ROUNDING)
 
 
-def _differences(old: dict[str, Any], new: dict[str, Any]) -> tuple[list[str], dict[str, float]]:
-    """(what a re-run did not reproduce, one line each; {number: re-run minus stored} within ROUNDING)."""
+def _differences(old: dict[str, Any], new: dict[str, Any]) -> tuple[list[str], list[str], dict[str, float]]:
+    """(numbers the re-run did not reproduce, one line each; what its curve does not end on; {number: re-run
+    minus stored} within ROUNDING)."""
     differ = [f"{f}: stored {old.get(f)!r}, re-run {new.get(f)!r}" for f in EXACT if old.get(f) != new.get(f)]
     within = {}
     for f, bound in ROUNDING.items():
@@ -117,31 +163,47 @@ def _differences(old: dict[str, Any], new: dict[str, Any]) -> tuple[list[str], d
             differ.append(f"{f}: stored {old.get(f)!r}, re-run {new.get(f)!r} (more than {bound:g} apart)")
         else:
             within[f] = new[f] - old[f]
-    end = new["curve"][-1]
+    end, curve = new["curve"][-1], []
     if end["step"] != new["steps"]:
-        differ.append(f"curve ends at step {end['step']}, not {new['steps']}")
-    differ += [f"curve end {f}" for f in REPRODUCED if f in end and end[f] != new[f]]
-    return differ, within
+        curve.append(f"curve ends at step {end['step']}, not {new['steps']}")
+    curve += [f"curve end {f}" for f in REPRODUCED if f in end and end[f] != new[f]]
+    return differ, curve, within
 
 
-def attach_rerun_curves(stored: dict[str, Any], reruns: dict[str, Any]) -> tuple[list[str], list[str]]:
+def attach_rerun_curves(stored: dict[str, Any], reruns: dict[str, Any], checks: Optional[dict[str, Any]] = None
+                        ) -> tuple[list[str], list[str]]:
     """Give stored runs without a curve the curve of a re-run of the same key (same seed, same config), in
-    place, only where the re-run reproduced the stored run: ``EXACT`` bit for bit, ``ROUNDING`` within its
-    bounds, and the curve ending on the re-run's own numbers. The stored run keeps its own numbers;
-    ``curve_rerun`` says where the curve comes from (the re-run's provenance) and the differences within
-    rounding. Returns (keys given a curve, one line per re-run refused: its key and the first difference)."""
+    place, only where the re-run reproduced the stored run: ``EXACT`` bit for bit and ``ROUNDING`` within its
+    bounds, or else a check in ``checks`` ({key: a ``lab.studies.evaluated_then.check`` record}) showing that
+    the re-run's final weights, evaluated by the stored run's code, give the stored numbers bit for bit; and in
+    both cases the curve ending on the re-run's own numbers. The stored run keeps its own numbers;
+    ``curve_rerun`` says where the curve comes from (the re-run's provenance), the differences within
+    rounding or the check. Returns (keys given a curve, one line per re-run refused: its key and why)."""
     given, refused = [], []
     for key, new in reruns["runs"].items():
         old = stored["runs"].get(key)
         if old is None or old.get("curve") or not new.get("curve"):
             continue
-        differ, within = _differences(old, new)
-        if differ:
-            refused.append(f"{old['method']} seed {old['seed']} ({key}): {differ[0]}")
+        differ, curve, within = _differences(old, new)
+        checked = (checks or {}).get(key)
+        if differ and checked is not None and not curve:
+            why = verified(checked, old, new)
+            if why:
+                differ = [f"{differ[0]}; its check: {why[0]}"]
+            else:
+                differ, within = [], {}
+        else:
+            checked = None
+        if differ or curve:
+            refused.append(f"{old['method']} seed {old['seed']} ({key}): {(differ + curve)[0]}")
             continue
         old["curve"], old["curve_every"] = new["curve"], new["curve_every"]
         old["curve_rerun"] = {"provenance": new.get("provenance"), "exact": list(EXACT), "within_rounding": within,
                               "started": new.get("started"), "finished": new.get("finished")}
+        if checked is not None:
+            old["curve_rerun"].update(exact=[], within_rounding={}, checked={
+                "evaluated_then_at": checked["evaluated_then_at"], "train_at": checked["train_at"],
+                "differences": {f: new[f] - old[f] for f in EVALUATED if old.get(f) != new.get(f)}})
         given.append(key)
     return given, refused
 
@@ -156,9 +218,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p = argparse.ArgumentParser(prog="python -m lab.studies.curves", description=main.__doc__)
     p.add_argument("reruns", type=Path)
     p.add_argument("stored", type=Path)
+    p.add_argument("--checked", type=Path, help="checks of re-runs whose numbers differ from the stored run's "
+                   "(python -m lab.studies.evaluated_then; results/v2/rerun_checks.json)")
     args = p.parse_args(argv)
     stored = load_results(args.stored)
-    given, refused = attach_rerun_curves(stored, load_results(args.reruns))
+    checks = json.loads(args.checked.read_text()) if args.checked else None
+    given, refused = attach_rerun_curves(stored, load_results(args.reruns), checks)
     for line in refused:
         print(f"not reproduced, no curve: {line}")
     if given:
