@@ -29,6 +29,7 @@ from lab.grading.assignments import ASSIGNMENTS
 from lab.grading.generate import generate
 from lab.grading.grade import find_submissions, load_tests, run_submission
 from lab.grading.sandbox import Limits, bwrap_command, require_sandbox
+from lab.grading.sandbox import start as start_sandbox
 
 ROOT = Path(__file__).resolve().parents[1]
 NAME = "03_histogram_losses_and_bin_width"
@@ -47,11 +48,17 @@ def course(root: Path) -> Path:
 
 
 def start_python(sandbox: bool, code: str) -> float:
-    """Wall-clock seconds of ``python -c code``, sandboxed or not."""
-    argv = [sys.executable, "-c", code]
-    cmd = bwrap_command(argv, [], Limits())[0] if sandbox else argv
+    """Wall-clock seconds of ``python -c code``, sandboxed (bwrap and its control group) or not."""
+    argv = [sys.executable, "-I", "-c", code]
     start = time.perf_counter()
-    subprocess.run(cmd, check=True)
+    if sandbox:
+        cmd, fds = bwrap_command(argv, [], Limits())
+        proc, group = start_sandbox(cmd, fds, Limits())
+        proc.wait()
+        if group is not None:
+            group.remove()
+    else:
+        subprocess.run(argv, check=True)
     return time.perf_counter() - start
 
 

@@ -165,9 +165,11 @@ def test_a_checkout_under_tmp_is_still_visible_in_the_sandbox(tmp_path):
 
     require_sandbox()
     shutil.copytree(lab_package(), tmp_path / "lab", ignore=shutil.ignore_patterns("__pycache__"))
-    probe = ("import subprocess, sys\nfrom lab.grading.sandbox import Limits, bwrap_command\n"
-             "cmd, _ = bwrap_command([sys.executable, '-c', 'import lab; print(lab.__file__)'], [], Limits())\n"
-             "done = subprocess.run(cmd, capture_output=True, text=True)\nprint(done.stdout.strip() or done.stderr)")
+    probe = ("import subprocess, sys\nfrom lab.grading.sandbox import Limits, bwrap_command, start\n"
+             "cmd, fds = bwrap_command([sys.executable, '-c', 'import lab; print(lab.__file__)'], [], Limits())\n"
+             "proc, _ = start(cmd, fds, Limits(), group=False, stdout=subprocess.PIPE, stderr=subprocess.PIPE,\n"
+             "                text=True)\n"
+             "out, err = proc.communicate()\nprint(out.strip() or err)")
     done = subprocess.run([sys.executable, "-c", probe], env={**os.environ, "PYTHONPATH": str(tmp_path)},
                           cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert done.stdout.strip() == str(tmp_path / "lab" / "__init__.py"), done.stdout + done.stderr

@@ -1,10 +1,12 @@
 """The trusted process that grades ONE submission, started by :mod:`lab.grading.grade` next to a scratch copy.
 
-    python -m lab.grading.grade_worker --assignment NAME --tests tests.json --results results.jsonl
-                                       [--timeout 120] [--no-sandbox] [--memory BYTES]
+    python -I -m lab.grading.grade_worker --assignment NAME --tests tests.json --results results.jsonl
+                                          --folder WORK [--timeout 120] [--no-sandbox] [--memory BYTES]
 
-The student's code never runs here. This process starts the student's process in a sandbox on a copy
-of the submission folder (the current directory; :mod:`lab.grading.remote`), then runs each test
+The student's code never runs here, and nothing of theirs is imported: the grader starts this process with
+``python -I`` (:mod:`lab.grading.launch`) in a folder that holds none of the student's files, so a module the
+student named ``json.py`` is never on its path. It starts the student's process in a sandbox on a copy of
+the submission folder (``--folder``, read as data; :mod:`lab.grading.remote`), then runs each test
 cell's code here, with the checks, the references and the comparison of this process, on stand-ins
 of the student's functions that send the inputs and get the outputs back as plain data. The time
 limit of a test is enforced from here: past it the student's process is killed (and restarted for
@@ -26,6 +28,7 @@ from .feedback import student_frame
 from .grade_sheet import IMPORT_FAILED
 from .remote import StudentProcess, StudentProcessEnded, TestTimeout
 from .sandbox import DEFAULT_MEMORY, Limits
+from .names import printable
 from .submission import grading_names
 
 STARTUP_S = 120  # starting Python and importing torch in the student's process, on top of the test's limit
@@ -82,13 +85,17 @@ def _start(student: StudentProcess, timeout: float) -> Optional[str]:
     error = student.start(STARTUP_S, timeout)
     if error is None:
         return None
-    if error.get("type") == "SystemExit":
-        why = describe(SystemExit(error.get("exit_code")))
-    elif error.get("type"):
-        why = f"{error['type']}: {error.get('message', '')}" + (f"\n  at {error['where']}: {error['code']}"
-                                                                if error.get("where") else "")
+    if not isinstance(error, dict):
+        error = {}
+    text = {k: printable(error.get(k, ""), 5000 if k == "message" else 300)
+            for k in ("type", "message", "where", "code")}
+    if text["type"] == "SystemExit":
+        why = describe(SystemExit(printable(error.get("exit_code"), 300)))
+    elif text["type"]:
+        where = f"\n  at {text['where']}: {text['code']}" if text["where"] else ""
+        why = f"{text['type']}: {text['message']}{where}"
     else:
-        why = error.get("message", "")
+        why = text["message"]
     return f"{IMPORT_FAILED}: {why}"
 
 
@@ -97,13 +104,15 @@ def main(argv: Optional[list[str]] = None) -> None:
     parser.add_argument("--assignment", required=True, choices=sorted(ASSIGNMENTS))
     parser.add_argument("--tests", type=Path, required=True, help="JSON list of {cell, code, where}")
     parser.add_argument("--results", type=Path, required=True, help="JSON lines, appended")
+    parser.add_argument("--folder", type=Path, required=True, help="the submission's files (read as data: they "
+                        "are copied into the sandbox, never imported here)")
     parser.add_argument("--timeout", type=float, default=120, help="seconds per test")
     parser.add_argument("--no-sandbox", action="store_true", help="run the student's code unisolated")
     parser.add_argument("--memory", type=int, default=DEFAULT_MEMORY, help="bytes for the student's process")
     args = parser.parse_args(argv)
     tests = json.loads(args.tests.read_text())
     log = args.results.with_name("student_output.txt")
-    student = StudentProcess(args.assignment, Path.cwd(), log, Limits(memory=args.memory), not args.no_sandbox)
+    student = StudentProcess(args.assignment, args.folder, log, Limits(memory=args.memory), not args.no_sandbox)
     with open(args.results, "a") as out:
         try:
             start = time.perf_counter()
@@ -129,8 +138,8 @@ def main(argv: Optional[list[str]] = None) -> None:
                 status, message = run_test(test["code"], test["where"], ns, student, args.timeout)
                 if status == "crashed":
                     ended = "not run: the grading process had ended before this test"
-                _write(out, dict(cell=test["cell"], status=status, message=message,
-                                 seconds=time.perf_counter() - start))
+                _write(out, dict(cell=test["cell"], status=status, message=message, seconds=time.perf_counter() - start,
+                                 lab_calls=sorted(student.lab_calls.get(test["function"], ()))))
         finally:
             student.close()
 

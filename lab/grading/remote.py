@@ -14,7 +14,6 @@ import itertools
 import os
 import signal
 import subprocess
-import sys
 import time
 import warnings
 from pathlib import Path
@@ -22,8 +21,15 @@ from typing import Any, Optional
 
 import torch
 
-from .sandbox import Limits, bwrap_command, lab_package
-from .wire import WireError, decode, encode, rebuild_exception, receive, send
+from .assignments import ASSIGNMENTS
+from .cgroup import Cgroup
+from .launch import python_module
+from .sandbox import Limits, bwrap_command, start
+from .names import printable
+from .wire import Budget, WireError, decode, encode, rebuild_exception, receive, send
+
+STARTUP_BYTES = 2**20  # the start-up messages: names and small values, no arrays
+ANSWER_FACTOR, ANSWER_SLACK = 4, 2**20  # an answer may hold 4x the call's input arrays, plus 1 MiB
 
 
 class TestTimeout(BaseException):
@@ -41,40 +47,44 @@ class StudentProcess:
 
     def __init__(self, assignment: str, folder: Path, log: Path, limits: Limits, sandbox: bool = True) -> None:
         self.assignment, self.folder, self.log, self.limits, self.sandbox = assignment, folder, log, limits, sandbox
+        self.graded = [t.function for t in ASSIGNMENTS[assignment].tests]
         self.deadline = float("inf")
         self.proc: Optional[subprocess.Popen] = None
+        self.group: Optional[Cgroup] = None  # the sandbox's control group: all its memory, all its processes
+        self.oom_killed = 0  # processes the kernel killed for memory in the groups of this submission
+        self.lab_calls: dict[str, set[str]] = {}  # graded function -> lab code its calls ran (an integrity signal)
         self.ids = itertools.count()
         self.functions: dict[str, Any] = {}
 
     # ------------------------------------------------------------------------------ life
     def start(self, startup_s: float, import_s: float) -> Optional[dict]:
         """Start and import the submission: None, or the description of the import's failure."""
+        self.oom_killed = 0
         req_r, self.requests = os.pipe()
         self.answers, ans_w = os.pipe()
-        argv = [sys.executable, "-m", "lab.grading.student_server", "--assignment", self.assignment,
-                "--requests", str(req_r), "--answers", str(ans_w), *self.limits.args()]
+        argv = python_module("lab.grading.student_server", "--assignment", self.assignment, "--requests",
+                             str(req_r), "--answers", str(ans_w), *self.limits.args())
         files = sorted(p for p in self.folder.iterdir() if p.is_file() and not p.is_symlink())
-        fds: list[int] = []
-        if self.sandbox:  # bwrap's --die-with-parent: it goes when this process goes
-            cmd, fds = bwrap_command(argv, files, self.limits)
-            env, cwd, pre = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}, None, None
-        else:
-            cmd, cwd, pre = argv, self.folder, _die_with_parent
-            env = {**os.environ, "PYTHONPATH": str(lab_package().parent), "OMP_NUM_THREADS": "1"}
-        try:
-            with open(self.log, "ab") as log:
-                # Its own session: killing its process group reaches all it started that did not setsid.
-                self.proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=log,
-                                             stderr=subprocess.STDOUT, pass_fds=(req_r, ans_w, *fds),
-                                             start_new_session=True, preexec_fn=pre)
-        finally:
-            for fd in (req_r, ans_w, *fds):
-                os.close(fd)
+        with open(self.log, "ab") as log:
+            # Its own session: killing its process group reaches all it started that did not setsid.
+            if self.sandbox:  # bwrap's --die-with-parent: it goes when this process goes; start() closes the fds
+                cmd, fds = bwrap_command(argv, files, self.limits)
+                self.proc, self.group = start(cmd, [req_r, ans_w, *fds], self.limits, stdin=subprocess.DEVNULL,
+                                              stdout=log, stderr=subprocess.STDOUT)
+            else:
+                try:
+                    self.proc = subprocess.Popen(argv, cwd=self.folder, env={**os.environ, "OMP_NUM_THREADS": "1"},
+                                                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                                 pass_fds=(req_r, ans_w), start_new_session=True,
+                                                 preexec_fn=_die_with_parent)
+                finally:
+                    os.close(req_r)
+                    os.close(ans_w)
         os.set_blocking(self.requests, False)
         os.set_blocking(self.answers, False)
         for event, seconds in (("ready", startup_s), ("imported", import_s)):
             try:
-                answer, arrays = receive(self.answers, time.monotonic() + seconds)
+                answer, arrays = receive(self.answers, time.monotonic() + seconds, STARTUP_BYTES)
             except WireError as exc:
                 why = f"it did not finish within {seconds:g} s" if exc.reason == "deadline" else self._gone(exc)
                 self.kill()
@@ -82,9 +92,20 @@ class StudentProcess:
             if answer.get("event") == "import_failed":
                 self.kill()
                 return answer.get("error") or {}
-        self.functions = {name: RemoteFunction(self, name, info["name"]) if info.get("callable")
-                          else decode(info.get("value", {"kind": "json", "value": None}), [])
-                          for name, info in answer.get("functions", {}).items()}
+        self.functions = {}
+        offered = answer.get("functions", {})
+        for name in self.graded:  # the graded names only: nothing else of the student's reaches the test cells
+            info = offered.get(name) if isinstance(offered, dict) else None
+            if not isinstance(info, dict):
+                continue
+            try:
+                self.functions[name] = (RemoteFunction(self, name, printable(info.get("name"), 100) or name)
+                                        if info.get("callable") else
+                                        decode(info.get("value", {"kind": "json", "value": None}), [],
+                                               Budget(STARTUP_BYTES, time.monotonic() + import_s)))
+            except (WireError, TypeError, KeyError, AttributeError) as exc:
+                self.kill()
+                return {"type": "", "message": self.ended(f"{type(exc).__name__}: {exc}"), "where": "", "code": ""}
         return None
 
     @property
@@ -100,6 +121,10 @@ class StudentProcess:
         except ProcessLookupError:
             pass
         self.proc.wait()
+        if self.group is not None:
+            self.oom_killed += self.group.oom_kills()
+            self.group.remove()
+            self.group = None
         for fd in (self.requests, self.answers):
             try:
                 os.close(fd)
@@ -134,6 +159,15 @@ class StudentProcess:
             return f"the grading process of your code sent an answer the grader cannot read ({detail})"
         code = self.proc.returncode if self.proc else None
         sig = -code if code and code < 0 else code - 128 if code and code > 128 and self.sandbox else 0
+        if self.group is not None:
+            self.oom_killed += self.group.oom_kills()
+            self.group.remove()
+            self.group = None
+        if self.oom_killed:
+            gb = self.limits.memory / 2**30
+            return (f"the grading process ran out of memory: your code used more than its {gb:g}"
+                    " GB (heap, shared memory, files in /tmp or /dev/shm, and every process it started count) and "
+                    "was killed")
         if sig:
             name = signal.Signals(sig).name if sig in signal.Signals._value2member_map_ else f"signal {sig}"
             return (f"the grading process was killed by {name} during this test (a crash in native code, or out "
@@ -142,20 +176,31 @@ class StudentProcess:
                 "or crash the interpreter?")
 
     # ---------------------------------------------------------------------------- calls
-    def request(self, header: dict[str, Any], arrays: list[bytes]) -> tuple[dict, list[bytes]]:
+    def request(self, header: dict[str, Any], arrays: list[bytes]) -> tuple[dict, list[bytes], Budget]:
+        """Send a call and wait for its answer: (header, arrays, the budget left for decoding them). What an
+        answer may hold is bounded by what the call sent (``ANSWER_FACTOR`` times its arrays, plus
+        ``ANSWER_SLACK``), in bytes received and again in bytes decoded, all before the test's deadline."""
         if not self.alive:
             raise StudentProcessEnded(self.ended())
+        limit = ANSWER_FACTOR * sum(map(len, arrays)) + ANSWER_SLACK
         try:
             send(self.requests, header, arrays, self.deadline)
             while True:
-                answer, out = receive(self.answers, self.deadline)
+                answer, out = receive(self.answers, self.deadline, limit)
                 if answer.get("id") == header.get("id"):  # an answer forged ahead of time is skipped
-                    return answer, out
+                    return answer, out, Budget(limit, self.deadline)
         except WireError as exc:
             if exc.reason == "deadline":
                 self.kill()
                 raise TestTimeout() from None
             raise StudentProcessEnded(self._gone(exc)) from None
+
+    def note_lab_calls(self, function: str, calls: Any) -> None:
+        """Record what lab code the student's process says a call of ``function`` ran (its own report: a
+        signal for the instructor, not a proof; bounded)."""
+        if isinstance(calls, list):
+            seen = self.lab_calls.setdefault(function, set())
+            seen.update(printable(c, 120) for c in calls[:50] if isinstance(c, str) and len(seen) < 50)
 
     def forget(self) -> None:
         """The graphs of the test that ended are no longer needed."""
@@ -186,15 +231,19 @@ class RemoteFunction:
         anomaly = torch.is_anomaly_enabled()
         header = {"op": "call", "id": next(self.process.ids), "function": self.key, "anomaly": anomaly,
                   "args": [encode(a, arrays) for a in args], "grad_args": grad_args}
-        answer, out = self.process.request(header, arrays)
+        answer, out, budget = self.process.request(header, arrays)
+        self.process.note_lab_calls(self.key, answer.get("lab_calls"))
         if "error" in answer:
             raise rebuild_exception(answer["error"])
         try:
             for i, desc in answer.get("modified", {}).items():  # the check sees what the student changed in place
                 with torch.no_grad():
-                    args[int(i)].copy_(decode(desc, out))
-            value = decode(answer["output"], out)
-        except (KeyError, ValueError, IndexError, RuntimeError, TypeError, WireError) as exc:
+                    args[int(i)].copy_(decode(desc, out, budget))
+            value = decode(answer["output"], out, budget)
+        except (KeyError, ValueError, IndexError, RuntimeError, TypeError, AttributeError, WireError) as exc:
+            if isinstance(exc, WireError) and exc.reason == "deadline":
+                self.process.kill()
+                raise TestTimeout() from None
             raise StudentProcessEnded(self.process.ended(f"{type(exc).__name__}: {exc}")) from None
         if isinstance(value, torch.Tensor) and answer["output"].get("requires_grad"):
             if not grad_args:
@@ -216,12 +265,18 @@ class _RemoteGrad(torch.autograd.Function):
     def backward(ctx, grad_output):  # noqa: ANN001, ANN205
         arrays: list[bytes] = []
         header = {"op": "grad", "id": ctx.call_id, "anomaly": ctx.anomaly, "grad_output": encode(grad_output, arrays)}
-        answer, out = ctx.process.request(header, arrays)
+        answer, out, budget = ctx.process.request(header, arrays)
         if "error" in answer:
-            for text in answer.get("warnings", []):  # anomaly mode's forward traceback, in the student's files
-                warnings.warn(str(text), stacklevel=1)
+            for text in list(answer.get("warnings", []))[:20]:  # anomaly mode's forward traceback, in their files
+                warnings.warn(printable(text, 20_000), stacklevel=1)
             raise rebuild_exception(answer["error"])
-        grads = [None if d is None else decode(d, out) for d in answer.get("grads", [])]
+        try:
+            grads = [None if d is None else decode(d, out, budget) for d in list(answer.get("grads", []))[:64]]
+        except (KeyError, ValueError, IndexError, RuntimeError, TypeError, AttributeError, WireError) as exc:
+            if isinstance(exc, WireError) and exc.reason == "deadline":
+                ctx.process.kill()
+                raise TestTimeout() from None
+            raise StudentProcessEnded(ctx.process.ended(f"{type(exc).__name__}: {exc}")) from None
         if len(grads) != len(ctx.dtypes) or not all(g is None or isinstance(g, torch.Tensor) for g in grads):
             raise StudentProcessEnded(ctx.process.ended("gradients that are not tensors"))
         return (None, None, None, None, *(g if g is None else g.to(dt) for g, dt in zip(grads, ctx.dtypes)))

@@ -5,10 +5,14 @@ and dies with its parent. It sees, read-only, the system's /usr, /bin, /lib*, th
 the virtual environment and the installed ``lab`` package, and nothing else of the instructor's: not
 the checkout's tests/, assignments/ (the solutions), build/, the hidden tests, other submissions or
 the output folder. Its writable folders are tmpfs of a bounded size: ``/submission`` (a copy of the
-student's own files, the working directory) and ``/tmp``; they vanish with it. Its network is a
-loopback of its own. The limits (:class:`Limits`) are set by the student's process itself, hard,
-before any student code runs. The grader kills the sandbox from outside (on a time-out and after
-the last test): bwrap's PID namespace dies with its init, and every process in it with it.
+student's own files, the working directory), ``/tmp`` and ``/dev/shm``; they vanish with it. Its root and
+``/dev`` are read-only. Its network is a loopback of its own. bwrap starts with a minimal environment and
+reads its options from a memory file (``--args``), so /proc/1 inside shows neither the instructor's
+variables nor the mounts. Each sandbox runs in a memory control group of its own (:mod:`lab.grading.cgroup`:
+every kind of memory of every process inside counts, and its processes are bounded), where one can be
+made. The limits (:class:`Limits`) are also set by the student's process itself, hard, before any student
+code runs. The grader kills the sandbox from outside (on a time-out and after the last test): bwrap's PID
+namespace dies with its init, and every process in it with it.
 
 Without bubblewrap, grading refuses (:class:`SandboxUnavailable`); ``--no-sandbox`` runs the student's
 process as a plain child in its own session, which gives up the file, network and process isolation
@@ -25,7 +29,10 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
+
+from . import cgroup
+from .cgroup import Cgroup
 
 GiB = 2**30
 DEFAULT_MEMORY = 4 * GiB
@@ -75,47 +82,75 @@ def read_only_paths() -> list[Path]:
 
 
 def _base(limits: Limits) -> list[str]:
-    """bwrap's namespaces, the read-only system and Python, /proc, /dev and a bounded /tmp."""
+    """bwrap's namespaces, the read-only system and Python, /proc, /dev and bounded tmpfs (/tmp, /dev/shm)."""
     # The tmpfs /tmp first, the binds over it: a checkout or venv that lives under /tmp (a CI clone) stays
     # visible (mounted the other way round, the tmpfs hid it and the sandbox could not import lab).
-    cmd = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--clearenv",
-           "--size", str(limits.file_size), "--tmpfs", "/tmp"]
+    size = str(limits.file_size)
+    cmd = ["--unshare-all", "--die-with-parent", "--new-session", "--clearenv", "--size", size, "--tmpfs", "/tmp"]
     for path in read_only_paths():
         cmd += ["--ro-bind", str(path), str(path)]
-    return cmd + ["--proc", "/proc", "--dev", "/dev"]
+    return cmd + ["--proc", "/proc", "--dev", "/dev", "--size", size, "--tmpfs", "/dev/shm"]
+
+
+# Last, once every mount point exists: the sandbox's root and its /dev take no files (bwrap makes both writable
+# tmpfs, unbounded); only the bounded tmpfs mounted on them stay writable.
+READ_ONLY_TOPS = ["--remount-ro", "/dev", "--remount-ro", "/"]
+BWRAP_ENV = {"PATH": "/usr/bin:/bin"}  # bwrap's own environment, which /proc/1/environ shows inside
 
 
 def _setenv(env: dict[str, str]) -> list[str]:
     return [arg for key, value in env.items() for arg in ("--setenv", key, value)]
 
 
+def _options_fd(options: list[str]) -> int:
+    """A memory file holding bwrap's options, NUL-separated, for ``bwrap --args FD``: inside the sandbox,
+    /proc/1/cmdline (bwrap's) then shows ``--args FD`` and the command, not the mounts and paths."""
+    fd = os.memfd_create("bwrap-options", 0)
+    os.write(fd, b"".join(os.fsencode(o) + b"\0" for o in options))
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
+
+
+def _bwrap(options: list[str], argv: list[str], fds: list[int]) -> tuple[list[str], list[int]]:
+    fd = _options_fd(options + READ_ONLY_TOPS)
+    return [shutil.which("bwrap") or "bwrap", "--args", str(fd), "--", *argv], [*fds, fd]
+
+
 def bwrap_command(argv: list[str], files: list[Path], limits: Limits) -> tuple[list[str], list[int]]:
-    """(the bwrap command running ``argv`` in a sandbox holding copies of ``files``, the fds to pass).
+    """(the bwrap command running ``argv`` in a sandbox holding copies of ``files``, the fds to pass and
+    close once it started).
 
     The files are copied in through open descriptors (``--file``), so the sandbox gets its own copies
-    in its tmpfs and no path of the instructor's."""
-    cmd = _base(limits) + ["--size", str(limits.file_size), "--tmpfs", SCRATCH]
+    in its tmpfs and no path of the instructor's; a link is refused (O_NOFOLLOW)."""
+    options = _base(limits) + ["--size", str(limits.file_size), "--tmpfs", SCRATCH]
     fds = []
     for f in files:
         fds.append(os.open(f, os.O_RDONLY | os.O_NOFOLLOW))
-        cmd += ["--file", str(fds[-1]), f"{SCRATCH}/{f.name}"]
+        options += ["--file", str(fds[-1]), f"{SCRATCH}/{f.name}"]
+    # PYTHONPATH for what runs inside without ``-I`` (a notebook's kernel): the same lab as the grader's.
     env = {"PATH": "/usr/bin:/bin", "HOME": SCRATCH, "PYTHONPATH": str(lab_package().parent),
-           "PYTHONDONTWRITEBYTECODE": "1", "OMP_NUM_THREADS": "1", "LANG": "C.UTF-8"}
-    return cmd + _setenv(env) + ["--chdir", SCRATCH, "--", *argv], fds
+           "PYTHONDONTWRITEBYTECODE": "1", "OMP_NUM_THREADS": "1", "LANG": "C.UTF-8", "HF_HUB_OFFLINE": "1"}
+    return _bwrap(options + _setenv(env) + ["--chdir", SCRATCH], argv, fds)
 
 
-def bwrap_folder_command(argv: list[str], folder: Path, limits: Limits) -> list[str]:
-    """The bwrap command running ``argv`` in ``folder``, the one host folder it may write (nbgrader's course
-    folder: autograde writes its gradebook and autograded/ there), under ``limits`` set before ``argv`` runs
-    (``python -m lab.grading.sandbox``, which then becomes ``argv``)."""
-    folder = Path(folder).resolve()
-    env = {"PATH": os.pathsep.join([str(Path(sys.executable).parent), "/usr/bin", "/bin"]), "HOME": "/tmp",
-           "PYTHONPATH": str(lab_package().parent), "JUPYTER_RUNTIME_DIR": "/tmp/jupyter-runtime",
-           "IPYTHONDIR": "/tmp/ipython", "PYTHONDONTWRITEBYTECODE": "1", "OMP_NUM_THREADS": "1",
-           "LANG": "C.UTF-8", "HF_HUB_OFFLINE": "1"}
-    launcher = [sys.executable, "-m", "lab.grading.sandbox", *limits.args(), "--"]
-    return _base(limits) + ["--bind", str(folder), str(folder)] + _setenv(env) + \
-        ["--chdir", str(folder), "--", *launcher, *argv]
+def start(cmd: list[str], fds: list[int], limits: Limits, *, group: bool = True, **popen: Any
+          ) -> tuple[subprocess.Popen, Optional[Cgroup]]:
+    """Start a sandbox command of :func:`bwrap_command` in a control group of
+    its own bounding all its memory to ``limits.memory`` and its processes (where one can be made, see
+    :mod:`lab.grading.cgroup`), in a session of its own, with bwrap's minimal environment. The fds are closed
+    here once it started. The caller removes the group (``Cgroup.remove``) once the process is gone."""
+    made, _ = cgroup.make(limits.memory, limits.processes) if group else (None, "")
+    try:
+        proc = subprocess.Popen(cmd, env=BWRAP_ENV, pass_fds=fds, start_new_session=True,
+                                preexec_fn=made.join if made else None, **popen)
+    except BaseException:
+        if made:
+            made.remove()
+        raise
+    finally:
+        for fd in fds:
+            os.close(fd)
+    return proc, made
 
 
 @functools.lru_cache(maxsize=None)
@@ -123,13 +158,14 @@ def _probe() -> str:
     """'' when bwrap works here, else why not (one line)."""
     if shutil.which("bwrap") is None:
         return "bwrap is not installed"
-    cmd, _ = bwrap_command([sys.executable, "-c", "pass"], [], Limits())
+    cmd, fds = bwrap_command([sys.executable, "-I", "-c", "pass"], [], Limits())
     try:
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+        proc, _ = start(cmd, fds, Limits(), group=False, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        _, err = proc.communicate(timeout=60)
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"bwrap does not start ({exc})"
-    if done.returncode:
-        last = (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
+    if proc.returncode:
+        last = (err.strip().splitlines() or [f"exit {proc.returncode}"])[-1]
         return f"bwrap does not work here ({last})"
     return ""
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import warnings
 from contextlib import nullcontext
 from pathlib import Path
@@ -22,6 +23,28 @@ from typing import Any, Callable, Optional
 from .sandbox import Limits
 from .wire import WireError, decode, describe_exception, encode, receive, send
 
+
+
+LAB = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the lab package, as the sandbox sees it
+
+
+def traced_call(fn: Callable, args: list, seen: set[str]) -> Any:
+    """``fn(*args)``, adding the lab functions it runs to ``seen`` (``module.function``, at most 50), also when it
+    raises: the integrity signal. Only Python-level calls into the ``lab`` package count, and the student's code
+    could hide them: a signal, not a proof."""
+
+    def profile(frame: Any, event: str, arg: Any) -> None:
+        if event == "call" and len(seen) < 50:
+            path = frame.f_code.co_filename
+            if path.startswith(LAB + os.sep):
+                module = "lab." + os.path.splitext(path[len(LAB) + 1:])[0].replace(os.sep, ".")
+                seen.add(f"{module}.{frame.f_code.co_name}")
+
+    sys.setprofile(profile)
+    try:
+        return fn(*args)
+    finally:
+        sys.setprofile(None)
 
 
 def _exception(exc: BaseException) -> dict[str, Any]:
@@ -55,15 +78,16 @@ class Server:
         before = [a.detach().clone() if isinstance(a, torch.Tensor) else None for a in args]
         anomaly = torch.autograd.detect_anomaly(check_nan=True) if req.get("anomaly") else nullcontext()
         out_arrays: list[bytes] = []
+        seen: set[str] = set()
         try:
             with warnings.catch_warnings(), anomaly:
                 warnings.simplefilter("ignore")
-                out = self.functions[req["function"]](*args)
+                out = traced_call(self.functions[req["function"]], args, seen)
         except BaseException as exc:  # noqa: B036 -- the student's exception is an answer, sent to the grader
-            return {"error": _exception(exc)}, []
+            return {"error": _exception(exc), "lab_calls": sorted(seen)}, []
         modified = {str(i): encode(a.detach(), out_arrays) for i, (a, b) in enumerate(zip(args, before))
                     if b is not None and not _same(a.detach(), b)}
-        answer = {"output": encode(out, out_arrays), "modified": modified}
+        answer = {"output": encode(out, out_arrays), "modified": modified, "lab_calls": sorted(seen)}
         if isinstance(out, torch.Tensor) and out.requires_grad:
             self.graphs[req["id"]] = (out, [args[i] for i in req.get("grad_args", [])])
         return answer, out_arrays

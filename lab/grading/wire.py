@@ -11,6 +11,7 @@ from __future__ import annotations
 import builtins
 import io
 import json
+import math
 import os
 import select
 import struct
@@ -20,9 +21,13 @@ from typing import Any, Optional
 import numpy as np
 import torch
 
+from .names import printable
+
 MAX_FRAME = 256 * 2**20  # bytes; the checks' inputs and outputs are a few kB
+MAX_HEADER = 4 * 2**20  # bytes of one JSON header the grader reads
+MAX_ARRAYS = 64  # arrays in one message: a call's output and the arguments it changed
 _LEN = struct.Struct("<Q")
-_DEPTH, _ITEMS, _REPR = 4, 256, 300  # bounds on what a returned value may nest, hold, show
+_DEPTH, _ITEMS, _REPR, _TEXT = 4, 256, 300, 10_000  # bounds on what a value may nest, hold, show, say
 
 
 class WireError(Exception):
@@ -31,6 +36,22 @@ class WireError(Exception):
     def __init__(self, message: str, reason: str) -> None:
         super().__init__(message)
         self.reason = reason  # "ended", "malformed" or "deadline"
+
+
+class Budget:
+    """What decoding one answer may still cost the grader: bytes of decoded arrays (each leaf counted, also
+    when many leaves name the same array) and time (the test's deadline)."""
+
+    def __init__(self, nbytes: int, deadline: float = float("inf")) -> None:
+        self.limit, self.left, self.deadline = nbytes, nbytes, deadline
+
+    def spend(self, nbytes: int) -> None:
+        if time.monotonic() > self.deadline:
+            raise WireError("the student's process did not answer in time", "deadline")
+        self.left -= nbytes
+        if self.left < 0:
+            raise WireError(f"an answer that decodes to more than {self.limit} bytes (what this call can return)",
+                            "malformed")
 
 
 # ------------------------------------------------------------------------------------------ values
@@ -50,26 +71,29 @@ def encode(value: Any, arrays: list[bytes], depth: int = 0) -> dict[str, Any]:
     return {"kind": "opaque", "type": type(value).__name__[:100], "repr": _safe_repr(value)}
 
 
-def decode(desc: dict[str, Any], arrays: list[bytes], depth: int = 0) -> Any:
-    """The value ``encode`` described; anything else is a WireError."""
+def decode(desc: dict[str, Any], arrays: list[bytes], budget: Optional[Budget] = None, depth: int = 0) -> Any:
+    """The value ``encode`` described, within ``budget`` (the grader's side); anything else is a WireError."""
+    budget = budget or Budget(1 << 62)
+    budget.spend(0)  # the deadline, once per value
     kind = desc.get("kind")
     if kind == "tensor":
         dtype = getattr(torch, str(desc["dtype"]), None)
         if not isinstance(dtype, torch.dtype):
-            raise WireError(f"unknown tensor dtype {desc['dtype']!r}", "malformed")
-        return torch.from_numpy(_array(arrays, desc["array"]).copy()).to(dtype)
+            raise WireError(f"unknown tensor dtype {printable(desc['dtype'], 50)!r}", "malformed")
+        return torch.from_numpy(_array(arrays, desc["array"], budget).copy()).to(dtype)
     if kind == "ndarray":
-        return _array(arrays, desc["array"])
+        return _array(arrays, desc["array"], budget)
     if kind == "json":
-        if not (desc["value"] is None or isinstance(desc["value"], (bool, int, float, str))):
+        value = desc["value"]
+        if not (value is None or isinstance(value, (bool, int, float, str))):
             raise WireError("a JSON value that is not a number, string or null", "malformed")
-        return desc["value"]
+        return value[:_TEXT] if isinstance(value, str) else value
     if kind in ("list", "tuple") and depth < _DEPTH:
-        items = [decode(d, arrays, depth + 1) for d in desc["items"][:_ITEMS]]
+        items = [decode(d, arrays, budget, depth + 1) for d in desc["items"][:_ITEMS]]
         return items if kind == "list" else tuple(items)
     if kind == "opaque":
-        return opaque(str(desc["type"]), str(desc["repr"]))
-    raise WireError(f"unknown value kind {kind!r}", "malformed")
+        return opaque(printable(desc["type"], 100), printable(desc["repr"], _REPR))
+    raise WireError(f"unknown value kind {printable(kind, 50)!r}", "malformed")
 
 
 def opaque(type_name: str, text: str) -> Any:
@@ -92,13 +116,25 @@ def _npy(array: np.ndarray, arrays: list[bytes]) -> int:
     return len(arrays) - 1
 
 
-def _array(arrays: list[bytes], index: Any) -> np.ndarray:
-    if not isinstance(index, int) or not 0 <= index < len(arrays):
-        raise WireError(f"array index {index!r} out of range", "malformed")
+def _array(arrays: list[bytes], index: Any, budget: Budget) -> np.ndarray:
+    """One array, paid for from ``budget`` by the size its header declares before anything is allocated."""
+    if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index < len(arrays):
+        raise WireError(f"array index {printable(index, 50)!r} out of range", "malformed")
+    buf = io.BytesIO(arrays[index])
     try:
-        return np.load(io.BytesIO(arrays[index]), allow_pickle=False)
-    except (ValueError, OSError, EOFError) as exc:
-        raise WireError(f"not a plain .npy array ({exc})", "malformed") from None
+        read_header = {(1, 0): np.lib.format.read_array_header_1_0,
+                       (2, 0): np.lib.format.read_array_header_2_0}.get(np.lib.format.read_magic(buf))
+        if read_header is None:
+            raise ValueError("an .npy format version other than 1.0 or 2.0")
+        shape, _, dtype = read_header(buf, max_header_size=10_000)
+        declared = dtype.itemsize * math.prod(shape)
+        if declared > len(arrays[index]):  # a header that promises more data than came
+            raise ValueError(f"its header declares {declared} bytes, {len(arrays[index])} came")
+        budget.spend(declared)
+        buf.seek(0)
+        return np.load(buf, allow_pickle=False)
+    except (ValueError, OSError, EOFError, TypeError, OverflowError) as exc:
+        raise WireError(f"not a plain .npy array ({printable(exc, 200)})", "malformed") from None
 
 
 # ------------------------------------------------------------------------------ student exceptions
@@ -107,13 +143,15 @@ def describe_exception(exc: BaseException, where: str, code: str) -> dict[str, A
     desc = {"type": type(exc).__name__, "message": str(exc)[:5000], "where": where, "code": code,
             "base": "Exception" if isinstance(exc, Exception) else "BaseException"}
     if isinstance(exc, SystemExit):
-        desc["exit_code"] = exc.code if isinstance(exc.code, (int, str, type(None))) else repr(exc.code)
+        code = exc.code if isinstance(exc.code, (int, type(None))) else printable(exc.code if isinstance(exc.code, str)
+                                                                                   else _safe_repr(exc.code), 300)
+        desc["exit_code"] = code
     return desc
 
 
 def rebuild_exception(desc: dict[str, Any]) -> BaseException:
     """The student's exception, rebuilt in the grader: a builtin of that name, else a class named like it."""
-    name, message = str(desc.get("type", "Exception")), str(desc.get("message", ""))
+    name, message = printable(desc.get("type", "Exception"), 100), printable(desc.get("message", ""), 5000)
     if name == "SystemExit":
         exc: BaseException = SystemExit(desc.get("exit_code"))
     else:
@@ -125,7 +163,7 @@ def rebuild_exception(desc: dict[str, Any]) -> BaseException:
             exc = cls(message)
         except Exception:  # a builtin with another constructor (UnicodeDecodeError): keep the name and message
             exc = type(name, (base,), {})(message)
-    exc.student_frame = (str(desc.get("where", "")), str(desc.get("code", "")))  # read by feedback.student_frame
+    exc.student_frame = (printable(desc.get("where", ""), 300), printable(desc.get("code", ""), 300))  # feedback
     return exc
 
 
@@ -147,23 +185,31 @@ def send(fd: int, header: dict[str, Any], arrays: list[bytes] = (), deadline: Op
         data = data[n:]
 
 
-def receive(fd: int, deadline: Optional[float] = None) -> tuple[dict[str, Any], list[bytes]]:
-    """Read one frame: (header, arrays)."""
-    head = _read(fd, _size(_read(fd, _LEN.size, deadline)), deadline)
+def receive(fd: int, deadline: Optional[float] = None,
+            max_bytes: Optional[int] = None) -> tuple[dict[str, Any], list[bytes]]:
+    """Read one frame: (header, arrays). ``max_bytes`` (the grader's side): the most its arrays may hold in all,
+    and its header is at most MAX_HEADER; each length is checked before its bytes are read."""
+    head = _read(fd, _size(_read(fd, _LEN.size, deadline), MAX_HEADER if max_bytes is not None else MAX_FRAME),
+                 deadline)
     try:
         header = json.loads(head)
         count = int(header.pop("arrays"))
-    except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError, OverflowError):
         raise WireError("a message that is not a JSON header", "malformed") from None
-    if not 0 <= count <= 4 * _ITEMS:
-        raise WireError(f"{count} arrays in one message", "malformed")
-    return header, [_read(fd, _size(_read(fd, _LEN.size, deadline)), deadline) for _ in range(count)]
+    if not 0 <= count <= MAX_ARRAYS:
+        raise WireError(f"{count} arrays in one message (at most {MAX_ARRAYS})", "malformed")
+    arrays, left = [], MAX_FRAME * MAX_ARRAYS if max_bytes is None else max_bytes
+    for _ in range(count):
+        n = _size(_read(fd, _LEN.size, deadline), min(MAX_FRAME, left))
+        arrays.append(_read(fd, n, deadline))
+        left -= n
+    return header, arrays
 
 
-def _size(raw: bytes) -> int:
+def _size(raw: bytes, limit: int = MAX_FRAME) -> int:
     (n,) = _LEN.unpack(raw)
-    if n > MAX_FRAME:
-        raise WireError(f"a message of {n} bytes (at most {MAX_FRAME})", "malformed")
+    if n > limit:
+        raise WireError(f"a message part of {n} bytes (at most {limit} here)", "malformed")
     return n
 
 
