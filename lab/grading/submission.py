@@ -49,10 +49,11 @@ def verify(zip_path: Path, limits: Limits = Limits()) -> dict[str, Any]:
     return manifest
 
 
-def unpack(zip_path: Path, folder: Path, limits: Limits = Limits()) -> list[str]:
-    """Write the zip's top-level modules and notebooks into ``folder``; returns their names.
-    Raises :class:`~lab.grading.unzip.UnsafeZip` for a zip beyond ``limits`` (a zip bomb, a path out)."""
-    return extract(zip_path, folder, lambda name: Path(name).suffix in KINDS and not name.startswith("."), limits)
+def unpack(zip_path: Path, folder: Path, limits: Limits = Limits(), suffixes: tuple[str, ...] = KINDS) -> list[str]:
+    """Write the zip's top-level files with these ``suffixes`` (modules and notebooks) into ``folder``; returns
+    their names. Raises :class:`~lab.grading.unzip.UnsafeZip` for a zip beyond ``limits`` (a zip bomb, a path
+    out)."""
+    return extract(zip_path, folder, lambda name: Path(name).suffix in suffixes and not name.startswith("."), limits)
 
 
 def import_modules(folder: Path, assignment: Assignment) -> dict[str, Any]:
