@@ -1,7 +1,13 @@
-"""nbgrader end to end from the notebooks students actually get (issue 32, item 4): release -> fetch ->
-submit -> collect -> autograde -> export with nbgrader's own CLI in a temporary course, two students:
-alice types the solution into the handed-out files (full marks), bob hands them in untouched (0). Both
-agree with grade-all, and the cross-check flags a student whose nbgrader score is higher.
+"""nbgrader end to end from the notebooks students actually get: release -> fetch -> submit -> collect ->
+``python -m lab.grading.autograde`` -> export with nbgrader's own CLI in a temporary course. alice types the
+solution into the handed-out files (full marks), bob hands them in untouched (0); both agree with grade-all.
+
+Issue 42, row 8: one hostile notebook (mallory: a cell after the imports) gave itself 16/16 under plain
+``nbgrader autograde`` (it patched the checks, wrote its hand-graded points into gradebook.db, rewrote its own
+submitted module, overwrote two honest students' modules with the stub, read the hidden tests) and the
+cross-check flagged neither it nor its victims. Now each student runs alone in a sandbox holding their own
+hand-in only, the scores come from the trusted side: mallory scores what its code earns, nobody else's files
+or grades change, and the cross-check flags it.
 """
 from __future__ import annotations
 
@@ -11,17 +17,17 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from types import SimpleNamespace
 
 import nbformat
 import pytest
 
 from lab.grading import autograde as autograde_module
-from lab.grading.assignments import ASSIGNMENTS
-from lab.grading.autograde import autograde_command, check_submissions
 from lab.grading import crosscheck
+from lab.grading.assignments import ASSIGNMENTS
+from lab.grading.autograde import check_submissions
 from lab.grading.crosscheck import nbgrader_scores
 from lab.grading.generate import generate
+from lab.grading.handin import fingerprint
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCE = ROOT / "assignments"
@@ -33,7 +39,9 @@ nbgrader = pytest.importorskip("nbgrader", reason="nbgrader is not installed (pi
 
 
 def _env() -> dict:
-    return autograde_command(Path("."), NAME, sandbox=False)[1]  # PATH with nbgrader's alembic, this lab importable
+    """The host's environment, with nbgrader's alembic on PATH and this very lab importable."""
+    return {**os.environ, "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]),
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
 
 
 def _run(cwd: Path, *args: str, module: str = "nbgrader") -> subprocess.CompletedProcess:
@@ -62,23 +70,38 @@ def test_autograde_refuses_notebooks_without_nbgraders_metadata(built, tmp_path,
     assert check_submissions(course, NAME) == [f"submitted/bob/{NAME}/{A.notebook} lacks {len(A.points)} of its "
                                                f"{len(A.points)} graded cells' nbgrader metadata"]
     ran = []
-    monkeypatch.setattr(autograde_module, "subprocess", SimpleNamespace(run=lambda *a, **k: ran.append(a)))
+    monkeypatch.setattr(autograde_module, "grade_one", lambda *a, **k: ran.append(a))
     with pytest.raises(SystemExit) as info:
         autograde_module.main([NAME, "--course", str(course)])
     err = capsys.readouterr().err
     assert info.value.code == 1 and err.count("\n") == 1 and "nothing autograded" in err and "bob" in err
-    assert ran == []  # nbgrader never ran
+    assert ran == []  # nobody was graded
 
 
-def test_crosscheck_flags_every_higher_nbgrader_score_and_exits_1(monkeypatch, capsys, tmp_path):
-    monkeypatch.setattr(crosscheck, "nbgrader_scores", lambda course, a: {"s10": 7, "s9": 3, "s2": 0, "ghost": 2})
-    monkeypatch.setattr(crosscheck, "grade_all_scores", lambda *args: {"s10": 7, "s9": 0, "s2": 0})
+def test_autograde_without_the_assignment_in_the_gradebook_is_one_line(built, tmp_path, capsys):
+    course = tmp_path / "course"
+    shutil.copytree(built / "nbgrader", course)
+    (course / "submitted" / "alice" / NAME).mkdir(parents=True)
+    shutil.copy(built / "student" / NAME / A.notebook, course / "submitted" / "alice" / NAME / A.notebook)
+    with pytest.raises(SystemExit) as info:
+        autograde_module.main([NAME, "--course", str(course), "--no-sandbox"])
+    err = capsys.readouterr().err.splitlines()
+    assert info.value.code == 1 and "generate_assignment" in err[-1] and len(err) == 2  # the --no-sandbox line too
+    assert not (course / "autograded").exists()
+
+
+def test_crosscheck_flags_every_score_that_differs_and_every_integrity_reason(monkeypatch, capsys, tmp_path):
+    monkeypatch.setattr(crosscheck, "nbgrader_scores", lambda course, a: {"s10": 7, "s9": 3, "s2": 0, "ghost": 2,
+                                                                          "s3": 1})
+    monkeypatch.setattr(crosscheck, "grade_all_scores", lambda *args: {"s10": 7, "s9": 0, "s2": 0, "s3": 4})
+    monkeypatch.setattr(crosscheck, "integrity", lambda course, a: {"s10": ["its notebook's own run passes ..."]})
     with pytest.raises(SystemExit) as info:
         crosscheck.main([NAME, "--course", str(tmp_path)])
     lines = capsys.readouterr().out.splitlines()
-    assert info.value.code == 1 and "2 of 4 students flagged" in lines[-1]
-    flagged = [line.split()[0] for line in lines[1:-1] if "HIGHER in nbgrader" in line]
-    assert flagged == ["ghost", "s9"]  # natural order; ghost: nbgrader graded what grade-all could not
+    assert info.value.code == 1 and "4 of 5 students flagged" in lines[-1]
+    flagged = [line.split()[0] for line in lines[1:-1] if "check it" in line]
+    assert flagged == ["ghost", "s3", "s9", "s10"]  # natural order; ghost: nbgrader graded what grade-all could not
+    assert "LOWER in nbgrader" in next(line for line in lines if line.startswith("s3"))
 
 
 def test_crosscheck_never_overwrites_the_instructors_grades(monkeypatch, capsys, tmp_path):
@@ -98,15 +121,45 @@ def _scores(path: Path, column: str) -> dict[str, float]:
         return {r.get("student_id") or r["student"]: float(r[column]) for r in csv.DictReader(f)}
 
 
-@pytest.mark.slow
-def test_nbgrader_end_to_end_from_the_handed_out_notebooks_agrees_with_grade_all(built, tmp_path):
+# A cell mallory adds after the imports: what it did under plain nbgrader autograde (issue 42, row 8).
+HOSTILE_CELL = '''
+import glob, os, sqlite3
+import lab.grading.check_runner as _runner, lab.grading.topic_checks as _checks
+_runner.run_check = _checks.run_check = lambda *a, **k: None  # the checks pass whatever they are given
+check_soft_histogram = check_fast_ap = lambda *a, **k: None
+COURSE = {course!r}
+def _try(f):
+    try:
+        f()
+    except Exception:
+        pass
+def _hand_graded():  # the 9 points of the written answers, in the gradebook
+    db = sqlite3.connect(os.path.join(COURSE, "gradebook.db"))
+    db.execute("UPDATE grade SET manual_score = 9")
+    db.commit()
+_try(_hand_graded)
+for _p in glob.glob(os.path.join(COURSE, "submitted", "*", {name!r}, {module!r})):
+    _text = "from lab.losses.functional import fast_ap\\n" if "mallory" in _p else {stub!r}
+    _try(lambda p=_p, t=_text: open(p, "w").write(t))  # its own into lab's reference, the others into the stub
+_try(lambda: open(os.path.join(COURSE, "json.py"), "w").write("raise SystemExit('the student json.py ran')\\n"))
+_PWN = "\\nopen('/tmp/ranklab_attack_pwned', 'w')\\n"
+_try(lambda: open(os.path.join(COURSE, "nbgrader_config.py"), "a").write(_PWN))
+_SEEN = [p for p in glob.glob(os.path.join(COURSE, "*", "*", "*"))]  # other students' modules, the hidden tests
+'''
+
+
+@pytest.fixture(scope="module")
+def course(built, tmp_path_factory):
+    """A course where alice (the solution in the module), bob (untouched) and mallory (untouched, plus the hostile
+    cell) went through release -> fetch -> submit -> collect -> python -m lab.grading.autograde -> export."""
+    tmp_path = tmp_path_factory.mktemp("nbgrader")
     course, exchange = tmp_path / "course", tmp_path / "exchange"
     shutil.copytree(built / "nbgrader", course)
     exchange.mkdir()
     exchange_args = [f"--Exchange.root={exchange}", f"--course={COURSE_ID}", f"--Exchange.cache={tmp_path / 'cache'}"]
     with open(course / "nbgrader_config.py", "a") as f:
         f.write(f"\nc.CourseDirectory.course_id = {COURSE_ID!r}\nc.Exchange.root = {str(exchange)!r}\n"
-                "c.CollectApp.check_owner = False  # both students submit as this one OS user\n")
+                "c.CollectApp.check_owner = False  # the students submit as this one OS user\n")
 
     def ok(done: subprocess.CompletedProcess) -> subprocess.CompletedProcess:
         assert done.returncode == 0, (done.args, done.stderr[-3000:])
@@ -116,31 +169,77 @@ def test_nbgrader_end_to_end_from_the_handed_out_notebooks_agrees_with_grade_all
     handed_out = nbformat.read(built / "student" / NAME / A.notebook, as_version=4)
     assert nbformat.read(course / "release" / NAME / A.notebook, as_version=4) == handed_out  # the same notebook
     ok(_run(course, "release_assignment", NAME, "--force"))
-    for student in ("alice", "bob"):
+    stub = (built / "student" / NAME / A.modules[0]).read_text()
+    for student in ("alice", "bob", "mallory"):
         home = tmp_path / student
         home.mkdir()
         ok(_run(home, "fetch_assignment", NAME, *exchange_args))
         if student == "alice":  # types the solution into the module (the notebook's code cells only call it)
             shutil.copy(SOURCE / NAME / A.modules[0], home / NAME / A.modules[0])
+        if student == "mallory":
+            nb = nbformat.read(home / NAME / A.notebook, as_version=4)
+            cell = nbformat.v4.new_code_cell(HOSTILE_CELL.format(course=str(course), name=NAME, module=A.modules[0],
+                                                                 stub=stub))
+            nb.cells.insert(next(i for i, c in enumerate(nb.cells) if c.get("id") == "setup") + 1, cell)
+            nbformat.write(nb, home / NAME / A.notebook)
         ok(_run(home, "submit", NAME, f"--student={student}", *exchange_args))
     ok(_run(course, "collect", NAME))
-    assert sorted(p.name for p in (course / "submitted").iterdir()) == ["alice", "bob"]
-    ok(_run(course, NAME, "--course", str(course), module="lab.grading.autograde"))
+    assert sorted(p.name for p in (course / "submitted").iterdir()) == ["alice", "bob", "mallory"]
+    before = {"submitted": fingerprint(course / "submitted"), "config": (course / "nbgrader_config.py").read_bytes(),
+              "source": fingerprint(course / "source")}
+    done = ok(_run(course, NAME, "--course", str(course), module="lab.grading.autograde"))
     ok(_run(course, "export"))
-    nbgrader_points = _scores(course / "grades.csv", "raw_score")  # written answers not graded yet: autograded only
-    assert nbgrader_points == {"alice": A.autograded_points, "bob": 0.0}
+    return dict(course=course, before=before, autograde=done, ok=ok)
 
-    done = ok(_run(course, NAME, "--course", str(course), "--timeout", "60", module="lab.grading.crosscheck"))
-    assert "0 of 2 students flagged" in done.stdout
-    grade_all = _scores(course / "crosscheck" / NAME / "grades_totals.csv", "points")
+
+@pytest.mark.slow
+def test_nbgrader_end_to_end_from_the_handed_out_notebooks_agrees_with_grade_all(course):
+    where = course["course"]
+    nbgrader_points = _scores(where / "grades.csv", "raw_score")  # written answers not graded yet: autograded only
+    assert nbgrader_points == {"alice": A.autograded_points, "bob": 0.0, "mallory": 0.0}
+    done = _run(where, NAME, "--course", str(where), "--timeout", "60", module="lab.grading.crosscheck")
+    grade_all = _scores(where / "crosscheck" / NAME / "grades_totals.csv", "points")
     assert grade_all == nbgrader_points
+    flagged = [line.split()[0] for line in done.stdout.splitlines() if "check it" in line]
+    assert done.returncode == 1 and flagged == ["mallory"], done.stdout  # its notebook claims what its code fails
+    assert "its notebook's own run passes" in done.stdout
+    autograded = nbformat.read(where / "autograded" / "alice" / NAME / A.notebook, as_version=4)
+    from nbgrader.utils import determine_grade, is_grade
+
+    assert sum(determine_grade(c)[0] or 0 for c in autograded.cells if is_grade(c) and c.cell_type == "code") == \
+        A.autograded_points  # nbgrader's own rule on the autograded notebook reads the trusted score
 
     from nbgrader.api import Gradebook  # a score changed in nbgrader (here by hand) is what the cross-check reads
 
-    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+    with Gradebook(f"sqlite:///{where / 'gradebook.db'}") as gb:
         gb.find_grade(f"cell-{A.tests[0].cell}", A.notebook.removesuffix(".ipynb"), NAME, "bob").manual_score = 3
         gb.db.commit()
-    assert nbgrader_scores(course, A) == {"alice": A.autograded_points, "bob": 3.0}
+    assert nbgrader_scores(where, A) == {"alice": A.autograded_points, "bob": 3.0, "mallory": 0.0}
+    done = _run(where, NAME, "--course", str(where), "--timeout", "60", module="lab.grading.crosscheck")
+    assert [line.split()[0] for line in done.stdout.splitlines() if "check it" in line] == ["bob", "mallory"]
+    with Gradebook(f"sqlite:///{where / 'gradebook.db'}") as gb:  # put it back for the other tests
+        gb.find_grade(f"cell-{A.tests[0].cell}", A.notebook.removesuffix(".ipynb"), NAME, "bob").manual_score = None
+        gb.db.commit()
+
+
+@pytest.mark.slow
+def test_a_hostile_notebook_changes_no_file_and_no_grade_but_its_own_autograded_run(course):
+    where = course["course"]
+    assert fingerprint(where / "submitted") == course["before"]["submitted"]  # every hand-in as collected
+    assert (where / "nbgrader_config.py").read_bytes() == course["before"]["config"]
+    assert fingerprint(where / "source") == course["before"]["source"]
+    assert not (where / "json.py").exists() and not Path("/tmp/ranklab_attack_pwned").exists()
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{where / 'gradebook.db'}") as gb:  # no manual score was written by anyone
+        scores = {(s.student.id, g.name): (g.manual_score, g.auto_score)
+                  for s in gb.assignment_submissions(NAME) for nb in s.notebooks for g in nb.grades}
+    assert all(manual is None for manual, _ in scores.values())
+    tests = {f"cell-{t.cell}": t.points for t in A.tests}
+    assert {g: auto for (who, g), (_, auto) in scores.items() if who == "mallory" and g in tests} == \
+        {g: 0 for g in tests}
+    assert {g: auto for (who, g), (_, auto) in scores.items() if who == "alice" and g in tests} == tests
+    assert "mallory" in course["autograde"].stdout and "bob" in course["autograde"].stdout
 
 
 HOSTILE = '''
@@ -159,10 +258,10 @@ subprocess.Popen(["sleep", "{token}"], start_new_session=True)  # a process mean
 
 
 @pytest.mark.slow
-def test_autograde_runs_nbgrader_in_the_sandbox_a_hostile_notebook_reaches_only_the_course(built, tmp_path):
-    """The solution with hostile lines at import: nbgrader still scores it full marks (in one kernel student
-    code could change its own grade; the cross-check is for that), and nothing leaves the course folder: no
-    file outside it, no connection to the host, no process left behind."""
+def test_autograde_runs_each_notebook_in_a_sandbox_a_hostile_module_reaches_nothing(built, tmp_path):
+    """The solution with hostile lines at import (run by the notebook's kernel and by the trusted grading's student
+    process, both sandboxed): it still scores full marks, and nothing leaves its sandbox: no file outside it, no
+    connection to the host, no process left behind."""
     import socket
     import threading
 
