@@ -13,7 +13,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("names", nargs="*", metavar="NAME", help=f"{', '.join(ORDER)}, or all (default with --render: "
-                   "render every study found in --out); pilot: protocol v2's learning curve, which fixes its steps")
+                   "render every study found in --out); pilot: protocol v2's learning curve, which fixes its steps; "
+                   "merge PARTS...: merge results files (each node's, say) by run into --out, refusing two "
+                   "records of one run that differ")
     p.add_argument("--quick", action="store_true", help="CI size: tiny sets, 3 steps, 2 methods (seconds)")
     p.add_argument("--protocol", choices=PROTOCOLS, default="v1",
                    help=f"v2: the whole test split, 5 seeds, the pilot's steps; re-runs {', '.join(V2_STUDIES)} "
@@ -40,6 +42,9 @@ def main(args: argparse.Namespace) -> None:
     from .results_page import render
     from .runner import run_pilot, run_studies
 
+    if args.names[:1] == ["merge"]:
+        merge(args.names[1:], args.out)
+        return
     if args.jobs < 1 or args.threads < 1:
         raise ValueError("--jobs and --threads must be >= 1")
     if args.curve_every < 0:
@@ -67,3 +72,13 @@ def main(args: argparse.Namespace) -> None:
     if not args.no_render:
         page = render(args.out, args.docs, seeds=args.seeds)
         print(f"wrote {page}")
+
+
+def merge(parts: list[str], out: Path) -> None:
+    """``python -m lab study merge PARTS... --out DIR`` (results_file.merge_files), one line per file written."""
+    from .results_file import merge_files
+
+    if not parts:
+        raise ValueError("merge: give the results files to merge, e.g. node1/methods.json node2/methods.json")
+    for target, (before, after) in merge_files([Path(p) for p in parts], out).items():
+        print(f"{target}: {after} runs ({after - before} added)")

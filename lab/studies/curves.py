@@ -210,10 +210,11 @@ def attach_rerun_curves(stored: dict[str, Any], reruns: dict[str, Any], checks: 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """``python -m lab.studies.curves RERUNS STORED``: the curves of RERUNS' runs (results of the same study
-    re-run with ``--curve-every``) onto STORED's runs that reproduced bit for bit; STORED is rewritten atomically."""
+    re-run with ``--curve-every``) onto STORED's runs that reproduced bit for bit; STORED is rewritten atomically,
+    under its lock (a study adding runs to it meanwhile keeps them)."""
     import argparse
 
-    from .runner import load_results, save_results
+    from .results_file import load_results, results_lock, save_results
 
     p = argparse.ArgumentParser(prog="python -m lab.studies.curves", description=main.__doc__)
     p.add_argument("reruns", type=Path)
@@ -221,13 +222,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--checked", type=Path, help="checks of re-runs whose numbers differ from the stored run's "
                    "(python -m lab.studies.evaluated_then; results/v2/rerun_checks.json)")
     args = p.parse_args(argv)
-    stored = load_results(args.stored)
     checks = json.loads(args.checked.read_text()) if args.checked else None
-    given, refused = attach_rerun_curves(stored, load_results(args.reruns), checks)
+    with results_lock(args.stored):
+        stored = load_results(args.stored)
+        given, refused = attach_rerun_curves(stored, load_results(args.reruns), checks)
+        if given:
+            save_results(args.stored, stored)
     for line in refused:
         print(f"not reproduced, no curve: {line}")
-    if given:
-        save_results(args.stored, stored)
     names = {k: f"{stored['runs'][k]['method']} seed {stored['runs'][k]['seed']}" for k in given}
     print(f"{len(given)} curve(s) attached" + (": " + ", ".join(names.values()) if given else ""))
     return 1 if refused else 0

@@ -1,7 +1,9 @@
 """Run a study's training runs through :class:`lab.train.Trainer` into a resumable raw-results file.
 
-``results/NAME.json`` holds one record per finished run, rewritten atomically after each run,
-so an interrupted study loses at most the runs in flight and a second call skips what is done.
+``results/NAME.json`` holds one record per finished run, added after each run (under the file's lock,
+merged into what other writers added meanwhile, written atomically: :mod:`.results_file`), so an
+interrupted study loses at most the runs in flight, a second call skips what is done, and two calls on one
+folder at once keep each other's runs.
 A run another study already trained (same config, same key) is copied from that study's file.
 Runs go to ``jobs`` worker processes of ``threads`` torch threads each: on 2 busy cores,
 two 1-thread processes get much more done than one 2-thread process (the OpenMP threads of
@@ -10,10 +12,10 @@ one process wait on each other when other jobs take the cores).
 from __future__ import annotations
 
 import concurrent.futures as futures
-import json
 import multiprocessing
 import os
 import platform
+import secrets
 import sys
 import time
 from pathlib import Path
@@ -21,41 +23,10 @@ from typing import Any, Callable, Optional
 
 from ..core.provenance import provenance
 from ..experiments.runs import heldout_gap
+from .results_file import add_results, load_results, save_results
 from .spec import PILOT, PILOT_EVERY, RunSpec, config_key, plateau_step, record_key, study_runs
 
 RETRIEVAL = ("R@1", "R@2", "R@4", "R@8", "mAP@R", "mAP")
-
-
-def load_results(path: Path) -> dict[str, Any]:
-    """The raw-results file (an empty one if it does not exist yet), its runs keyed by what they train:
-    each record's key is computed again from its own config (``config_key``), so a record stays found
-    whatever key the code that wrote it used."""
-    if not path.exists():
-        return {"study": path.stem, "mode": None, "runs": {}, "sessions": []}
-    try:
-        data = json.loads(path.read_text())
-    except json.JSONDecodeError as e:
-        raise ValueError(f"{path}: not a results file ({e})") from None
-    if not isinstance(data, dict) or not isinstance(data.get("runs", {}), dict):
-        raise ValueError(f"{path}: not a results file (no mapping of runs)")
-    runs: dict[str, Any] = {}
-    for key, rec in data.get("runs", {}).items():
-        key = record_key(rec) if isinstance(rec, dict) and "config" in rec else key
-        if key in runs:
-            raise ValueError(f"{path}: two records of one run (key {key}): {runs[key].get('method')}, "
-                             f"seed {runs[key].get('seed')}; remove one")
-        runs[key] = {**rec, "key": key} if isinstance(rec, dict) else rec
-    if "runs" in data:
-        data["runs"] = runs
-    return data
-
-
-def save_results(path: Path, data: dict[str, Any]) -> None:
-    """Write via a temporary file and rename (a crash never leaves half a file), with the mode a plain
-    open() gives: the shared atomic writer, not mkstemp's owner-only 0o600."""
-    from ..core.files import write_text_atomic
-
-    write_text_atomic(path, json.dumps(data, indent=1, sort_keys=True) + "\n")
 
 
 def execute(spec: RunSpec, threads: int = 1, device: Optional[str] = None, session: Optional[str] = None,
@@ -142,13 +113,13 @@ def _as_run_of(spec: RunSpec, rec: dict[str, Any]) -> dict[str, Any]:
 
 
 def _open(names: list[str], out: Path, mode: str) -> tuple[dict[str, Path], dict[str, dict]]:
+    """Each study's file and what it holds now (what this call need not train)."""
     paths = {n: out / f"{n}.json" for n in names}
     datas = {n: load_results(p) for n, p in paths.items()}
     for n, data in datas.items():
         if data["runs"] and data.get("mode") not in (None, mode):
             raise ValueError(f"{paths[n]} holds {data['mode']}-mode results; write {mode}-mode runs elsewhere "
                              f"(--out DIR)")
-        data.update(study=n, mode=mode)
     return paths, datas
 
 
@@ -163,6 +134,9 @@ def run_studies(names: list[str], out: Path, quick: bool = False, seeds: Optiona
     Returns {name: the file's data}."""
     out, mode = Path(out), ("quick" if quick else "full")
     paths, datas = _open(names, out, mode)
+    # What this call adds to each file (never the file itself: other writers add to it meanwhile), sent
+    # whole at each write and merged there (results_file.add_results).
+    mine: dict[str, dict[str, Any]] = {n: {"study": n, "mode": mode, "runs": {}, "sessions": []} for n in names}
     known = _known(out)
     wanted: dict[str, list[RunSpec]] = {}  # key -> the specs (one per study) that need it
     if methods is not None:
@@ -178,12 +152,12 @@ def run_studies(names: list[str], out: Path, quick: bool = False, seeds: Optiona
             if spec.key in datas[n]["runs"]:
                 continue
             if spec.key in known:
-                datas[n]["runs"][spec.key] = _as_run_of(spec, known[spec.key])
+                mine[n]["runs"][spec.key] = _as_run_of(spec, known[spec.key])
             else:
                 wanted.setdefault(spec.key, []).append(spec)
     counts = {n: sum(1 for specs in wanted.values() for s in specs if s.study == n) for n in names}
     for n in names:
-        save_results(paths[n], datas[n])
+        datas[n] = add_results(paths[n], mine[n])
         log(f"{n}: {len(study_runs(n, quick, seeds, protocol))} runs, {counts[n]} to train"
             + (f" (methods {', '.join(methods)})" if methods is not None else ""))
 
@@ -193,7 +167,9 @@ def run_studies(names: list[str], out: Path, quick: bool = False, seeds: Optiona
                        + ([f"--methods {','.join(methods)}"] if methods is not None else [])
                        + ([f"--curve-every {curve_every}"] if curve_every else []))
     start = time.perf_counter()
-    session = f"{time.strftime('%Y-%m-%dT%H:%M:%S')}-{os.getpid()}"  # names this call in each record it trains
+    # Names this call in each record it trains, and its line in each file (merged by it): unique also for two
+    # calls in one process within a second, or two machines' processes of one pid.
+    session = f"{time.strftime('%Y-%m-%dT%H:%M:%S')}-{os.getpid()}-{secrets.token_hex(3)}"
     # This call's line in each file, written now and updated run by run: a call killed part-way (a
     # session's end) keeps its line, "stopped", with what it finished until then.
     sessions = {n: {"id": session, "finished": time.strftime("%Y-%m-%d %H:%M:%S"), "trained": 0, "jobs": jobs,
@@ -201,8 +177,8 @@ def run_studies(names: list[str], out: Path, quick: bool = False, seeds: Optiona
                     "machine": f"{platform.machine()}, {os.cpu_count()} cores, python {sys.version.split()[0]}"}
                 for n in names if counts[n]}
     for n, line in sessions.items():
-        datas[n]["sessions"].append(line)
-        save_results(paths[n], datas[n])
+        mine[n]["sessions"].append(line)
+        datas[n] = add_results(paths[n], mine[n])
 
     def update(n: str, **changes: Any) -> None:
         sessions[n].update(finished=time.strftime("%Y-%m-%d %H:%M:%S"),
@@ -210,16 +186,16 @@ def run_studies(names: list[str], out: Path, quick: bool = False, seeds: Optiona
 
     def record(key: str, rec: Optional[dict[str, Any]], error: str = "") -> None:
         for spec in wanted[key]:
-            data = datas[spec.study]
+            part = mine[spec.study]
             # runs this call finished (not those it set out to train)
             update(spec.study, trained=sessions[spec.study]["trained"] + (rec is not None))
             if rec is None:
-                data.setdefault("failed", {})[key] = {"method": spec.method, "params": spec.params,
+                part.setdefault("failed", {})[key] = {"method": spec.method, "params": spec.params,
                                                       "seed": spec.seed, "error": error}
-            else:
-                data["runs"][key] = _as_run_of(spec, rec)
-                data.get("failed", {}).pop(key, None)
-            save_results(paths[spec.study], data)
+            else:  # the file drops its "failed" entry of a run it records
+                part["runs"][key] = _as_run_of(spec, rec)
+                part.get("failed", {}).pop(key, None)
+            datas[spec.study] = add_results(paths[spec.study], part)
         spec = wanted[key][0]
         what = f"{spec.study}: {spec.setting}, seed {spec.seed}"
         log(f"  {what}: FAILED: {error}" if rec is None else
@@ -231,12 +207,15 @@ def run_studies(names: list[str], out: Path, quick: bool = False, seeds: Optiona
     todo = sorted((specs[0] for specs in wanted.values()), key=lambda spec: (names.index(spec.study), spec.seed))
     failures = (ArithmeticError, RuntimeError, ValueError)  # NonFiniteLossError is a RuntimeError
     broken = 0  # runs a broken worker pool left unfinished
+    # A run's failure is caught around execute() only: an error of record() (two writers' records of one
+    # run that disagree) is not the run's, and stops the call.
     if jobs <= 1 or len(todo) <= 1:
         for spec in todo:
             try:
-                record(spec.key, execute(spec, threads, device, session=session, curve_every=curve_every))
+                rec, error = execute(spec, threads, device, session=session, curve_every=curve_every), ""
             except failures as e:
-                record(spec.key, None, f"{type(e).__name__}: {e}")
+                rec, error = None, f"{type(e).__name__}: {e}"
+            record(spec.key, rec, error)
     elif todo:
         # spawn: a forked child would inherit the parent's torch thread pools in an unknown state.
         ctx = multiprocessing.get_context("spawn")
@@ -245,19 +224,21 @@ def run_studies(names: list[str], out: Path, quick: bool = False, seeds: Optiona
                        for spec in todo}
             for done in futures.as_completed(running):
                 try:
-                    record(running[done], done.result())
+                    rec, error = done.result(), ""
                 except futures.process.BrokenProcessPool:
                     # A worker died (killed, out of memory, the study stopped): not the run's failure.
                     # It stays unrecorded and the next call trains it.
                     broken += 1
+                    continue
                 except failures as e:
-                    record(running[done], None, f"{type(e).__name__}: {e}")
+                    rec, error = None, f"{type(e).__name__}: {e}"
+                record(running[done], rec, error)
             if broken:
                 log(f"  stopped: the worker pool broke (a worker was killed); {broken} runs not finished are "
                     "left for the next call")
     for n in sessions:
         update(n, stopped=broken > 0)
-        save_results(paths[n], datas[n])
+        datas[n] = add_results(paths[n], mine[n])
     return datas
 
 
