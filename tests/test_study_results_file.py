@@ -53,7 +53,7 @@ def test_two_study_calls_on_one_folder_at_once_keep_every_run(tmp_path):
 WRITER = r"""
 import sys
 from pathlib import Path
-from lab.studies.results_file import add_results
+from lab.studies.running.results_file import add_results
 path, name, count = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
 print("ready", flush=True)
 sys.stdin.readline()  # both writers start together
@@ -86,7 +86,7 @@ def test_two_processes_adding_runs_one_by_one_lose_none(tmp_path):
 
 # ------------------------------------------------------------------ a record that disagrees
 def test_a_record_that_disagrees_with_the_files_is_refused_naming_both(tmp_path):
-    from lab.studies.results_file import ResultsConflict, add_results
+    from lab.studies.running.results_file import ResultsConflict, add_results
 
     path = tmp_path / "methods.json"
     add_results(path, _part({"k1": _run("SmoothAP", 0, 0.5)}))
@@ -111,7 +111,7 @@ def test_a_record_that_disagrees_with_the_files_is_refused_naming_both(tmp_path)
 
 
 def test_a_recorded_run_leaves_failed_and_a_session_line_is_its_latest(tmp_path):
-    from lab.studies.results_file import merge_results
+    from lab.studies.running.results_file import merge_results
 
     disk = _part({}, failed={"k1": {"error": "nan"}, "k2": {"error": "nan"}},
                  sessions=[{"id": "s1", "finished": "10:00", "trained": 1}, {"command": "old, no id"}])
@@ -126,7 +126,7 @@ def test_a_recorded_run_leaves_failed_and_a_session_line_is_its_latest(tmp_path)
 
 
 def test_quick_and_full_records_do_not_mix_in_one_file(tmp_path):
-    from lab.studies.results_file import ResultsConflict, add_results
+    from lab.studies.running.results_file import ResultsConflict, add_results
 
     add_results(tmp_path / "methods.json", _part({"k1": _run("SmoothAP", 0)}))
     with pytest.raises(ResultsConflict, match="quick-mode and full-mode results do not mix"):
@@ -137,7 +137,7 @@ def test_quick_and_full_records_do_not_mix_in_one_file(tmp_path):
 KILLED = r"""
 import os, sys
 from pathlib import Path
-from lab.studies.results_file import add_results
+from lab.studies.running.results_file import add_results
 path = Path(sys.argv[1])
 add_results(path, {"study": "methods", "mode": "quick", "runs": {"k1": {"method": "SmoothAP", "seed": 0}}})
 
@@ -152,7 +152,7 @@ add_results(path, {"study": "methods", "mode": "quick", "runs": {"k2": {"method"
 
 @pytest.mark.slow
 def test_a_writer_killed_mid_write_leaves_the_last_good_file_and_frees_the_lock(tmp_path):
-    from lab.studies.results_file import add_results, load_results, lock_path
+    from lab.studies.running.results_file import add_results, load_results, lock_path
 
     path = tmp_path / "methods.json"
     writer = subprocess.Popen([sys.executable, "-c", KILLED, str(path)], cwd=ROOT, env=ENV, stdin=subprocess.PIPE,

@@ -6,9 +6,12 @@ import sys
 import time
 from pathlib import Path
 
-from .spec import ORDER, PROTOCOLS, V2_STUDIES
-
-ROOT = Path(__file__).resolve().parents[2]
+from .reporting.results_page import render
+from .running.paths import DOCS, RESULTS
+from .running.pilot import run_pilot
+from .running.results_file import merge_files
+from .running.runner import run_studies
+from .running.spec import ORDER, PROTOCOLS, V2_STUDIES
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -21,9 +24,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help=f"v2: the whole test split, 5 seeds, the pilot's steps; re-runs {', '.join(V2_STUDIES)} "
                         "(default v1)")
     p.add_argument("--seeds", type=int, default=None, help="seeds per setting (default 3, v2: 5; quick: 2)")
-    p.add_argument("--out", type=Path, default=ROOT / "results",
+    p.add_argument("--out", type=Path, default=RESULTS,
                    help="raw results folder (default results/; protocol v2 and the pilot use its v2/ folder)")
-    p.add_argument("--docs", type=Path, default=ROOT / "docs", help="where results.md and figures/ go (default docs/)")
+    p.add_argument("--docs", type=Path, default=DOCS, help="where results.md and figures/ go (default docs/)")
     p.add_argument("--render", action="store_true", help="only regenerate the page from the raw results, no training")
     p.add_argument("--no-render", action="store_true", help="train only")
     p.add_argument("--jobs", type=int, default=1, help="runs trained in parallel processes (default 1)")
@@ -39,9 +42,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> None:
-    from .results_page import render
-    from .runner import run_pilot, run_studies
-
     if args.names[:1] == ["merge"]:
         merge(args.names[1:], args.out)
         return
@@ -76,8 +76,6 @@ def main(args: argparse.Namespace) -> None:
 
 def merge(parts: list[str], out: Path) -> None:
     """``python -m lab study merge PARTS... --out DIR`` (results_file.merge_files), one line per file written."""
-    from .results_file import merge_files
-
     if not parts:
         raise ValueError("merge: give the results files to merge, e.g. node1/methods.json node2/methods.json")
     for target, (before, after) in merge_files([Path(p) for p in parts], out).items():

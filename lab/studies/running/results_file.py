@@ -27,7 +27,7 @@ import os
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
-from ..core.files import write_text_atomic
+from ...core.files import write_text_atomic
 from .spec import record_key
 
 try:
