@@ -120,8 +120,8 @@ def _reruns_sentence(records: Records) -> str:
                  f"beyond those bounds: {'its' if one else 'each'} config trained again by the re-run's code gave "
                  f"the re-run's numbers bit for bit, and the same final weights evaluated by the stored runs' code "
                  f"({', '.join(then)}) gave the stored run's numbers bit for bit: one set of weights, two evaluations "
-                 f"(`python -m lab.studies.evaluated_then`, results/v2/rerun_checks.json).")
-    return text + (" `python -m lab.studies.curves` refuses a curve otherwise." if text else "")
+                 f"(`python -m lab.studies.running.evaluated_then`, results/v2/rerun_checks.json).")
+    return text + (" `python -m lab.studies.running.rerun_curves` refuses a curve otherwise." if text else "")
 
 
 def curves_lines(records: Records, pilot: dict[str, Any], docs: Path) -> list[str]:

@@ -51,7 +51,7 @@ def plan_section(tests: Sequence[ClaimTest]) -> str:
     header = ["claim", "family", "n", "Δ / sd (observed)", f"α at n = {FIRST_SEEDS} / later looks",
               f"power n = {FIRST_SEEDS}", *(f"power n = {n}" for n in LOOKS), "seeds for 80 %", "p (Holm) now"]
     return "\n\n".join([
-        f"**Power plan** (`lab/studies/power.py`, `POWER_PLAN`). {POWER_PLAN}",
+        f"**Power plan** (`lab/studies/reporting/power.py`, `POWER_PLAN`). {POWER_PLAN}",
         f"It needs more seeds of {', '.join(losses)}: {runs} runs per look, {runs * len(LOOKS)} at most. "
         f"`python -m lab study methods --protocol v2 --seeds {LOOKS[0]} --methods {','.join(losses)} "
         f"--curve-every 500` (then `--seeds {MAX_SEEDS}`) trains only these losses' new seeds, each with its "
