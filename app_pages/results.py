@@ -1,10 +1,10 @@
 """Reproduction: what ``python -m lab study`` measured of the papers' claims, as docs/results.md says
-it — the same verdicts, tables and figures, computed by :mod:`lab.studies.verdicts` from
+it — the same verdicts, tables and figures, computed by :mod:`lab.studies.reporting.verdicts` from
 ``results/`` (protocol v2 for a study it has completed, v1 until then; the text says which).
 
 A screen to present (issue 36, D-11): one table with a verdict badge per study, the chosen study's
 figure under it, the paragraphs in expanders. A study that tests the papers' claims (study 1) shows
-its claims table instead, one row and badge per claim (:func:`lab.studies.verdicts.claims_rows`, the
+its claims table instead, one row and badge per claim (:func:`lab.studies.reporting.verdicts.claims_rows`, the
 rows of docs/results.md's primary table), under a line with the study's own verdict. What the
 verdicts derive from ``results/`` is computed once per state of its files
 (:class:`lab.dashboard.reproduction.StudyCache`), from a thread started with the server, so opening
@@ -21,8 +21,9 @@ from lab import studies
 from lab.core import env
 from lab.dashboard.reproduction import (StudyCache, StudyView, claims_table, png_bytes, study_heading, verdict_parts,
                                         verdict_table)
-from lab.studies.results_page import PAGE, TITLES
-from lab.studies.verdicts import RESULTS, claims_rows, study_details, study_verdict
+from lab.studies.reporting.study_sections import PAGE, TITLES
+from lab.studies.reporting.verdicts import claims_rows, study_details, study_verdict
+from lab.studies.running.paths import RESULTS
 
 # git ignores .cache/: one folder per state of results/ (bench/dashboard.py points it elsewhere to time a cold start)
 STORE = env.reproduction_cache(RESULTS.parent / ".cache" / "reproduction")

@@ -254,7 +254,7 @@ def reproduction_section(args: argparse.Namespace, times: dict[str, list[float]]
         f"Load average (1 min) seen: {min(loads):.1f}-{max(loads):.1f} on 2 cores. Timed in the page from the click "
         "(on the view's button, or on a study in the list) to the frame where the chosen study is marked (its row of "
         "the studies' table, or for study 1 the line above its claims table, one row per claim of the papers) and only "
-        "its figures are visible. What `lab.studies.verdicts` derives from `results/` is computed "
+        "its figures are visible. What `lab.studies.reporting.verdicts` derives from `results/` is computed "
         "once per hash of the results files and of lab/studies' code by a thread started with the server, and stored "
         "in `.cache/reproduction/`; the first row is a server with nothing stored, opened as soon as the page "
         f"loaded. Frames with another study's figure visible beside the marked study: {mixed}.", "",

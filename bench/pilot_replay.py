@@ -2,7 +2,7 @@
 
     python -m bench.pilot_replay --commits 19daea8 HEAD --threads 1 2 --steps 250
 
-For each (commit, threads) it trains the pilot's config (lab.studies.spec.PILOT: ROADMAP, seed 0) for
+For each (commit, threads) it trains the pilot's config (lab.studies.running.spec.PILOT: ROADMAP, seed 0) for
 ``--steps`` steps from a clean export of that commit (``git archive``, so uncommitted changes play no
 part), evaluates on the whole test split, and records mAP@R, R@1 and a sha1 of the weights beside the
 value results/v2/pilot.json recorded at that step, in results/v2/pilot_replay.json (one record per
@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 CHILD = """
 import hashlib, json, sys, torch
 torch.set_num_threads(int(sys.argv[2]))
-from lab.studies.spec import PILOT
+from lab.studies.running.spec import PILOT
 from lab.train import Trainer, TrainConfig
 cfg = TrainConfig.from_dict({**PILOT, "steps": int(sys.argv[1])})
 trainer = Trainer(cfg)

@@ -51,7 +51,7 @@ from lab.viz.decomposability_toys import bound_is_tighter, fig1b_toy, gap_summar
 from lab.viz.registry import INTERACTIVE
 from lab.experiments.runs import batch_size_study, gap_by_batch_size, source_note, trained_model
 from lab.viz.comparisons import plot_batch_size_study, relative_gain, two_gaps_sentence
-from lab.studies.verdicts import reproduction_rows, study_verdict
+from lab.studies.reporting.verdicts import reproduction_rows, study_verdict
 
 # The model(s) this notebook trains for its figures ship as checkpoints (lab/data/checkpoints/, made by
 # `python -m lab.experiments.checkpoints make`): full mode loads them. True: train them here instead,

@@ -52,7 +52,7 @@ from lab.viz.controls import explore
 from lab.viz.registry import INTERACTIVE
 from lab.experiments.runs import bins_study, source_note
 from lab.viz.comparisons import plot_bins_study
-from lab.studies.verdicts import study_verdict
+from lab.studies.reporting.verdicts import study_verdict
 
 print("fast mode:", fast_mode())
 

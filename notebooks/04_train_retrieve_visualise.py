@@ -60,7 +60,7 @@ from lab.experiments.runs import (ABLATION, RETRIEVAL, evaluation_embeddings, lo
                                   train_and_evaluate, trained_model, untrained_metrics)
 from lab.experiments.sentences import script_grouping_sentence
 from lab.viz.comparisons import metrics_table, plot_loss_comparison
-from lab.studies.verdicts import claims_markdown, reproduction_rows, study_verdict
+from lab.studies.reporting.verdicts import claims_markdown, reproduction_rows, study_verdict
 
 # The model(s) this notebook trains for its figures ship as checkpoints (lab/data/checkpoints/, made by
 # `python -m lab.experiments.checkpoints make`): full mode loads them. True: train them here instead,

@@ -206,7 +206,7 @@ Markdown(tab_ix_sentence(tab_ix_claims(smooth, happier)))
 # printed above are the ones to trust for this kernel's run.
 
 # %%
-from lab.studies.verdicts import claims_markdown
+from lab.studies.reporting.verdicts import claims_markdown
 
 Markdown(claims_markdown("methods", ("SupRank",)))
 

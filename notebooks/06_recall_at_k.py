@@ -45,7 +45,7 @@ from lab.viz.recall_at_k import RECALL_LIST, plot_recall_at_k, plot_recall_surro
 from lab.viz.registry import INTERACTIVE
 from lab.experiments.runs import RECALL_LOSSES, recall_study, source_note
 from lab.viz.comparisons import metrics_table, plot_recall_study
-from lab.studies.verdicts import claims_markdown, reproduction_rows
+from lab.studies.reporting.verdicts import claims_markdown, reproduction_rows
 
 print("fast mode:", fast_mode())
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from lab.studies import replay
+from lab.studies.running import replay
 
 
 def require_history(commit: str) -> None:

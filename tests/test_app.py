@@ -414,9 +414,9 @@ def test_the_toy_explorer_redraws_from_its_sliders():
 
 
 def test_the_reproduction_view_shows_the_studys_verdict_tables_and_figures():
-    """The view reads results/ through lab.studies.verdicts, the notebooks' and the page's source."""
-    from lab.studies.results_page import PAGE
-    from lab.studies.verdicts import study_details, study_verdict
+    """The view reads results/ through lab.studies.reporting.verdicts, the notebooks' and the page's source."""
+    from lab.studies.reporting.study_sections import PAGE
+    from lab.studies.reporting.verdicts import study_details, study_verdict
 
     at = app()
     at.segmented_control(key="view").set_value("Reproduction").run()
@@ -437,12 +437,12 @@ def test_the_reproduction_view_shows_the_studys_verdict_tables_and_figures():
 
 
 def test_the_reproduction_views_first_table_for_study_1_is_the_papers_claims_of_claims_rows():
-    """Issue 36, D-11: one row per claim of lab.studies.verdicts.claims_rows (the page's primary table),
+    """Issue 36, D-11: one row per claim of lab.studies.reporting.verdicts.claims_rows (the page's primary table),
     same claims, same verdicts, in its order, each verdict as its badge; a study without claims keeps
     the studies' table."""
     from lab.dashboard.reproduction import CLAIM_TONES, claim_cells
     from lab.dashboard.settings import JOINER
-    from lab.studies.verdicts import claims_rows
+    from lab.studies.reporting.verdicts import claims_rows
 
     rows = claims_rows("methods")
     assert len(rows) == 8 and claims_rows("bins") == []

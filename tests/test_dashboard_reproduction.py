@@ -9,8 +9,9 @@ import pytest
 
 from lab.dashboard.reproduction import (StudyCache, StudyView, badge, claim_badge, claim_cells, claims_table,
                                         results_fingerprint, study_heading, verdict_parts, verdict_table, verdict_tone)
-from lab.studies.results_page import PAGE, TITLES
-from lab.studies.verdicts import RESULTS, claims_markdown, claims_rows, study_verdict
+from lab.studies.reporting.study_sections import PAGE, TITLES
+from lab.studies.reporting.verdicts import claims_markdown, claims_rows, study_verdict
+from lab.studies.running.paths import RESULTS
 
 PARAGRAPH = ("**Reproduction study, protocol v1** (`results/bins.json`, 3 seeds, `python -m lab study bins`). "
              "*Paper:* R@1 peaks around 10 bins.\n\n*Measured:* FastAP: best mean R@1 at 20 bins. "
@@ -26,7 +27,7 @@ def test_a_verdict_paragraph_splits_into_its_fields():
 
 
 def test_every_study_of_the_committed_results_gives_a_row():
-    # The parser follows lab.studies.verdicts' paragraph: a change of its form fails here, not silently.
+    # The parser follows lab.studies.reporting.verdicts' paragraph: a change of its form fails here, not silently.
     for name in PAGE:
         p = verdict_parts(study_verdict(name))
         assert p is not None and p["verdict"] and p["measured"] and p["protocol"] in ("v1", "v2"), name

@@ -125,9 +125,10 @@ def test_torch_threads_leaves_the_pool_alone_for_none_or_the_current_count(set_c
 
 # Sets of torch's thread count that are not a save-set-restore: a process (or its counting pool's
 # building thread) choosing its own count for good.
-SETS_FOR_GOOD = {"lab/core/env.py", "lab/metrics/counting.py", "lab/studies/runner.py", "lab/grading/student_server.py",
+SETS_FOR_GOOD = {"lab/core/env.py", "lab/metrics/counting.py", "lab/studies/running/runner.py",
+                 "lab/studies/running/pilot.py", "lab/grading/student_server.py",
                  # child processes running an old commit's lab, which has no core.env.torch_threads
-                 "lab/studies/replay.py", "lab/studies/evaluated_then.py"}
+                 "lab/studies/running/replay.py", "lab/studies/running/evaluated_then.py"}
 
 
 def test_torch_threads_is_the_one_save_and_restore_of_the_thread_count():

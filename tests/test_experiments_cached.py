@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from lab.experiments import cached, runs
-from lab.studies.stats import summarise
+from lab.studies.reporting.stats import summarise
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
 pytestmark = pytest.mark.skipif(not (RESULTS / "methods.json").exists(), reason="no raw results in results/")

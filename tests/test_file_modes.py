@@ -12,7 +12,7 @@ import pytest
 
 from lab.data import glyphs
 from lab.grading import grade_sheet, unzip
-from lab.studies import runner
+from lab.studies.running import results_file
 from lab.core.files import write_text_atomic
 
 
@@ -46,7 +46,7 @@ def unzipped(path) -> None:
 
 
 WRITERS = {
-    "save_results": lambda path: runner.save_results(path, {"runs": {}}),
+    "save_results": lambda path: results_file.save_results(path, {"runs": {}}),
     "write_text_atomic": lambda path: write_text_atomic(path, "text\n"),
     "grade_sheet": lambda path: grade_sheet.write_atomic(path, "student,total\n"),  # grades and feedback
     "unzip": unzipped,
@@ -78,7 +78,7 @@ def test_a_replaced_file_keeps_its_mode(tmp_path, writer, old_mode):
 
 def test_save_results_still_writes_the_data_and_no_temporary_file(tmp_path):
     data = {"study": "s", "runs": {"k": {"seed": 1}}}
-    runner.save_results(tmp_path / "deep" / "r.json", data)
+    results_file.save_results(tmp_path / "deep" / "r.json", data)
     assert json.loads((tmp_path / "deep" / "r.json").read_text()) == data
     assert [p.name for p in (tmp_path / "deep").iterdir()] == ["r.json"]
 

@@ -167,3 +167,63 @@ def test_the_engine_is_a_level_below_the_losses():
     # The check can fail: an engine module importing a loss file is reported.
     assert engine_violations({f"{ENGINE}.blocks": {"lab.losses.base", "lab.core.checks", f"{ENGINE}.plan"}}) == \
         [f"{ENGINE}.blocks imports lab.losses.base"]
+
+
+# Inside lab.studies: the running side (train, write results/) never imports the reporting side (read them back,
+# write the page) nor the command line; no view of the reporting side imports another; and the package stays
+# at most STUDIES_FLOORS deep (review 2026-11b: 11 floors, each module importing the one below).
+STUDIES = "lab.studies"
+RUNNING, REPORTING, STUDIES_CLI = f"{STUDIES}.running", f"{STUDIES}.reporting", f"{STUDIES}.cli"
+VIEWS = {f"{REPORTING}.{v}" for v in ("results_page", "verdicts", "headline")}
+STUDIES_FLOORS = 7
+
+
+def within(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
+def studies_edges(g: dict[str, set[str]]) -> dict[str, set[str]]:
+    """lab.studies' own imports, without a module's edge into the package it sits in (its __init__)."""
+    return {m: {t for t in targets if within(t, STUDIES) and not m.startswith(t + ".")}
+            for m, targets in g.items() if within(m, STUDIES)}
+
+
+def studies_violations(edges: dict[str, set[str]]) -> list[str]:
+    wrong = []
+    for m, targets in edges.items():
+        for t in targets:
+            if within(m, RUNNING) and (within(t, REPORTING) or t == STUDIES_CLI):
+                wrong.append(f"{m} imports {t} (the running side imports no reporting and no command line)")
+            elif within(m, REPORTING) and t == STUDIES_CLI:
+                wrong.append(f"{m} imports {t} (the reporting side imports no command line)")
+            elif m in VIEWS and t in VIEWS:
+                wrong.append(f"{m} imports {t} (a view assembles sections, not another view)")
+    return sorted(wrong)
+
+
+def floors(edges: dict[str, set[str]]) -> list[str]:
+    """The longest chain of imports (one floor per module), top first."""
+    memo: dict[str, list[str]] = {}
+
+    def chain(m: str) -> list[str]:
+        if m not in memo:
+            memo[m] = [m] + max((chain(t) for t in edges.get(m, ()) if t in edges), key=len, default=[])
+        return memo[m]
+
+    return max((chain(m) for m in edges), key=len, default=[])
+
+
+def test_the_studies_run_below_what_reports_them_and_stay_shallow():
+    edges = studies_edges(graph())
+    assert any(within(m, RUNNING) for m in edges) and VIEWS <= set(edges), "lab/studies/{running,reporting}/ moved"
+    assert studies_violations(edges) == []
+    longest = floors(edges)
+    assert len(longest) <= STUDIES_FLOORS, f"{len(longest)} floors: {' -> '.join(longest)}"
+    assert f"{RUNNING}.spec" in edges[f"{REPORTING}.study_sections"]  # the reporting side does stand on it
+    # The checks can fail: a running module importing a view, a view importing a view, a chain of 8 floors.
+    assert studies_violations({f"{RUNNING}.runner": {f"{REPORTING}.verdicts"},
+                               f"{REPORTING}.headline": {f"{REPORTING}.verdicts"}}) == [
+        f"{REPORTING}.headline imports {REPORTING}.verdicts (a view assembles sections, not another view)",
+        f"{RUNNING}.runner imports {REPORTING}.verdicts (the running side imports no reporting and no command line)"]
+    tower = {f"m{i}": {f"m{i + 1}"} for i in range(7)} | {"m7": set(), "other": {"m7"}}
+    assert floors(tower) == [f"m{i}" for i in range(8)]

@@ -4,7 +4,7 @@ The stored study runs replay bit for bit only while the losses do (tests/test_st
 of them over 20 training steps); this guard checks every registered loss, on batches that take the
 engine's other paths: uniform and uneven positives, ties, rectangular scores with a mask, and a memory
 budget small enough for many chunks, tiles and recomputed sigmoids. Each side runs in its own process
-(one torch thread, the CPU) with its own ``lab``: REFERENCE's exported by git (``lab.studies.replay``),
+(one torch thread, the CPU) with its own ``lab``: REFERENCE's exported by git (``lab.studies.running.replay``),
 and this tree's. A difference names the loss, the batch and what moved. Without the history (a shallow
 clone) it fails with one line, as the replay test does: it never skips.
 """
@@ -20,7 +20,7 @@ from pathlib import Path
 
 from lab.losses.base import HierarchicalRankLoss
 from lab.losses.loss_registry import LOSSES
-from lab.studies import replay
+from lab.studies.running import replay
 
 from tests._history import require_history
 

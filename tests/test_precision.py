@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 
 from lab.core.precision import emulated_tf32, matmul_precision, round_to_tf32
-from lab.studies.spec import config_key
+from lab.studies.running.spec import config_key
 from lab.train import TrainConfig
 
 

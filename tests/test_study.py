@@ -10,12 +10,14 @@ import pytest
 from matplotlib.figure import Figure
 
 from lab.cli import main
-from lab.studies import figures as plots
-from lab.studies import runner
-from lab.studies import spec as study_spec
-from lab.studies.claims import analyse_batch_size, analyse_gap, analyse_methods, trend_verdict
-from lab.studies.results_page import render
-from lab.studies.stats import compare, fmt, mean_std, paired, paired_ttest, relative_decrease, relative_gain, verdict
+from lab.studies import cli as study_cli
+from lab.studies.reporting import figures as plots
+from lab.studies.running import results_file, runner
+from lab.studies.running import spec as study_spec
+from lab.studies.reporting.claims import analyse_batch_size, analyse_gap, analyse_methods, trend_verdict
+from lab.studies.reporting.results_page import render
+from lab.studies.reporting.stats import (compare, fmt, mean_std, paired, paired_ttest, relative_decrease, relative_gain,
+                                         verdict)
 
 
 # ----------------------------------------------------------------------------- end to end (real training)
@@ -104,7 +106,7 @@ def test_a_second_call_skips_finished_runs_and_a_shared_run_is_trained_once(tmp_
     data = runner.load_results(tmp_path / "batch_size.json")
     dropped = next(iter(data["runs"]))
     del data["runs"][dropped]
-    runner.save_results(tmp_path / "batch_size.json", data)
+    results_file.save_results(tmp_path / "batch_size.json", data)
     runner.run_studies(["batch_size"], tmp_path, quick=True, log=lambda _: None)
     assert fake[8:] == []  # gap.json still holds that run: copied, not retrained
     assert dropped in runner.load_results(tmp_path / "batch_size.json")["runs"]
@@ -147,7 +149,7 @@ def test_a_broken_worker_pool_lists_no_run_as_failed(tmp_path, monkeypatch):
 def test_a_call_killed_part_way_keeps_its_session_line_with_what_it_finished(tmp_path, monkeypatch):
     """A session's end kills the study without any cleanup: its line in the file is written at the
     start and updated run by run, so the results page tells what that call did."""
-    from lab.studies.results_page import _timing
+    from lab.studies.reporting.results_page import _timing
 
     done = []
 
@@ -211,7 +213,7 @@ def test_full_grids_follow_the_brief():
 
 def test_render_only_reads_the_raw_results(tmp_path, fake, monkeypatch, capsys):
     runner.run_studies(list(study_spec.ORDER), tmp_path / "r", quick=False, log=lambda _: None)
-    monkeypatch.setattr(runner, "run_studies", lambda *a, **k: pytest.fail("--render must not train"))
+    monkeypatch.setattr(study_cli, "run_studies", lambda *a, **k: pytest.fail("--render must not train"))
     main(["study", "--render", "--out", str(tmp_path / "r"), "--docs", str(tmp_path / "d")])
     page = (tmp_path / "d" / "results.md").read_text()
     assert "QUICK MODE" not in page and page.count("**Verdict:") == 6
@@ -230,7 +232,7 @@ def test_render_only_reads_the_raw_results(tmp_path, fake, monkeypatch, capsys):
     # A run removed from the raw file is reported as missing, with the command that completes it.
     data = runner.load_results(tmp_path / "r" / "bins.json")
     gone = data["runs"].pop(next(iter(data["runs"])))
-    runner.save_results(tmp_path / "r" / "bins.json", data)
+    results_file.save_results(tmp_path / "r" / "bins.json", data)
     render(tmp_path / "r", tmp_path / "d")
     page = (tmp_path / "d" / "results.md").read_text()
     assert "**Incomplete: 1 of 30 runs missing**" in page and "`python -m lab study bins --jobs 2`" in page
@@ -239,8 +241,8 @@ def test_render_only_reads_the_raw_results(tmp_path, fake, monkeypatch, capsys):
 
 
 def test_missing_runs_are_named_by_setting_and_seeds():
-    from lab.studies.results_page import _missing_settings
-    from lab.studies.spec import RunSpec
+    from lab.studies.reporting.results_page import _missing_settings
+    from lab.studies.running.spec import RunSpec
 
     runs = [RunSpec("batch_size", m, seed, {}, {"batch_size": b})
             for m, b, seed in [("SupAP", 256, 4), ("ROADMAP", 32, 4), ("ROADMAP", 256, 2), ("ROADMAP", 32, 3)]]
@@ -382,7 +384,7 @@ def test_memory_accuracy_axes_are_zoomed_on_points():
 
 
 def test_verdicts_for_the_notebooks_are_the_pages(fake, tmp_path):
-    from lab.studies.verdicts import claims_table, study_verdict
+    from lab.studies.reporting.verdicts import claims_table, study_verdict
 
     runner.run_studies(["methods", "bins"], tmp_path)
     text = study_verdict("methods", tmp_path)
@@ -398,7 +400,7 @@ def test_verdicts_for_the_notebooks_are_the_pages(fake, tmp_path):
 
 
 def test_proxy_updates_counts_how_often_a_class_is_in_a_batch():
-    from lab.studies.claims import proxy_updates
+    from lab.studies.reporting.claims import proxy_updates
 
     cfg = {"dataset": "glyphs", "dataset_kwargs": {"num_classes": 24, "instances_per_class": 8}, "m": 4}
     record = {"method": "ROADMAP (L_DG*)", "steps": 30, "batch_size": 16, "config": cfg}

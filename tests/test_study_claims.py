@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from lab.studies import paper_claims as pc
-from lab.studies import power
-from lab.studies import spec as study_spec
-from lab.studies.sweeps import cpu_per_step
+from lab.studies.reporting import paper_claims as pc
+from lab.studies.reporting import plan_table, power
+from lab.studies.running import spec as study_spec
+from lab.studies.reporting.sweeps import cpu_per_step
 
 from .test_study import fake, fake_execute  # noqa: F401 (fixture)
 
@@ -143,7 +143,7 @@ def test_the_plan_is_fixed_before_its_runs_and_sized_by_the_unresolved_claims():
     assert power.LOOKS == (10, 15) and power.MAX_SEEDS == 15 and power.LOOK_ALPHA == 0.025
     tests = pc.claim_tests(synthetic())
     open_ = [t for t in tests if t.verdict == pc.UNRESOLVED]
-    rows = power.plan_rows(tests)
+    rows = plan_table.plan_rows(tests)
     assert [r[0] for r in rows] == [f"{t.claim.better} > {t.claim.worse}" for t in open_]
     for t, row in zip(open_, rows):
         m = sum(o.claim.family == t.claim.family for o in open_)
@@ -153,17 +153,18 @@ def test_the_plan_is_fixed_before_its_runs_and_sized_by_the_unresolved_claims():
         assert row[3] == f"{effect:.2f}" and row[4] == f"{0.05 / m:.4g} / {0.025 / m:.4g}"
         assert row[5:8] == [f"{100 * power_by_hand(effect, n, a):.0f} %"
                             for n, a in ((5, 0.05 / m), (10, 0.025 / m), (15, 0.025 / m))]
-    text = power.plan_section(tests)
+    text = plan_table.plan_section(tests)
     assert power.POWER_PLAN in text and "No other looks" in text
     losses = {m for t in open_ for m in (t.claim.better, t.claim.worse)}
     assert f"{5 * len(losses)} runs per look, {10 * len(losses)} at most" in text
     resolved = [{**r, "mAP@R": r["mAP@R"] + (0.05 if r["method"] in ("ROADMAP", "SupAP") else 0)} for r in synthetic()]
-    assert "no further seeds" in power.plan_section([t for t in pc.claim_tests(resolved) if t.verdict != pc.UNRESOLVED])
+    settled = [t for t in pc.claim_tests(resolved) if t.verdict != pc.UNRESOLVED]
+    assert "no further seeds" in plan_table.plan_section(settled)
 
 
 def test_claims_rows_for_the_dashboard_are_the_pages_table(tmp_path, fake, monkeypatch):  # noqa: F811
-    from lab.studies import runner
-    from lab.studies.verdicts import claims_markdown, claims_rows
+    from lab.studies.running import runner
+    from lab.studies.reporting.verdicts import claims_markdown, claims_rows
 
     monkeypatch.setattr(study_spec, "V2_STEPS", 1000)
     runner.run_studies(["methods"], tmp_path / "v2", quick=False, log=lambda _: None, protocol="v2")
@@ -185,11 +186,11 @@ def test_the_memory_claim_compares_cpu_time():
 
 
 def test_the_readme_headline_is_generated_from_the_results():
-    """README.md carries lab.studies.headline.readme_headline() word for word (line breaks aside), so its
+    """README.md carries lab.studies.reporting.headline.readme_headline() word for word (line breaks aside), so its
     numbers are the page's; and the study's verdict line on the page is the same claims sentence."""
     if not (ROOT / "results" / "v2" / "methods.json").exists():
         pytest.skip("no raw results")
-    from lab.studies.headline import readme_headline
+    from lab.studies.reporting.headline import readme_headline
 
     words = lambda text: " ".join(text.split())  # noqa: E731
     headline = readme_headline()
@@ -203,7 +204,7 @@ def test_notebook_05_says_what_the_claims_table_says_of_l_dg_star():
     claims row must have it (v1's "about 6 points below" outlived the runs it described)."""
     if not (ROOT / "results" / "v2" / "methods.json").exists():
         pytest.skip("no raw results")
-    from lab.studies.verdicts import claims_rows
+    from lab.studies.reporting.verdicts import claims_rows
 
     text = " ".join((ROOT / "notebooks" / "05_hierarchical_ranking.py").read_text().replace("#", " ").split())
     row = next(r for r in claims_rows("methods") if r["claim"] == "ROADMAP (L_DG*) > SupAP")
@@ -217,7 +218,7 @@ def test_docs_figures_says_the_seeds_its_comparisons_are_read_from():
     the figures read (5 once protocol v2's study 1 is complete), as its sections say."""
     if not (ROOT / "results" / "methods.json").exists():
         pytest.skip("no raw results")
-    from lab.studies.verdicts import reproduction_rows
+    from lab.studies.reporting.verdicts import reproduction_rows
 
     seeds = "/".join(str(n) for n in sorted({len(r["seeds"]) for r in reproduction_rows("methods")}))
     intro = (ROOT / "docs" / "figures.md").read_text().split("<!-- figure: ", 1)[0]

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from lab.studies import curves as cv
-from lab.studies.spec import METHODS, V2_STEPS, plateau_step
+from lab.studies.reporting import curves as cv
+from lab.studies.running import rerun_curves as rc
+from lab.studies.running.spec import METHODS, V2_STEPS, plateau_step
 
 
 def run(method: str, seed: int, values: list[float], every: int = 500) -> dict:
@@ -66,7 +67,7 @@ def stored_and_rerun(**change):
     """A stored run without a curve and its re-run with one (the same final numbers unless ``change``)."""
     old = {"method": "FastAP", "seed": 0, "key": "k0", **FINAL}
     new = {**old, **change, "curve": [{"step": 0, "mAP@R": 0.1}, {"step": 500, "mAP@R": 0.4},
-                                      {"step": 1000, **{f: FINAL[f] for f in cv.REPRODUCED if f != "steps"}}],
+                                      {"step": 1000, **{f: FINAL[f] for f in rc.REPRODUCED if f != "steps"}}],
            "curve_every": 500, "provenance": {"commit": "abc"}}
     new["curve"][-1].update({f: v for f, v in change.items() if f in new["curve"][-1]})
     return {"runs": {"k0": old}}, {"runs": {"k0": new}}
@@ -74,34 +75,34 @@ def stored_and_rerun(**change):
 
 def test_a_rerun_that_reproduces_the_stored_run_gives_it_its_curve():
     stored, rerun = stored_and_rerun()
-    given, refused = cv.attach_rerun_curves(stored, rerun)
+    given, refused = rc.attach_rerun_curves(stored, rerun)
     run = stored["runs"]["k0"]
     assert given == ["k0"] and refused == [] and run["curve"] == rerun["runs"]["k0"]["curve"]
     assert run["curve_every"] == 500 and run["curve_rerun"]["provenance"] == {"commit": "abc"}
     assert all(run[f] == FINAL[f] for f in FINAL)  # the stored run's own numbers are kept
-    assert cv.attach_rerun_curves(stored, rerun) == ([], [])  # a run with a curve keeps it
+    assert rc.attach_rerun_curves(stored, rerun) == ([], [])  # a run with a curve keeps it
 
 
-@pytest.mark.parametrize("field", cv.EXACT)
+@pytest.mark.parametrize("field", rc.EXACT)
 def test_a_rerun_one_ulp_away_on_a_rank_number_is_refused_with_the_number(field):
     value = FINAL[field]
     moved = value + 1 if isinstance(value, int) else float.__add__(value, value * 2 ** -52)
     assert moved != value
     stored, rerun = stored_and_rerun(**{field: moved})
-    given, refused = cv.attach_rerun_curves(stored, rerun)
+    given, refused = rc.attach_rerun_curves(stored, rerun)
     assert given == [] and "curve" not in stored["runs"]["k0"]
     assert refused == [f"FastAP seed 0 (k0): {field}: stored {value!r}, re-run {moved!r}"]
 
 
-@pytest.mark.parametrize("field", list(cv.ROUNDING))
+@pytest.mark.parametrize("field", list(rc.ROUNDING))
 def test_a_float_reduction_joins_within_its_rounding_bound_and_no_further(field):
-    bound, value = cv.ROUNDING[field], FINAL[field]
+    bound, value = rc.ROUNDING[field], FINAL[field]
     stored, rerun = stored_and_rerun(**{field: value + bound / 2})
-    assert cv.attach_rerun_curves(stored, rerun)[0] == ["k0"]
+    assert rc.attach_rerun_curves(stored, rerun)[0] == ["k0"]
     within = stored["runs"]["k0"]["curve_rerun"]["within_rounding"]
     assert within == {field: pytest.approx(bound / 2)} and stored["runs"]["k0"][field] == value  # its own number
     stored, rerun = stored_and_rerun(**{field: value + 2 * bound})
-    given, refused = cv.attach_rerun_curves(stored, rerun)
+    given, refused = rc.attach_rerun_curves(stored, rerun)
     assert given == [] and refused[0].startswith(f"FastAP seed 0 (k0): {field}: stored {value!r}, re-run")
     assert f"(more than {bound:g} apart)" in refused[0]
 
@@ -109,45 +110,45 @@ def test_a_float_reduction_joins_within_its_rounding_bound_and_no_further(field)
 def test_a_curve_that_does_not_end_on_the_runs_numbers_is_refused():
     stored, rerun = stored_and_rerun()
     rerun["runs"]["k0"]["curve"][-1]["mAP@R"] = 0.61
-    assert cv.attach_rerun_curves(stored, rerun)[1] == ["FastAP seed 0 (k0): curve end mAP@R"]
+    assert rc.attach_rerun_curves(stored, rerun)[1] == ["FastAP seed 0 (k0): curve end mAP@R"]
     stored, rerun = stored_and_rerun()
     rerun["runs"]["k0"]["curve"].pop()
-    assert "curve ends at step 500, not 1000" in cv.attach_rerun_curves(stored, rerun)[1][0]
+    assert "curve ends at step 500, not 1000" in rc.attach_rerun_curves(stored, rerun)[1][0]
 
 
 def test_the_command_rewrites_the_stored_file_only_when_a_curve_joins(tmp_path, capsys):
-    from lab.studies.runner import load_results, save_results
+    from lab.studies.running.results_file import load_results, save_results
 
     stored, rerun = stored_and_rerun(mAP=0.5)
     save_results(tmp_path / "stored.json", stored)
     save_results(tmp_path / "rerun.json", rerun)
     before = (tmp_path / "stored.json").read_bytes()
-    assert cv.main([str(tmp_path / "rerun.json"), str(tmp_path / "stored.json")]) == 1
+    assert rc.main([str(tmp_path / "rerun.json"), str(tmp_path / "stored.json")]) == 1
     assert (tmp_path / "stored.json").read_bytes() == before
     assert "not reproduced, no curve: FastAP seed 0 (k0): mAP: stored 0.7, re-run 0.5\n" in capsys.readouterr().out
     stored, rerun = stored_and_rerun()
     save_results(tmp_path / "stored.json", stored)
     save_results(tmp_path / "rerun.json", rerun)
-    assert cv.main([str(tmp_path / "rerun.json"), str(tmp_path / "stored.json")]) == 0
+    assert rc.main([str(tmp_path / "rerun.json"), str(tmp_path / "stored.json")]) == 0
     assert load_results(tmp_path / "stored.json")["runs"]["k0"]["curve"] == rerun["runs"]["k0"]["curve"]
 
 
 def test_the_page_says_which_curves_a_rerun_recorded_and_that_it_reproduced_its_run():
     stored, rerun = stored_and_rerun()
-    cv.attach_rerun_curves(stored, rerun)
+    rc.attach_rerun_curves(stored, rerun)
     records = [*RECORDS, stored["runs"]["k0"]]
     text, _ = cv.curves_section(records, list(METHODS))
     assert "The curve of FastAP seed 0 was recorded by re-running that stored run" in text
-    assert f"reproduced {', '.join(cv.EXACT)} bit for bit, and {', '.join(cv.ROUNDING)} within the rounding" in text
+    assert f"reproduced {', '.join(rc.EXACT)} bit for bit, and {', '.join(rc.ROUNDING)} within the rounding" in text
     assert "largest difference: none" in text
     stored, rerun = stored_and_rerun(gap_heldout=FINAL["gap_heldout"] + 1e-9)
-    cv.attach_rerun_curves(stored, rerun)
+    rc.attach_rerun_curves(stored, rerun)
     assert "largest difference: gap_heldout 1.0e-09)" in cv.curves_section([stored["runs"]["k0"]], list(METHODS))[0]
     assert "re-running" not in cv.curves_section(RECORDS, list(METHODS))[0]
 
 
 # A re-run whose evaluation differs from the stored run's in last bits beyond ROUNDING (the real case: mAP one
-# ulp, gap_heldout 3.8e-8), and the check of lab.studies.evaluated_then that settles it.
+# ulp, gap_heldout 3.8e-8), and the check of lab.studies.running.evaluated_then that settles it.
 LAST_BITS = {"mAP": float.__add__(FINAL["mAP"], FINAL["mAP"] * 2 ** -52), "gap_heldout": FINAL["gap_heldout"] + 4e-8}
 
 
@@ -156,8 +157,8 @@ def a_check(stored: dict, rerun: dict, **change) -> dict:
     gives the re-run's numbers, by the stored run's code the stored numbers (unless ``change``)."""
     old, new = stored["runs"]["k0"], rerun["runs"]["k0"]
     check = {"key": "k0", "train_at": "abc", "evaluated_then_at": "eb7e669" + "0" * 33,
-             "now": {**{f: new[f] for f in cv.EVALUATED}, "steps": new["steps"]},
-             "then": {**{f: old[f] for f in cv.EVALUATED}, "steps": 0}}
+             "now": {**{f: new[f] for f in rc.EVALUATED}, "steps": new["steps"]},
+             "then": {**{f: old[f] for f in rc.EVALUATED}, "steps": 0}}
     for where, values in change.items():
         check[where] = {**check[where], **values} if isinstance(values, dict) else values
     return {"k0": check}
@@ -165,9 +166,9 @@ def a_check(stored: dict, rerun: dict, **change) -> dict:
 
 def test_a_rerun_off_by_last_bits_joins_only_with_a_check_that_both_codes_reproduce_their_numbers():
     stored, rerun = stored_and_rerun(**LAST_BITS)
-    assert cv.attach_rerun_curves(stored, rerun)[0] == []  # refused without its check
+    assert rc.attach_rerun_curves(stored, rerun)[0] == []  # refused without its check
     check = a_check(stored, rerun)
-    given, refused = cv.attach_rerun_curves(stored, rerun, check)
+    given, refused = rc.attach_rerun_curves(stored, rerun, check)
     run = stored["runs"]["k0"]
     assert given == ["k0"] and refused == [] and run["curve"] == rerun["runs"]["k0"]["curve"]
     assert all(run[f] == FINAL[f] for f in FINAL)  # the stored run keeps its own numbers
@@ -175,13 +176,13 @@ def test_a_rerun_off_by_last_bits_joins_only_with_a_check_that_both_codes_reprod
     assert run["curve_rerun"]["checked"]["evaluated_then_at"] == check["k0"]["evaluated_then_at"]
 
 
-@pytest.mark.parametrize("field", cv.EVALUATED)
+@pytest.mark.parametrize("field", rc.EVALUATED)
 @pytest.mark.parametrize("side", ["now", "then"])
 def test_a_check_one_ulp_off_on_either_side_refuses_the_curve(field, side):
     stored, rerun = stored_and_rerun(**LAST_BITS)
     value = a_check(stored, rerun)["k0"][side][field]
     moved = value + 1 if isinstance(value, int) else float.__add__(value, value * 2 ** -52)
-    given, refused = cv.attach_rerun_curves(stored, rerun, a_check(stored, rerun, **{side: {field: moved}}))
+    given, refused = rc.attach_rerun_curves(stored, rerun, a_check(stored, rerun, **{side: {field: moved}}))
     assert given == [] and "curve" not in stored["runs"]["k0"]
     code = "re-run's code" if side == "now" else "stored run's code"
     assert f"its check: {code}: {field}: " in refused[0]
@@ -192,25 +193,25 @@ def test_a_check_of_another_commit_run_or_length_and_a_bad_curve_are_refused():
                         (dict(key="k1"), "the check is of run k1, not k0"),
                         (dict(now={"steps": 999}), "the check trained 999 steps, the run 1000")):
         stored, rerun = stored_and_rerun(**LAST_BITS)
-        refused = cv.attach_rerun_curves(stored, rerun, a_check(stored, rerun, **change))[1]
+        refused = rc.attach_rerun_curves(stored, rerun, a_check(stored, rerun, **change))[1]
         assert refused and refused[0].endswith(f"its check: {why}")
     stored, rerun = stored_and_rerun(**LAST_BITS)
     rerun["runs"]["k0"]["curve"].pop()  # a check vouches for numbers, not for a curve that ends elsewhere
-    given, refused = cv.attach_rerun_curves(stored, rerun, a_check(stored, rerun))
+    given, refused = rc.attach_rerun_curves(stored, rerun, a_check(stored, rerun))
     assert given == [] and refused and "curve" not in stored["runs"]["k0"]
 
 
 def test_the_page_says_which_curves_a_check_admitted_and_the_command_reads_the_checks(tmp_path):
     import json
 
-    from lab.studies.runner import load_results, save_results
+    from lab.studies.running.results_file import load_results, save_results
 
     stored, rerun = stored_and_rerun(**LAST_BITS)
     save_results(tmp_path / "stored.json", stored)
     save_results(tmp_path / "rerun.json", rerun)
     (tmp_path / "checks.json").write_text(json.dumps(a_check(stored, rerun)))
-    assert cv.main([str(tmp_path / "rerun.json"), str(tmp_path / "stored.json")]) == 1
-    assert cv.main([str(tmp_path / "rerun.json"), str(tmp_path / "stored.json"), "--checked",
+    assert rc.main([str(tmp_path / "rerun.json"), str(tmp_path / "stored.json")]) == 1
+    assert rc.main([str(tmp_path / "rerun.json"), str(tmp_path / "stored.json"), "--checked",
                     str(tmp_path / "checks.json")]) == 0
     run = load_results(tmp_path / "stored.json")["runs"]["k0"]
     text = cv.curves_section([run], list(METHODS))[0]
@@ -233,10 +234,10 @@ def test_the_stored_checks_reproduce_the_stored_numbers_and_the_curves_they_admi
     assert admitted and admitted <= set(checks)
     for key in admitted:
         run, check = runs[key], checks[key]
-        assert {f: check["then"][f] for f in cv.EVALUATED} == {f: run[f] for f in cv.EVALUATED}
+        assert {f: check["then"][f] for f in rc.EVALUATED} == {f: run[f] for f in rc.EVALUATED}
         end = run["curve"][-1]
         assert end["step"] == check["now"]["steps"] == run["steps"]
-        assert all(end[f] == check["now"][f] for f in cv.EVALUATED if f in end)
+        assert all(end[f] == check["now"][f] for f in rc.EVALUATED if f in end)
         moved = run["curve_rerun"]["checked"]["differences"]
         assert moved and all(check["now"][f] - run[f] == d for f, d in moved.items())
 
@@ -248,7 +249,7 @@ def test_final_weights_saved_and_evaluated_again_by_the_same_code_give_the_same_
     disagree it is their evaluation, not the loading."""
     from pathlib import Path
 
-    from lab.studies.evaluated_then import evaluate_both
+    from lab.studies.running.evaluated_then import evaluate_both
     from lab.train import TrainConfig
 
     root = Path(__file__).resolve().parents[1]
@@ -256,7 +257,7 @@ def test_final_weights_saved_and_evaluated_again_by_the_same_code_give_the_same_
                          seed=1, batch_size=32, m=4).to_dict()
     now, again = evaluate_both(config, root, root)
     assert now["steps"] == 3 and again["steps"] == 0 and 0 < now["mAP@R"] < 1 and now["gap_heldout"] != 0
-    assert {f: now[f] for f in cv.EVALUATED} == {f: again[f] for f in cv.EVALUATED}
+    assert {f: now[f] for f in rc.EVALUATED} == {f: again[f] for f in rc.EVALUATED}
 
 
 def test_the_page_says_which_losses_plateaued_and_how_much_the_others_still_gained():

@@ -7,9 +7,9 @@ import json
 import statistics
 from pathlib import Path
 
-from lab.studies.gpu_time import gpu_rows, gpu_time
-from lab.studies.results_page import gpu_runs
-from lab.studies.runner import load_results
+from lab.studies.reporting.gpu_time import gpu_rows, gpu_time
+from lab.studies.reporting.compute import gpu_runs
+from lab.studies.running.results_file import load_results
 
 ROOT = Path(__file__).resolve().parents[1]
 GPU = ROOT / "results" / "gpu" / "v2"

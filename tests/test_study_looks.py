@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from lab.studies import looks as lk
-from lab.studies import paper_claims as pc
-from lab.studies.ordering import analyse_methods_v2
-from lab.studies.results_page import study_records
-from lab.studies.runner import load_results
+from lab.studies.reporting import looks as lk
+from lab.studies.reporting import paper_claims as pc
+from lab.studies.reporting.ordering import analyse_methods_v2
+from lab.studies.reporting.study_sections import study_records
+from lab.studies.running.results_file import load_results
 
 from .test_study_claims import holm_by_hand, t_by_hand
 
@@ -138,7 +138,7 @@ def test_the_last_look_at_n_15_tests_only_the_claims_open_after_n_10(tmp_path):
 
 
 def test_the_notebooks_and_the_dashboard_read_the_claims_the_looks_decide(tmp_path):
-    from lab.studies.verdicts import claims_rows, study_verdict
+    from lab.studies.reporting.verdicts import claims_rows, study_verdict
 
     recs = records(with_seeds(tmp_path, range(5, 10)))
     statuses = lk.claim_status(recs)
@@ -151,7 +151,7 @@ def test_the_notebooks_and_the_dashboard_read_the_claims_the_looks_decide(tmp_pa
 
 
 def test_the_readme_headline_names_the_n_the_looks_decided_and_the_look_pending(tmp_path):
-    from lab.studies.headline import study1
+    from lab.studies.reporting.headline import study1
 
     partial = records(with_seeds(tmp_path / "a", range(5, 10), count=7))
     first = [r for r in partial if r["seed"] < 5]

@@ -5,8 +5,8 @@ import json
 import pytest
 
 from lab.__main__ import main
-from lab.studies import runner
-from lab.studies import spec as study_spec
+from lab.studies.running import runner
+from lab.studies.running import spec as study_spec
 
 RETRIEVAL = ("R@1", "R@2", "R@4", "R@8", "mAP@R", "mAP")
 

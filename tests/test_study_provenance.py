@@ -13,8 +13,8 @@ import torch
 
 import lab.train
 from lab.core import provenance as prov
-from lab.studies import runner
-from lab.studies import spec as study_spec
+from lab.studies.running import runner
+from lab.studies.running import spec as study_spec
 from lab.train import Trainer, TrainConfig
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -298,7 +298,7 @@ def test_deterministic_turns_on_torchs_deterministic_algorithms_and_keeps_the_cp
 
 # ---------------------------------------------------------------- what the page says of the code
 def test_the_page_counts_the_runs_of_each_code_version_and_those_before_a_definition_change():
-    from lab.studies.code_versions import DefinitionChange, code_versions
+    from lab.studies.reporting.code_versions import DefinitionChange, code_versions
 
     change = DefinitionChange("abc1234", "2026-11-26 04:00:00", "x -> y", "it cannot move them")
     origin = {"commit": "f" * 40, "dirty": False, "torch": "2.14.1", "device": "cpu"}
@@ -315,7 +315,7 @@ def test_the_page_counts_the_runs_of_each_code_version_and_those_before_a_defini
 
 
 def test_the_pilot_replay_paragraph_says_which_runs_are_the_same_and_what_threads_moved():
-    from lab.studies.code_versions import pilot_replay
+    from lab.studies.reporting.code_versions import pilot_replay
 
     run = dict(step=250, measured="2026-11-26 19:00")
     data = {"pilot": {"step": 250, "mAP@R": 0.40}, "runs": [

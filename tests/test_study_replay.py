@@ -17,7 +17,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import pytest
 
-from lab.studies import replay
+from lab.studies.running import replay
 
 ROOT = Path(__file__).resolve().parents[1]
 STEPS = 20  # a few seconds a run on one thread; the normalisation change of 47db65b showed within 20

@@ -1,4 +1,4 @@
-"""The bounds a re-run's curve may differ by (lab/studies/curves.py ROUNDING) are the evaluation's own
+"""The bounds a re-run's curve may differ by (lab/studies/reporting/curves.py ROUNDING) are the evaluation's own
 change, measured: the same embeddings evaluated by the code that trained the first v2 runs (eb7e669, before
 44a7127 changed two float reductions) and by today's give the rank numbers bit for bit and mAP@R and the
 decomposability gap within ROUNDING's bounds. Needs git history (.ci/run fetches it), as the replay test."""
@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from lab.studies import replay
+from lab.studies.running import replay
 
 from tests._history import require_history
-from lab.studies.curves import EXACT, ROUNDING
+from lab.studies.running.rerun_curves import EXACT, ROUNDING
 
 BEFORE = "eb7e669"  # the code of the first v2 runs (tests/test_study_replay.py's TRAINED_AT)
 ROOT = Path(__file__).resolve().parents[1]

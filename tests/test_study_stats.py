@@ -1,4 +1,4 @@
-"""Protocol v2's statistics (lab.studies.stats): paired 95 % intervals against scipy's, Holm's adjustment
+"""Protocol v2's statistics (lab.studies.reporting.stats): paired 95 % intervals against scipy's, Holm's adjustment
 against its definition written as a loop and its properties, the verdict rule for adjacent pairs in the
 paper's order, and ranks per seed."""
 from __future__ import annotations
@@ -10,7 +10,7 @@ import random
 import pytest
 from scipy import stats as sps
 
-from lab.studies.stats import (REVERSED, RESOLVED, UNRESOLVED, adjacent_pairs, adjacent_verdict, holm,
+from lab.studies.reporting.stats import (REVERSED, RESOLVED, UNRESOLVED, adjacent_pairs, adjacent_verdict, holm,
                                paired_interval, seed_ranks)
 
 

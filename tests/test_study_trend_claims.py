@@ -7,9 +7,9 @@ import math
 
 import pytest
 
-from lab.studies import paper_claims as pc
-from lab.studies import trend_claims as tc
-from lab.studies.sweeps import analyse_bins
+from lab.studies.reporting import paper_claims as pc
+from lab.studies.reporting import trend_claims as tc
+from lab.studies.reporting.sweeps import analyse_bins
 
 from .test_study_claims import holm_by_hand, t_by_hand
 

@@ -4,20 +4,23 @@ from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
 
 import pytest
 from matplotlib.figure import Figure
 
 from lab.cli import main
-from lab.studies import figures as plots
-from lab.studies import runner
-from lab.studies import spec as study_spec
-from lab.studies.looks import pending_look
-from lab.studies.ordering import analyse_methods_v2, claims_verdict, measured_order
-from lab.studies.paper_claims import CLAIMS, claim_tests, claims_headline
-from lab.studies.results_page import _compute, expected_cost, render
-from lab.studies.stats import compare
+from lab.studies.reporting import figures as plots
+from lab.studies import cli as study_cli
+from lab.studies.running import pilot as study_pilot
+from lab.studies.running import results_file, runner
+from lab.studies.running import spec as study_spec
+from lab.studies.running.paths import RESULTS
+from lab.studies.reporting.looks import pending_look
+from lab.studies.reporting.ordering import analyse_methods_v2, claims_verdict, measured_order
+from lab.studies.reporting.paper_claims import CLAIMS, claim_tests, claims_headline
+from lab.studies.reporting.compute import compute_paragraph, expected_cost
+from lab.studies.reporting.results_page import render
+from lab.studies.reporting.stats import compare
 
 from .test_study import fake, fake_execute  # noqa: F401 (fixture)
 
@@ -68,7 +71,7 @@ TINY = dict(study_spec.QUICK_BASE, loss="roadmap", loss_kwargs={}, seed=0, steps
 
 
 def test_pilot_records_a_curve_and_resumes_on_the_same_trajectory(tmp_path, monkeypatch):
-    whole = runner.run_pilot(tmp_path / "a", TINY, every=2, log=lambda _: None)
+    whole = study_pilot.run_pilot(tmp_path / "a", TINY, every=2, log=lambda _: None)
     assert [p["step"] for p in whole["curve"]] == [0, 2, 4, 6]
     assert json.loads((tmp_path / "a" / "pilot.json").read_text())["curve"] == whole["curve"]
     # Interrupt a second pilot after its second block of steps, then call it again.
@@ -84,34 +87,34 @@ def test_pilot_records_a_curve_and_resumes_on_the_same_trajectory(tmp_path, monk
 
     monkeypatch.setattr(Trainer, "step", interrupted)
     with pytest.raises(KeyboardInterrupt):
-        runner.run_pilot(tmp_path / "b", TINY, every=2, log=lambda _: None)
+        study_pilot.run_pilot(tmp_path / "b", TINY, every=2, log=lambda _: None)
     monkeypatch.setattr(Trainer, "step", real_step)
-    resumed = runner.run_pilot(tmp_path / "b", TINY, every=2, log=lambda _: None)
+    resumed = study_pilot.run_pilot(tmp_path / "b", TINY, every=2, log=lambda _: None)
     metrics = ("R@1", "mAP@R", "mAP")
     assert [[p[m] for m in metrics] for p in resumed["curve"]] == [[p[m] for m in metrics] for p in whole["curve"]]
 
 
 def test_a_longer_pilot_continues_the_curve_and_a_pilot_stops_when_the_rule_answers(tmp_path, monkeypatch):
-    whole = runner.run_pilot(tmp_path / "a", TINY, every=2, log=lambda _: None)
-    runner.run_pilot(tmp_path / "b", dict(TINY, steps=2), every=2, log=lambda _: None)
-    longer = runner.run_pilot(tmp_path / "b", TINY, every=2, log=lambda _: None)  # 2 steps more, then 2 more
+    whole = study_pilot.run_pilot(tmp_path / "a", TINY, every=2, log=lambda _: None)
+    study_pilot.run_pilot(tmp_path / "b", dict(TINY, steps=2), every=2, log=lambda _: None)
+    longer = study_pilot.run_pilot(tmp_path / "b", TINY, every=2, log=lambda _: None)  # 2 steps more, then 2 more
     metrics = ("R@1", "mAP@R", "mAP")
     assert [[p["step"], *(p[m] for m in metrics)] for p in longer["curve"]] == \
         [[p["step"], *(p[m] for m in metrics)] for p in whole["curve"]]
     assert longer["config"]["steps"] == 6
     # Another trajectory (a different seed) starts over.
-    other = runner.run_pilot(tmp_path / "b", dict(TINY, seed=1, steps=2), every=2, log=lambda _: None)
+    other = study_pilot.run_pilot(tmp_path / "b", dict(TINY, seed=1, steps=2), every=2, log=lambda _: None)
     assert [p["step"] for p in other["curve"]] == [0, 2]
     # The rule answers at step 2 (its window seen by step 4): the pilot stops there, not at 6.
-    monkeypatch.setattr(runner, "plateau_step", lambda curve: 2 if curve[-1][0] >= 4 else None)
-    stopped = runner.run_pilot(tmp_path / "c", TINY, every=2, log=lambda _: None)
+    monkeypatch.setattr(study_pilot, "plateau_step", lambda curve: 2 if curve[-1][0] >= 4 else None)
+    stopped = study_pilot.run_pilot(tmp_path / "c", TINY, every=2, log=lambda _: None)
     assert [p["step"] for p in stopped["curve"]] == [0, 2, 4] and stopped["plateau_step"] == 2
 
 
 def test_study_cli_runs_the_pilot_and_v2_studies_into_v2(tmp_path, monkeypatch):
     seen = []
-    monkeypatch.setattr(runner, "run_pilot", lambda out, **k: seen.append(("pilot", out)))
-    monkeypatch.setattr(runner, "run_studies",
+    monkeypatch.setattr(study_cli, "run_pilot", lambda out, **k: seen.append(("pilot", out)))
+    monkeypatch.setattr(study_cli, "run_studies",
                         lambda names, out, *a, **k: seen.append((tuple(names), out, k["protocol"])))
     main(["study", "pilot", "--out", str(tmp_path), "--no-render"])
     main(["study", "--protocol", "v2", "--out", str(tmp_path), "--no-render"])
@@ -153,7 +156,7 @@ def test_page_with_v2_results_supersedes_v1s_studies(tmp_path, fake, monkeypatch
     runner.run_studies(list(study_spec.V2_STUDIES), tmp_path / "r" / "v2", quick=False, log=lambda _: None,
                        protocol="v2")
     curve = [{"step": s, "R@1": 0.5, "mAP@R": 0.3, "mAP": 0.3} for s in range(0, 2001, 250)]
-    runner.save_results(tmp_path / "r" / "v2" / "pilot.json", {"study": "pilot", "config": study_spec.PILOT,
+    results_file.save_results(tmp_path / "r" / "v2" / "pilot.json", {"study": "pilot", "config": study_spec.PILOT,
                                                                 "every": 250, "curve": curve, "plateau_step": 0})
     stale = tmp_path / "d" / "figures" / "study_methods.png"  # v1's figure of a study v2 supersedes
     stale.parent.mkdir(parents=True)
@@ -194,7 +197,7 @@ def test_a_v2_study_cut_short_is_provisional_and_keeps_v1s_section(tmp_path, fak
 def test_the_notebooks_read_v2_once_its_study_is_complete(tmp_path, fake, monkeypatch):  # noqa: F811
     """study_verdict and claims_table (notebooks 02, 04, 06) read v1 with a note while v2 is cut short,
     v2's records and analysis once all its runs are done; studies v2 does not re-run stay on v1."""
-    from lab.studies.verdicts import claims_table, study_verdict
+    from lab.studies.reporting.verdicts import claims_table, study_verdict
 
     monkeypatch.setattr(study_spec, "V2_STEPS", 1000)
     runner.run_studies(list(study_spec.ORDER), tmp_path, quick=False, log=lambda _: None)
@@ -222,7 +225,7 @@ def test_the_notebooks_tables_read_the_runs_their_verdicts_read(tmp_path, fake, 
     """reproduction_rows (the tables of notebooks 02, 04, 06 in full mode): v1's rows while v2 is cut
     short, v2's once complete; each row the mean over seeds of that method's records."""
     from lab.experiments.runs import source_note
-    from lab.studies.verdicts import reproduction_rows
+    from lab.studies.reporting.verdicts import reproduction_rows
 
     monkeypatch.setattr(study_spec, "V2_STEPS", 1000)
     runner.run_studies(["methods"], tmp_path, quick=False, log=lambda _: None)
@@ -258,14 +261,14 @@ def test_rank_and_pilot_figures(monkeypatch):
 
 def test_the_v2_budget_is_the_plateau_of_the_committed_pilot():
     """V2_STEPS is not a free choice: it is what the rule reads off results/v2/pilot.json's curve."""
-    path = Path(study_spec.__file__).resolve().parents[2] / "results" / "v2" / "pilot.json"
+    path = RESULTS / "v2" / "pilot.json"
     if not path.exists():
         assert study_spec.V2_STEPS is None
         return
     pilot = json.loads(path.read_text())
     curve = [(p["step"], p["mAP@R"]) for p in pilot["curve"]]
     assert study_spec.V2_STEPS == study_spec.plateau_step(curve) == pilot["plateau_step"]
-    assert runner._trajectory(pilot["config"]) == runner._trajectory(study_spec.PILOT)
+    assert study_pilot._trajectory(pilot["config"]) == study_pilot._trajectory(study_spec.PILOT)
 
 
 def test_a_run_left_costs_the_mean_of_its_config_else_its_batch_size_else_all(monkeypatch):
@@ -293,30 +296,30 @@ def test_the_compute_line_adds_the_runs_left_to_the_runs_done(monkeypatch):
     done = list(wanted.values())[:7]
     datas = {"methods": {"runs": {s.key: {"config": s.config, "seconds": 3600.0, "train_cpu_seconds": 1800.0}
                                   for s in done}}}
-    text = _compute(datas, list(wanted.values()))
+    text = compute_paragraph(datas, list(wanted.values()))
     left = len(wanted) - 7
     assert f"{7} distinct runs: 7.0 h of run time" in text
     assert f"The {left} runs left should take about {left:.1f} h more" in text
     assert f"about {len(wanted)} h of run time, {len(wanted) / 2:.0f} h of training CPU" in text
-    assert "runs left" not in _compute(datas, done)
+    assert "runs left" not in compute_paragraph(datas, done)
 
 
 def test_the_compute_line_gives_the_gpu_time_once_runs_were_made_there(tmp_path, monkeypatch):
-    from lab.studies.results_page import gpu_runs
+    from lab.studies.reporting.compute import gpu_runs
 
     monkeypatch.setattr(study_spec, "V2_STEPS", 1000)
     wanted = list({s.key: s for n in study_spec.V2_STUDIES for s in study_spec.study_runs(n, protocol="v2")}.values())
     cpu = {s.key: {"config": s.config, "seconds": 3600.0, "train_cpu_seconds": 1800.0} for s in wanted}
-    assert "not measured" in _compute({"methods": {"runs": cpu}}, wanted, [])
+    assert "not measured" in compute_paragraph({"methods": {"runs": cpu}}, wanted, [])
     measured = [s for s in study_spec.study_runs("methods", protocol="v2") if s.seed == 0]  # a GPU session's runs
     records = {s.key: {"key": s.key, "loss": s.config["loss"], "device": "cuda", "accelerator": "NVIDIA H100",
                        "seconds": 40.0 + i, "train_seconds": 30.0 + i, "seconds_per_step": (30.0 + i) / 1000}
                for i, s in enumerate(measured)}
     cpu_only = {"key": "elsewhere", "loss": "roadmap", "device": "cpu", "seconds": 1.0}
-    runner.save_results(tmp_path / "methods.json", {"mode": "full", "runs": {**records, "elsewhere": cpu_only}})
+    results_file.save_results(tmp_path / "methods.json", {"mode": "full", "runs": {**records, "elsewhere": cpu_only}})
     gpu = gpu_runs(tmp_path)
     assert sorted(r["key"] for r in gpu) == sorted(records)  # the CPU run is not a GPU time
-    text = _compute({"methods": {"runs": cpu}}, wanted, gpu)
+    text = compute_paragraph({"methods": {"runs": cpu}}, wanted, gpu)
     mean = sum(r["seconds"] for r in gpu) / len(gpu)
     assert "On a GPU (NVIDIA H100; `--device cuda`" in text and f"{len(gpu)} runs took {mean:.0f} s each" in text
     assert f"{3600 * len(gpu) / sum(r['seconds'] for r in gpu):.1f}x faster than the same {len(gpu)} on one CPU" in text

@@ -23,7 +23,7 @@ def test_cpu_keeps_todays_settings():
         assert p.num_workers == 0 and not p.pin_memory and not p.non_blocking and not p.channels_last
         assert p.prefetch_factor is None and not p.persistent_workers and p.device_batches == batchable
     assert plan("cpu", num_workers=3).num_workers == 3  # what the config says
-    assert TrainConfig().num_workers is None  # the studies do not hash it (lab.studies.spec.config_key)
+    assert TrainConfig().num_workers is None  # the studies do not hash it (lab.studies.running.spec.config_key)
 
 
 def test_cuda_disk_datasets_get_workers_pinned_memory_and_prefetch():

@@ -3,19 +3,19 @@ its figures as PNG bytes, computed once per state of ``results/`` and kept (issu
 
 Deriving a study's verdict and drawing its figures from ``results/*.json`` takes 0.4-6 s a study on
 2 cores; the view must open and switch in under a second. :class:`StudyCache` keeps what a
-``compute(name)`` function returned (the app passes one built on :mod:`lab.studies.verdicts`, a
+``compute(name)`` function returned (the app passes one built on :mod:`lab.studies.reporting.verdicts`, a
 package beside this one), keyed on :func:`results_fingerprint`, a hash of the results files'
 contents and of the code that reads them: a new result, whatever its mtime, or a new rule in
 lab/studies is computed again. :meth:`StudyCache.warm` fills it in a
 background thread when the server starts, so that the first open finds it ready, and stores it on
 disk (``.cache/reproduction/``): a server started again on the same results reads it in milliseconds.
 
-:func:`verdict_parts` splits :func:`lab.studies.verdicts.study_verdict`'s paragraph into its fields
+:func:`verdict_parts` splits :func:`lab.studies.reporting.verdicts.study_verdict`'s paragraph into its fields
 (protocol, source, claim, measured, verdict, reasons); :func:`verdict_table` lays the studies out as
 one Markdown table with a coloured verdict badge per row (:func:`verdict_tone`).
 
 A study that tests the papers' claims (study 1) is shown by its claims instead: :func:`claims_table`
-lays out :func:`lab.studies.verdicts.claims_rows`'s dicts, kept in :attr:`StudyView.claims`, one row per
+lays out :func:`lab.studies.reporting.verdicts.claims_rows`'s dicts, kept in :attr:`StudyView.claims`, one row per
 claim with its verdict's badge (:func:`claim_badge`), under :func:`study_heading`'s line.
 """
 from __future__ import annotations
@@ -46,9 +46,9 @@ FORMAT = "2"  # the stored StudyView's form (2: with its claims); a new one is n
 SHOWN = 160  # characters of a paragraph verdict_parts cannot split
 TONES = {"good": "green", "mixed": "orange", "bad": "red", "none": "gray"}
 BADGES = {"good": "reproduces", "mixed": "partly", "bad": "not reproduced", "none": "not run"}
-# study 1's headline (lab.studies.paper_claims.claims_headline): "of the papers' 8 claims, 4 hold, ..."
+# study 1's headline (lab.studies.reporting.paper_claims.claims_headline): "of the papers' 8 claims, 4 hold, ..."
 CLAIMS_HEADLINE = re.compile(r"of the papers' (\d+) claims, (\d+) hold")
-# A claim's verdict (lab.studies.paper_claims: HOLDS, CONTRADICTED, UNRESOLVED) and its badge's colour.
+# A claim's verdict (lab.studies.reporting.stats: HOLDS, CONTRADICTED, UNRESOLVED) and its badge's colour.
 CLAIM_TONES = {"resolved as in the paper": "green", "contradicted": "red", "not resolved": "gray"}
 
 
@@ -142,12 +142,12 @@ def _pt(x: float) -> str:
     return f"{x:+.2f}"
 
 
-def _p(p: float) -> str:  # as on the page (lab.studies.paper_claims.fmt_p)
+def _p(p: float) -> str:  # as on the page (lab.studies.reporting.stats.fmt_p)
     return "—" if p != p else ("< 0.001" if p < 0.001 else f"{p:.3f}")
 
 
 def claim_cells(row: dict[str, Any]) -> list[str]:
-    """One claim (a dict of :func:`lab.studies.verdicts.claims_rows`) as the table's cells, unescaped:
+    """One claim (a dict of :func:`lab.studies.reporting.verdicts.claims_rows`) as the table's cells, unescaped:
     verdict, family, claim, Δ mAP@R [95 % CI], Holm p, n, the paper's gap per dataset (better − worse)."""
     delta = _pt(row["delta"]) if row["n"] < 2 else f"{_pt(row['delta'])} [{_pt(row['low'])}, {_pt(row['high'])}]"
     paper = " · ".join(f"{d['dataset']} {_pt(d['better'] - d['worse'])}" for d in row["paper"])

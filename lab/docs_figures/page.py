@@ -17,8 +17,8 @@ from pathlib import Path
 from lab.docs_figures import ENTRIES, Entry
 from lab.experiments import hierarchical_runs
 from lab.experiments import runs
-from lab.studies.results_page import TITLES as STUDY_TITLES
-from lab.studies.verdicts import reproduction_rows
+from lab.studies.reporting.study_sections import TITLES as STUDY_TITLES
+from lab.studies.reporting.verdicts import reproduction_rows
 from lab.viz import retrieval_views
 from lab.viz.render import save_png
 

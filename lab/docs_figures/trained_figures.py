@@ -6,7 +6,7 @@ import functools
 
 from lab.experiments import hierarchical_runs
 from lab.experiments import runs
-from lab.studies.verdicts import reproduction_rows
+from lab.studies.reporting.verdicts import reproduction_rows
 from lab.viz import comparisons, retrieval_views
 
 

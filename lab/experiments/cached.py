@@ -1,7 +1,7 @@
 """The reproduction study's raw results as the notebooks' result rows: mean ± std over seeds.
 
 ``python -m lab study`` trains the papers' comparisons on the glyphs, 3 seeds per setting, and
-keeps one record per run in ``results/NAME.json`` (the format of :mod:`lab.studies.runner`:
+keeps one record per run in ``results/NAME.json`` (the format of :mod:`lab.studies.running.runner`:
 ``{"study", "mode", "runs": {key: record}}``, a record holding its ``config``, ``seed``,
 ``method``, ``params``, the test metrics and the decomposability gaps). The notebooks' full-mode
 runs are the same configurations, so a notebook reads these instead of retraining them. This

@@ -29,7 +29,7 @@ from .cached import cached_rows, stored_step0
 from .shipped import find as find_shipped, load_into
 
 # The two sizes of every run. Fast: seconds on 2 CPU cores, quiet. Full: the reproduction study's
-# budget (lab/studies/spec.py FULL_BASE: 300 steps of 128, ~2.6 epochs; 1.5-4 min per run on one
+# budget (lab/studies/running/spec.py FULL_BASE: 300 steps of 128, ~2.6 epochs; 1.5-4 min per run on one
 # core of a shared 2-core machine), with progress lines (text: a saved notebook shows them).
 FAST_RUN = dict(steps=3, batch_size=32, dataset_kwargs={"num_classes": 24, "instances_per_class": 8},
                 probe_batches=2, eval_max_items=None, progress=False)

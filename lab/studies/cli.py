@@ -6,22 +6,27 @@ import sys
 import time
 from pathlib import Path
 
-from .spec import ORDER, PROTOCOLS, V2_STUDIES
-
-ROOT = Path(__file__).resolve().parents[2]
+from .reporting.results_page import render
+from .running.paths import DOCS, RESULTS
+from .running.pilot import run_pilot
+from .running.results_file import merge_files
+from .running.runner import run_studies
+from .running.spec import ORDER, PROTOCOLS, V2_STUDIES
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("names", nargs="*", metavar="NAME", help=f"{', '.join(ORDER)}, or all (default with --render: "
-                   "render every study found in --out); pilot: protocol v2's learning curve, which fixes its steps")
+                   "render every study found in --out); pilot: protocol v2's learning curve, which fixes its steps; "
+                   "merge PARTS...: merge results files (each node's, say) by run into --out, refusing two "
+                   "records of one run that differ")
     p.add_argument("--quick", action="store_true", help="CI size: tiny sets, 3 steps, 2 methods (seconds)")
     p.add_argument("--protocol", choices=PROTOCOLS, default="v1",
                    help=f"v2: the whole test split, 5 seeds, the pilot's steps; re-runs {', '.join(V2_STUDIES)} "
                         "(default v1)")
     p.add_argument("--seeds", type=int, default=None, help="seeds per setting (default 3, v2: 5; quick: 2)")
-    p.add_argument("--out", type=Path, default=ROOT / "results",
+    p.add_argument("--out", type=Path, default=RESULTS,
                    help="raw results folder (default results/; protocol v2 and the pilot use its v2/ folder)")
-    p.add_argument("--docs", type=Path, default=ROOT / "docs", help="where results.md and figures/ go (default docs/)")
+    p.add_argument("--docs", type=Path, default=DOCS, help="where results.md and figures/ go (default docs/)")
     p.add_argument("--render", action="store_true", help="only regenerate the page from the raw results, no training")
     p.add_argument("--no-render", action="store_true", help="train only")
     p.add_argument("--jobs", type=int, default=1, help="runs trained in parallel processes (default 1)")
@@ -37,9 +42,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> None:
-    from .results_page import render
-    from .runner import run_pilot, run_studies
-
+    if args.names[:1] == ["merge"]:
+        merge(args.names[1:], args.out)
+        return
     if args.jobs < 1 or args.threads < 1:
         raise ValueError("--jobs and --threads must be >= 1")
     if args.curve_every < 0:
@@ -67,3 +72,11 @@ def main(args: argparse.Namespace) -> None:
     if not args.no_render:
         page = render(args.out, args.docs, seeds=args.seeds)
         print(f"wrote {page}")
+
+
+def merge(parts: list[str], out: Path) -> None:
+    """``python -m lab study merge PARTS... --out DIR`` (results_file.merge_files), one line per file written."""
+    if not parts:
+        raise ValueError("merge: give the results files to merge, e.g. node1/methods.json node2/methods.json")
+    for target, (before, after) in merge_files([Path(p) for p in parts], out).items():
+        print(f"{target}: {after} runs ({after - before} added)")

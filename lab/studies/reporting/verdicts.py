@@ -1,5 +1,5 @@
-"""The reproduction study's verdicts as short Markdown for the notebooks (the same rules and numbers
-as docs/results.md, computed from ``results/*.json`` at call time, never typed in).
+"""A view: the reproduction study's verdicts as short Markdown for the notebooks and plain rows for the dashboard
+(the same rules and numbers as docs/results.md, computed from ``results/*.json`` at call time, never typed in).
 
 A study that protocol v2 re-runs (whole test split, 5 seeds, the pilot's budget) is read from
 ``results/v2/`` once all its v2 runs are done, as on the page; until then from v1's file, with a
@@ -18,38 +18,18 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from . import spec
-from .claims import comparison_rows, table
-from .cli import ROOT
-from .runner import load_results, missing_runs
-
-RESULTS = ROOT / "results"
-
-
-def _records(name: str, results: Optional[Path]) -> tuple[list[dict], str, str]:
-    """(records, protocol, note): v2's records of a complete v2 study, else v1's (the page's own
-    reading: same records, same order); the note says where v2 stands when v1 is read instead."""
-    from .results_page import study_records, v2_complete
-
-    root, note = Path(results or RESULTS), ""
-    if name in spec.V2_STUDIES and spec.V2_STEPS is not None:
-        data = load_results(root / "v2" / f"{name}.json")
-        if data.get("mode") == "full" and v2_complete(name, data):
-            return study_records(name, data, False, None, "v2"), "v2", ""
-        missing = missing_runs(name, data, False, None, "v2")
-        done = len(data.get("runs", {})) if data.get("mode") == "full" else 0
-        note = (f" Protocol v2 (whole test split, {spec.V2_SEEDS} seeds) has {done} of {done + len(missing)} runs of "
-                "this study: until it is complete, protocol v1's results are the ones shown.")
-    data = load_results(root / f"{name}.json")
-    return (study_records(name, data, quick=False, seeds=None) if data.get("mode") == "full" else []), "v1", note
+from ...experiments.cached import rows_of
+from .looks import final_tests
+from .paper_claims import claim_records, claims_table_rows
+from .section import comparison_rows
+from .stats import table
+from .study_sections import analyse, every_seed, read_study, section_figures
 
 
 def study_verdict(name: str, results: Optional[Path] = None) -> str:
     """Markdown: study ``name``'s paper claim, measured numbers, verdict (and reasons if it does not
     reproduce), with the file and the command; a line saying so when the study was not run."""
-    from .results_page import analyse
-
-    records, protocol, note = _records(name, results)
+    records, protocol, note = read_study(name, results)
     if not records:
         return f"The reproduction study has no full-mode results for `{name}` (`python -m lab study {name}`).{note}"
     s = analyse(name, records, protocol, every_seed(name, records, protocol, results))
@@ -66,9 +46,7 @@ def reproduction_rows(name: str, losses: Optional[Sequence[str]] = None, results
     """Study ``name``'s settings as mean ± std over seeds (rows of :func:`lab.experiments.cached.study_rows`)
     from the records :func:`study_verdict` reads: v2's once the study is complete under v2, else v1's.
     ``losses`` keeps those losses' rows, in that order; ``match`` some settings (``batch_size=32``)."""
-    from ..experiments.cached import rows_of
-
-    records, protocol, _ = _records(name, results)
+    records, protocol, _ = read_study(name, results)
     rows = rows_of(records, f"v2/{name}" if protocol == "v2" else name, **match)
     if losses is None:
         return rows
@@ -81,8 +59,8 @@ def reproduction_rows(name: str, losses: Optional[Sequence[str]] = None, results
 
 def claims_table(name: str, claims: Sequence[tuple[str, str, str, str]], results: Optional[Path] = None) -> str:
     """Markdown table of paired t-tests over seeds, one line per (source, better method, base
-    method, metric), from study ``name``'s records (see :func:`lab.studies.claims.comparison_rows`)."""
-    records, protocol, note = _records(name, results)
+    method, metric), from study ``name``'s records (see :func:`.section.comparison_rows`)."""
+    records, protocol, note = read_study(name, results)
     rows, _ = comparison_rows(records, claims)
     seeds = len({r["seed"] for r in records})
     where = "v2/" if protocol == "v2" else ""
@@ -97,30 +75,15 @@ def claims_table(name: str, claims: Sequence[tuple[str, str, str, str]], results
 def study_details(name: str, results: Optional[Path] = None) -> tuple[str, list[Any]]:
     """(Markdown tables, matplotlib figures) of study ``name``'s section of docs/results.md, from the
     records :func:`study_verdict` reads; ("", []) when the study has no full-mode results."""
-    from .results_page import analyse, section_figures
-
-    records, protocol, _ = _records(name, results)
+    records, protocol, _ = read_study(name, results)
     if not records:
         return "", []
     body = analyse(name, records, protocol, every_seed(name, records, protocol, results)).body
     return body, list(section_figures(name, records, protocol).values())
 
 
-def every_seed(name: str, records: list[dict], protocol: str, results: Optional[Path]) -> list[dict]:
-    """Study 1's runs of every seed the power plan added (v2), else ``records``: what its claims' looks read."""
-    from .power import MAX_SEEDS
-    from .results_page import study_records
-
-    if (name, protocol) != ("methods", "v2"):
-        return records
-    data = load_results(Path(results or RESULTS) / "v2" / f"{name}.json")
-    return study_records(name, data, False, MAX_SEEDS, "v2")
-
-
 def _claim_tests(name: str, results: Optional[Path], families: Optional[Sequence[str]]) -> tuple[list, str, int]:
-    from .looks import final_tests
-
-    records, protocol, _ = _records(name, results)
+    records, protocol, _ = read_study(name, results)
     if name != "methods" or not records:  # the claims of one loss beating another are study 1's
         return [], protocol, 0
     # Holm over each whole family, as on the page, before any row is left out; each claim from its deciding look
@@ -134,16 +97,12 @@ def claims_rows(name: str, results: Optional[Path] = None,
     """The papers' claims study ``name`` tests, one dict per claim as in the page's primary table: family,
     claim, source, the paper's numbers, Δ mAP@R and its 95 % interval (points), p, Holm p within the family,
     n, verdict. Read where :func:`study_verdict` reads; [] for a study that tests no such claim."""
-    from .paper_claims import claim_records
-
     return claim_records(_claim_tests(name, results, families)[0])
 
 
 def claims_markdown(name: str, families: Optional[Sequence[str]] = None, results: Optional[Path] = None) -> str:
     """The page's primary table of study ``name`` (the rows of ``families``, default all), with the line that
     says which protocol's runs it reads; Holm is over each whole family, whichever rows are shown."""
-    from .paper_claims import claims_table_rows
-
     tests, protocol, seeds = _claim_tests(name, results, families)
     if not tests:
         return f"No claims of the papers measured in `{name}` yet (`python -m lab study {name}`)."

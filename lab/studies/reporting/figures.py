@@ -1,7 +1,7 @@
 """Figures of the reproduction studies (``python -m lab study``), drawn from their raw records.
 
 Every builder takes the study's records (dicts from ``results/NAME.json``, see
-:mod:`lab.studies.runner`) and returns a bare matplotlib Figure (no pyplot state) with the
+:mod:`..running.runner`) and returns a bare matplotlib Figure (no pyplot state) with the
 mean over seeds and an error bar of one sample std; ``lab.viz.render.save_png`` writes it.
 Colours: lab.viz.style's colour-blind-safe ``CATEGORIES``, one per method.
 """
@@ -13,8 +13,8 @@ from typing import Any, Sequence
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullLocator
 
-from ..viz.style import CATEGORIES
-from .stats import Records, epoch_minutes, gains_by, mean_std, select
+from ...viz.style import CATEGORIES
+from .stats import Records, epoch_minutes, gains_by, mean_std, paired_interval, seed_ranks, select
 
 CHARS_PER_INCH = 13  # of an 11-pt title: a longer title is cut at the figure's edges
 
@@ -186,8 +186,6 @@ def plot_ranks(records: Records, order: Sequence[str]) -> Figure:
     against the measured ranks. Left: mAP@R of each loss in that row order (bottom row first), mean and 95 %
     t interval, seeds as dots. Right: each loss's rank per seed (mean ± std, 1 = best) against its row's
     rank (1 = best, as everywhere on the page); on the diagonal, the measured order is the row order."""
-    from .stats import paired_interval, seed_ranks
-
     order = [m for m in order if select(records, method=m)]
     fig, (left, right) = _figure(9.5, 3.9, 2, "Papers' row order vs measured ranks (descriptive, not a claim)",
                                  _n(records).replace("± std", "± 95 % CI"))

@@ -1,7 +1,7 @@
 """The results page's GPU runs beside the same runs on the CPU: their time, and their numbers.
 
 Study runs trained again with ``--device cuda`` (``results/gpu/v2/*.json``, read by
-``results_page.gpu_runs``) are the same config and seed as a stored CPU run (their key is the same: the
+``compute.gpu_runs``) are the same config and seed as a stored CPU run (their key is the same: the
 device is not part of it), so each gives a measured ratio of run times. It is not the same run bit for
 bit: another device runs other kernels that sum in other orders, so the metrics differ. The page shows
 both, and how that difference compares with the spread over seeds of the same loss on the CPU, so a

@@ -6,13 +6,14 @@ config as the code of then did. This module trains a run's first ``steps`` steps
 ``config`` in a fresh Python process whose ``lab`` is a given checkout: a clean export of a commit
 (``git archive``, so uncommitted changes play no part) or today's tree. The child uses only what both
 sides share (``TrainConfig.from_dict``, ``Trainer(cfg).step(n)``, the model's ``state_dict``), one torch
-thread on the CPU as the study's runs were trained (``lab.studies.runner.execute``), and prints a sha256
+thread on the CPU as the study's runs were trained (``lab.studies.running.runner.execute``), and prints a sha256
 of the weights and every step's loss, so a difference names the first step it shows in.
 
 tests/test_study_replay.py runs it for runs of protocol v2's study 1 at :data:`TRAINED_AT`.
 """
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import platform
@@ -23,7 +24,9 @@ import tempfile
 from pathlib import Path
 from typing import Any, Sequence
 
-ROOT = Path(__file__).resolve().parents[2]
+import torch
+
+from .paths import RESULTS, ROOT
 
 # The code that trained protocol v2's seed-0 runs of study 1 (started 2026-11-25 14:45-17:30, by their
 # "finished" minus "seconds"; those runs record no commit). eb7e669 was HEAD then; lab/'s training code
@@ -32,9 +35,9 @@ ROOT = Path(__file__).resolve().parents[2]
 # tests/test_study_replay.py checks that span against git's history and the records.
 TRAINED_AT = "eb7e669"
 NEXT_TRAINING_CHANGE = "4e0c22f"
-# What TRAINED_AT's code trained, recorded once (``python -m lab.studies.replay --write``) for a clone
+# What TRAINED_AT's code trained, recorded once (``python -m lab.studies.running.replay --write``) for a clone
 # without the history (a shallow one): comparable only on the same torch and CPU kind (``machine()``).
-FINGERPRINT = ROOT / "results" / "v2" / "replay_fingerprint.json"
+FINGERPRINT = RESULTS / "v2" / "replay_fingerprint.json"
 TRAINING_CODE = ("lab/train", "lab/losses", "lab/core", "lab/data", "lab/models", "lab/__init__.py")
 
 # Runs in the child: only what the stored runs' code and today's both have. The run's own config,
@@ -130,8 +133,6 @@ def first_difference(then: Sequence[str], now: Sequence[str]) -> str:
 
 def machine() -> dict[str, str]:
     """What a CPU run's bits depend on besides the code: torch's version and the vector unit it uses."""
-    import torch
-
     return {"torch": torch.__version__, "cpu_capability": torch.backends.cpu.get_cpu_capability(),
             "machine": platform.machine()}
 
@@ -159,16 +160,14 @@ def read_fingerprint(path: Path = FINGERPRINT) -> dict[str, Any]:
     return data
 
 
-if __name__ == "__main__":  # python -m lab.studies.replay --write: record TRAINED_AT's first steps
-    import argparse
-
-    parser = argparse.ArgumentParser(prog="python -m lab.studies.replay", description=__doc__.split("\n\n")[0])
+if __name__ == "__main__":  # python -m lab.studies.running.replay --write: record TRAINED_AT's first steps
+    parser = argparse.ArgumentParser(prog="python -m lab.studies.running.replay", description=__doc__.split("\n\n")[0])
     parser.add_argument("--write", action="store_true", help=f"(re)write {FINGERPRINT.relative_to(ROOT)}")
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--methods", default="ROADMAP,FastAP", help="seed-0 runs of results/v2/methods.json")
     args = parser.parse_args()
     if args.write:
-        runs = json.loads((ROOT / "results" / "v2" / "methods.json").read_text())["runs"].values()
+        runs = json.loads((RESULTS / "v2" / "methods.json").read_text())["runs"].values()
         wanted = args.methods.split(",")
         chosen = {r["method"]: r["config"] for r in runs if r["seed"] == 0 and r["method"] in wanted}
         missing = sorted(set(wanted) - set(chosen))

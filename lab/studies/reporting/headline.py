@@ -1,19 +1,19 @@
-"""The README's headline on the reproduction study, generated from the raw results (``results/``) with the
-page's own rules, so that the README cannot say more, or other, than docs/results.md: tests/test_study_claims.py
+"""A view: the README's headline on the reproduction study, generated from the raw results (``results/``) with
+the page's own rules, so that the README cannot say more, or other, than docs/results.md: tests/test_study_claims.py
 checks that the README carries this text, word for word."""
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Optional
 
-from .ordering import seed_positions
+from ..running.spec import PAPER_ORDER
 from .looks import final_tests, pending_look
-from .paper_claims import HOLDS
-from .trend_claims import TrendTest, family_headline, trend_tests
+from .ordering import seed_positions
 from .paper_claims import claims_headline
-from .spec import PAPER_ORDER
-from .stats import fmt_p, gains_by, mean_std
+from .stats import HOLDS, fmt_p, gains_by, mean_std
+from .study_sections import every_seed, read_study
 from .sweeps import analyse_bins, analyse_hparams, analyse_memory
+from .trend_claims import TrendTest, family_headline, trend_tests
 
 
 def _listing(values: list[str]) -> str:
@@ -79,9 +79,7 @@ def v1_studies(bins: list[dict], memory: list[dict], hparams: list[dict]) -> str
 
 def readme_headline(results: Optional[Path] = None) -> str:
     """The headline paragraph, from the records the page and the notebooks read (v2 for a complete v2 study)."""
-    from .verdicts import _records, every_seed
-
-    read = {name: _records(name, results) for name in ("methods", "batch_size", "gap", "bins", "memory", "hparams")}
+    read = {name: read_study(name, results) for name in ("methods", "batch_size", "gap", "bins", "memory", "hparams")}
     records = {name: r[0] for name, r in read.items()}
     parts = ["Headline, as measured (docs/results.md has every number and the reasons)."]
     if records["methods"]:

@@ -12,9 +12,8 @@ from __future__ import annotations
 import math
 from typing import Any, NamedTuple, Sequence
 
-from .stats import SIGNIFICANCE, Interval, Records, TTest, holm, paired, paired_interval, paired_ttest
-
-HOLDS, CONTRADICTED, UNRESOLVED = "resolved as in the paper", "contradicted", "not resolved"
+from .stats import (CONTRADICTED, HOLDS, SIGNIFICANCE, UNRESOLVED, Interval, Records, TTest, claim_verdict, fmt_p,
+                    holm, paired, paired_interval, paired_ttest)
 
 
 class Claim(NamedTuple):
@@ -53,6 +52,14 @@ CLAIMS: tuple[Claim, ...] = (
           (("SOP", 55.7, 54.8), ("iNat", 29.5, 27.5))),
 )
 
+# R@1 and mAP@R the papers give each loss of study 1, with where (the descriptive tables' last column).
+PAPER_METHODS = {  # R@1, mAP@R, where
+    "FastAP": (61.28, 24.11, "CUB, supp. T4"), "SoftBinAP": (61.70, 24.29, "CUB, supp. T4"),
+    "BlackBoxAP": (61.96, 23.83, "CUB, supp. T4"), "SmoothAP": (62.45, 24.32, "CUB, supp. T4"),
+    "SupAP": (63.18, 24.90, "CUB, supp. T6 B=128"), "ROADMAP": (64.05, 25.27, "CUB, supp. T4"),
+    "ROADMAP (L_DG*)": (81.9, 55.7, "SOP, SupRank T. II"), "Smooth-R@k": (80.5, 53.7, "SOP, SupRank T. II"),
+    "Sup-R@k": (80.7, 54.2, "SOP, SupRank T. II")}
+
 # mAP@R of the AP losses in every table of the papers that has them all (dataset x backbone settings), in
 # the tables' row order; used to check what the row order says, never to test our runs.
 TABLE_ROWS = ("FastAP", "SoftBinAP", "BlackBoxAP", "SmoothAP", "ROADMAP")
@@ -89,14 +96,6 @@ class ClaimTest(NamedTuple):
     test: TTest
     p_holm: float  # Holm within the claim's family
     verdict: str
-
-
-def claim_verdict(mean_diff: float, p_holm: float, alpha: float = SIGNIFICANCE) -> str:
-    """Resolved when the family's Holm-adjusted p is below ``alpha``: as in the paper when the mean of
-    better - worse is positive, contradicted when negative; else not resolved."""
-    if math.isnan(p_holm) or p_holm >= alpha:
-        return UNRESOLVED
-    return HOLDS if mean_diff > 0 else CONTRADICTED
 
 
 def claim_tests(records: Records, claims: Sequence[Claim] = CLAIMS, metric: str = "mAP@R",
@@ -146,10 +145,6 @@ def claims_headline(tests: Sequence[ClaimTest]) -> str:
             + f", {sum(t.verdict == UNRESOLVED for t in tests)} not resolved")
 
 
-def fmt_p(p: float) -> str:
-    return "—" if math.isnan(p) else ("< 0.001" if p < 0.001 else f"{p:.3f}")
-
-
 def claim_records(tests: Sequence[ClaimTest]) -> list[dict[str, Any]]:
     """The tests as plain dicts (the dashboard's Reproduction view): points for Δ and its interval."""
     return [{"family": t.claim.family, "claim": f"{t.claim.better} > {t.claim.worse}", "source": t.claim.source,
@@ -170,14 +165,3 @@ def families_text(tests: Sequence[ClaimTest]) -> str:
     for t in tests:
         sizes[t.claim.family] = sizes.get(t.claim.family, 0) + 1
     return "\n".join(f"- *{f}* (Holm over {n}): {FAMILIES[f]}." for f, n in sizes.items())
-
-
-PAPER_BATCH = {  # supp. Table 6 (ResNet-50): batch -> (SupAP, ROADMAP) mAP@R per dataset
-    "CUB": {32: (24.12, 24.97), 128: (24.9, 25.38), 224: (25.13, 25.51), 384: (25.27, 25.36)},
-    "SOP": {32: (53.85, 54.68), 128: (55.65, 56.64), 224: (55.75, 56.55), 384: (55.78, 56.47)},
-    "iNat": {32: (17.13, 20.43), 128: (24.77, 27.13), 224: (26.32, 27.74), 384: (27.24, 27.85)}}
-
-
-def paper_gains(dataset: str) -> dict[int, float]:
-    """Relative mAP@R gain (%) of ROADMAP over SupAP per batch size, from supp. Table 6."""
-    return {b: 100 * (r - s) / s for b, (s, r) in PAPER_BATCH[dataset].items()}

@@ -1,8 +1,10 @@
-"""Statistics over seeds: mean +- std, the paired t-test of ROADMAP supp. B.4, relative gains, verdicts.
+"""Statistics over seeds: mean +- std, the paired t-test of ROADMAP supp. B.4, relative gains, verdicts, and the
+few formats every section of the page shares (a summary, a p-value, a list of seeds, a Markdown table).
 
 Everything takes plain lists of floats (one value per seed) or raw-results records, so the
 report and the tests share one implementation. Std is the sample standard deviation (ddof=1),
-as the ± of the papers' tables over 5 runs.
+as the ± of the papers' tables over 5 runs. scipy (a dev extra, not a dependency of ``lab``) is imported by
+the functions that test, so that importing the studies needs none.
 """
 from __future__ import annotations
 
@@ -12,6 +14,8 @@ from typing import Any, Iterable, NamedTuple, Optional, Sequence
 Records = Sequence[dict[str, Any]]  # a study's raw results: one dict per run (results/NAME.json)
 
 SIGNIFICANCE = 0.05  # a claim "reproduces" when the paired test rejects equality at this level
+# A claim of the papers (study 1's, and the trend claims of studies 2, 4 and 5) gets one of three verdicts.
+HOLDS, CONTRADICTED, UNRESOLVED = "resolved as in the paper", "contradicted", "not resolved"
 
 
 class Summary(NamedTuple):
@@ -124,6 +128,20 @@ def compare(records: Sequence[dict[str, Any]], metric: str, better: dict[str, An
 
 def fmt_p(p: float) -> str:
     return "—" if math.isnan(p) else ("< 0.001" if p < 0.001 else f"{p:.3f}")
+
+
+def fmt_seeds(seeds: Sequence[int]) -> str:
+    """'0-4' for consecutive seeds, else '0, 2, 3'."""
+    return (f"{seeds[0]}-{seeds[-1]}" if len(seeds) > 1 and list(seeds) == list(range(seeds[0], seeds[-1] + 1))
+            else ", ".join(map(str, seeds)))
+
+
+def claim_verdict(mean_diff: float, p_holm: float, alpha: float = SIGNIFICANCE) -> str:
+    """Resolved when the family's Holm-adjusted p is below ``alpha``: as in the paper when the mean of
+    better - worse is positive, contradicted when negative; else not resolved."""
+    if math.isnan(p_holm) or p_holm >= alpha:
+        return UNRESOLVED
+    return HOLDS if mean_diff > 0 else CONTRADICTED
 
 
 def gains_by(records: Records, field: str, metric: str = "mAP@R", base: str = "SupAP",

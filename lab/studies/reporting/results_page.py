@@ -1,62 +1,38 @@
-"""Render ``docs/results.md`` and ``docs/figures/study_*.png`` from the raw results, without training.
+"""A view: render ``docs/results.md`` and ``docs/figures/study_*.png`` from the raw results, without training.
 
     python -m lab study --render            # results/*.json -> docs/results.md + figures
 
 Each study's section: the paper's claim (numbers, table / figure), our measurement (mean ± std
 over n seeds), the verdict and, when it is not "reproduces", the most likely reasons; the
-command and the time it took; which runs are missing and how to complete them.
+command and the time it took; which runs are missing and how to complete them. The page lays out the
+sections (:mod:`.study_sections` and the section modules beside it); it computes no statistic itself.
 """
 from __future__ import annotations
 
 import json
 import time
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
-from . import spec
-from .claims import Section, analyse_batch_size, analyse_gap, analyse_methods, table
+from ...viz.render import save_png
+from ..running import spec
+from ..running.results_file import load_results
+from ..running.runner import missing_runs
+from ..running.spec import FULL_SEEDS, QUICK_SEEDS, V2_SEEDS, V2_STUDIES, study_runs
+from .budget_table import budget_table, train_images
 from .code_versions import code_versions, pilot_replay
-from .gpu_time import gpu_time
-from .ordering import _seeds, analyse_methods_v2, pilot_section
+from .compute import GPU_RESULTS, compute_paragraph, gpu_runs
+from .curves import curves_lines
+from .figures import plot_pilot
+from .ordering import pilot_section
 from .power import MAX_SEEDS
-from .runner import load_results, missing_runs
-from .spec import (ALPHA, BATCH_SIZES, BINS, FULL_BASE, FULL_SEEDS, HPARAMS, METHODS, QUICK_BASE, QUICK_SEEDS,
-                   V2_BASE, V2_SEEDS, V2_STUDIES, XBM_FRACTION, XBM_WARMUP, RunSpec, study_runs)
-from .sweeps import analyse_bins, analyse_hparams, analyse_memory, hparam_baseline
-
-PAGE = ("methods", "batch_size", "hparams", "bins", "gap", "memory")  # the paper order of docs/results.md
-ANALYSE: dict[str, Callable[[list], Section]] = {
-    "methods": analyse_methods, "batch_size": analyse_batch_size, "hparams": analyse_hparams, "bins": analyse_bins,
-    "gap": analyse_gap, "memory": analyse_memory}
-ANALYSE_V2: dict[str, Callable[[list], Section]] = {**ANALYSE, "methods": analyse_methods_v2}
-TITLES = {"methods": "1. Rank losses compared", "batch_size": "2. Batch size", "hparams": "3. Hyper-parameters",
-          "bins": "4. Number of bins", "gap": "5. Decomposability gap", "memory": "6. Memory bank"}
-
-
-def analyse(name: str, records: list[dict[str, Any]], protocol: str = "v1",
-            every_seed: Optional[list[dict[str, Any]]] = None) -> Section:
-    """Study ``name``'s section from its records (seeds 0-4 in v2); ``every_seed``: study 1's runs of every seed
-    found, whose claims the power plan's looks decide (v2 only)."""
-    if protocol == "v2" and name == "methods":
-        return analyse_methods_v2(records, every_seed)
-    return (ANALYSE_V2 if protocol == "v2" else ANALYSE)[name](records)
-
-
-def section_figures(name: str, records: list[dict[str, Any]], protocol: str) -> dict[str, Any]:
-    """{file stem: figure} of a study's section."""
-    from . import figures as plots  # matplotlib is imported only when a figure is drawn
-
-    suffix = "" if protocol == "v1" else f"_{protocol}"
-    if name == "hparams":
-        return {f"study_{name}": plots.plot_hparams(records, baseline=hparam_baseline(records))}
-    out = {f"study_{name}{suffix}": getattr(plots, f"plot_{name}")(records)}
-    if name == "methods" and protocol == "v2":
-        out[f"study_ranks{suffix}"] = plots.plot_ranks(records, spec.PAPER_ORDER)
-    return out
+from .stats import fmt_seeds, table
+from .study_sections import PAGE, TITLES, analyse, section_figures, study_records, v2_complete
+from .trend_claims import trend_section, trend_tests
 
 
 def _seed_list(records: list[dict[str, Any]]) -> str:
-    return _seeds(sorted({r["seed"] for r in records}))
+    return fmt_seeds(sorted({r["seed"] for r in records}))
 
 
 def _minutes(seconds: float) -> str:
@@ -102,56 +78,6 @@ def _timing(data: dict[str, Any], records: list[dict[str, Any]], complete: bool 
     return text
 
 
-def _budget(quick: bool, seeds: int, train_images: Optional[int], protocol: str = "v1") -> str:
-    base = QUICK_BASE if quick else FULL_BASE if protocol == "v1" else dict(V2_BASE, steps=spec.V2_STEPS or 0)
-    images = f"{train_images:,} training images" if train_images else "the training split"
-    data = (f"glyphs ({images}; test classes held out)"
-            + (f", {base['dataset_kwargs']}" if base["dataset_kwargs"] else ""))
-    rows = [
-        ["data", data],
-        ["model", f"{base['model']}, {base['embed_dim']}-d embeddings, trained from scratch"],
-        ["optimisation", f"{base['optimizer']}, lr {base['lr']:g} (backbone and head), no schedule, no weight decay"],
-        ["batches", f"{base['batch_size']} = {base['batch_size'] // base['m']} classes x m = {base['m']} images"],
-        ["steps", (f"{base['steps']} per run (study 2: the same {base['steps'] * base['batch_size']:,} images at every "
-                   "batch size, so steps = that / B)" + (" — where the pilot's learning curve plateaus" if
-                                                         protocol == "v2" else ""))
-         if base["steps"] else "not fixed yet: the pilot fixes them (`python -m lab study pilot`)"],
-        ["losses", "each loss's defaults in `lab.losses` (the papers' values: τ = 0.01, ρ = 100, λ = 0.5, α = 0.9, "
-                   "β = 0.6; L_DG* with λ = 0.1; FastAP 10 bins, SoftBinAP 20)"],
-        ["evaluation", "held-out test classes, every image querying all others (full gallery): " +
-         ("the whole test split" if base["eval_max_items"] is None else
-          f"a fixed random subset of ~{base['eval_max_items']:,} images of whole test classes, drawn from the run's "
-          "seed (so paired runs share it)")],
-        ["seeds", f"{', '.join(map(str, range(seeds)))} (the seed fixes initial weights, batches, augmentations"
-                  + (" and evaluation classes)" if base["eval_max_items"] is not None else ")")],
-        ["grids", f"study 1: {len(METHODS)} losses; study 2: B ∈ {BATCH_SIZES}" + ("; study 5: the runs of study 2"
-         if protocol == "v2" else "; study 3: " + "; ".join(f"{p} ∈ {v}" for p, _, v in HPARAMS) +
-         f" (margin via β, α = {ALPHA}); study 4: bins ∈ {BINS}; study 6: memory of "
-         f"{round(XBM_FRACTION * 14752):,} embeddings, loss on it from {XBM_WARMUP:.0%} of the steps")],
-        ["compute", "1 torch thread per run, 2 runs in parallel (`--jobs 2`) on the 2 shared cores"],
-    ]
-    return table(["setting", "value"], rows)
-
-
-def _train_images(quick: bool) -> Optional[int]:
-    try:
-        from ..data import build_dataset
-
-        return len(build_dataset("glyphs", "train", **(QUICK_BASE if quick else FULL_BASE)["dataset_kwargs"]))
-    except Exception:  # noqa: BLE001 - the page is still worth writing without the count
-        return None
-
-
-def study_records(name: str, data: dict[str, Any], quick: bool, seeds: Optional[int],
-                  protocol: str = "v1") -> list[dict[str, Any]]:
-    """One record per run of the study, in the order it lists them (methods as in the paper's tables).
-    A finished run stands for every spec of the study with its config: e.g. the default SupAP run is
-    the λ = 0, ρ = 100 and τ = 0.01 points of study 3 at once, so it is listed once per point."""
-    runs = data.get("runs", {})
-    return [{**runs[spec.key], "method": spec.method, "seed": spec.seed, "params": spec.params}
-            for spec in study_runs(name, quick, seeds, protocol) if spec.key in runs]
-
-
 def _section(name: str, data: dict[str, Any], quick: bool, seeds: Optional[int], figures: Path,
              docs: Path, protocol: str = "v1") -> tuple[str, list[str]]:
     level = "###" if protocol == "v2" else "##"
@@ -183,8 +109,6 @@ def _section(name: str, data: dict[str, Any], quick: bool, seeds: Optional[int],
              + ("" if s.verdict == "reproduces" or not s.if_not else f" Most likely reasons: {s.if_not}"),
              "", s.body, ""]
     if figures is not None:
-        from ..viz.render import save_png
-
         for stem, fig in section_figures(name, records, protocol).items():
             path = save_png(fig, figures / f"{stem}.png")
             lines += [f"![{s.title}]({path.relative_to(docs).as_posix()})", ""]
@@ -202,97 +126,6 @@ def _section(name: str, data: dict[str, Any], quick: bool, seeds: Optional[int],
     verdict = f"provisional: {s.verdict}" if missing else s.verdict
     done = f"{len(records)} / {len(records) + len(missing)}"
     return "\n".join(lines), [s.title.split(" (")[0], s.measured, verdict, done]
-
-
-def _compute(datas: dict[str, dict[str, Any]], wanted: Optional[list[RunSpec]] = None,
-             gpu: Optional[list[dict[str, Any]]] = None) -> str:
-    """What a protocol's finished runs cost (wall time with 1 torch thread per run, and CPU time, summed)
-    and, with ``wanted`` (its distinct runs), what the runs left should cost at the same pace; ``gpu``:
-    runs of the protocol trained with ``--device cuda`` (:func:`gpu_runs`), for its time on a GPU."""
-    runs = {key: rec for data in datas.values() for key, rec in data.get("runs", {}).items()}
-    if not runs:
-        return ""
-    wall = sum(r["seconds"] for r in runs.values()) / 3600
-    cpu = sum(r.get("train_cpu_seconds", 0.0) for r in runs.values()) / 3600
-    text = (f"**Compute.** {len(runs)} distinct runs: {wall:.1f} h of run time summed (1 torch thread each, 2 in "
-            f"parallel on 2 cores: about {wall / 2:.1f} h of wall time), of which {cpu:.1f} h of CPU time in training.")
-    left = [s for s in wanted or [] if s.key not in runs]
-    if left:
-        more = [expected_cost(s, list(runs.values())) for s in left]
-        more_wall, more_cpu = (sum(m[i] for m in more) / 3600 for i in (0, 1))
-        text += (f" The {len(left)} run{'' if len(left) == 1 else 's'} left should take about {more_wall:.1f} h more "
-                 f"({more_wall / 2:.1f} h of wall "
-                 f"time with 2 jobs; {more_cpu:.1f} h of training CPU), each estimated from the finished runs of its "
-                 f"loss and batch size: the whole protocol about {wall + more_wall:.0f} h of run time, "
-                 f"{cpu + more_cpu:.0f} h of training CPU.")
-    if gpu:
-        return text + " " + _gpu_compute(gpu, runs, wanted or []) + "\n\n" + gpu_time(gpu, runs)
-    return text + (" On a GPU the same protocol runs unchanged with `--device cuda` (the device is not part of a run's "
-                   "key); its time there is not measured: no study run has been made on a GPU yet "
-                   "(one seed of study 1, "
-                   "`python -m lab study methods --protocol v2 --seeds 1 --device cuda --out "
-                   f"results/{GPU_RESULTS} --no-render`, puts it here).")
-
-
-GPU_RESULTS = "gpu"  # results/gpu/v2/*.json: runs of protocol v2 trained with --device cuda, for their time only
-
-
-def gpu_runs(folder: Path) -> list[dict[str, Any]]:
-    """The runs of every results file in ``folder`` (e.g. results/gpu/v2) that were trained on a CUDA device."""
-    records = [r for path in sorted(folder.glob("*.json")) for r in load_results(path).get("runs", {}).values()]
-    return list({r["key"]: r for r in records if str(r.get("device", "")).startswith("cuda")}.values())
-
-
-def _gpu_compute(gpu: list[dict[str, Any]], cpu_runs: dict[str, dict[str, Any]], wanted: list[RunSpec]) -> str:
-    """The GPU sentence: the runs measured there against the same runs on the CPU, and the protocol's
-    distinct runs at the GPU's pace (a run not measured there: its loss's GPU seconds per step times its
-    steps, plus the mean evaluation time)."""
-    names = sorted({r.get("accelerator") or r["device"] for r in gpu})
-    mean = sum(r["seconds"] for r in gpu) / len(gpu)
-    same = [(r["seconds"], cpu_runs[r["key"]]["seconds"]) for r in gpu if r["key"] in cpu_runs]
-    text = (f"On a GPU ({', '.join(names)}; `--device cuda`, the same runs, results/{GPU_RESULTS}/v2/) {len(gpu)} "
-            f"run{'' if len(gpu) == 1 else 's'} took {mean:.0f} s each on average")
-    if same:
-        ratio = sum(c for _, c in same) / sum(g for g, _ in same)
-        text += (f", {ratio:.1f}x faster" if ratio >= 1 else f", {1 / ratio:.1f}x slower") + (
-            f" than the same {len(same)} on one CPU core")
-    if not wanted:
-        return text + "."
-    evaluation = sum(r["seconds"] - r["train_seconds"] for r in gpu) / len(gpu)
-    by_key = {r["key"]: r for r in gpu}
-    total, scaled = 0.0, 0
-    for run in wanted:
-        if run.key in by_key:
-            total += by_key[run.key]["seconds"]
-            continue
-        alike = [r for r in gpu if r["loss"] == run.config["loss"]] or gpu
-        total += sum(r["seconds_per_step"] for r in alike) / len(alike) * run.config["steps"] + evaluation
-        scaled += 1
-    return text + (f". The protocol's {len(wanted)} distinct runs would take about {total / 3600:.1f} h there, "
-                   "one at a time"
-                   + (f" ({scaled} of them estimated from their loss's measured seconds per step times their "
-                              "steps, assuming a step costs the same at every batch size)." if scaled else "."))
-
-
-def expected_cost(run: RunSpec, finished: list[dict[str, Any]]) -> tuple[float, float]:
-    """(run seconds, training CPU seconds) to expect of a run not trained yet: the mean over the
-    finished runs of the same config but the seed, else of the same batch size, else of all."""
-    def config(rec_or_spec: dict) -> dict:
-        return {k: v for k, v in rec_or_spec.items() if k != "seed"}
-
-    for alike in (lambda r: config(r["config"]) == config(run.config),
-                  lambda r: r["config"].get("batch_size") == run.config.get("batch_size"),
-                  lambda r: True):
-        chosen = [r for r in finished if alike(r)]
-        if chosen:
-            return (sum(r["seconds"] for r in chosen) / len(chosen),
-                    sum(r.get("train_cpu_seconds", 0.0) for r in chosen) / len(chosen))
-    raise ValueError("finished must hold at least one run")
-
-
-def v2_complete(name: str, data: dict[str, Any], seeds: Optional[int] = None) -> bool:
-    """True once every protocol v2 run of study ``name`` is in ``data`` (its v2 results file)."""
-    return spec.V2_STEPS is not None and not missing_runs(name, data, False, seeds, "v2")
 
 
 def _v2_part(out: Path, docs: Path, seeds: Optional[int]) -> tuple[list[str], set[str]]:
@@ -327,27 +160,20 @@ def _v2_part(out: Path, docs: Path, seeds: Optional[int]) -> tuple[list[str], se
              f"- {V2_SEEDS} seeds, as in the papers;",
              "- a budget where the learning curve of the papers' best loss has plateaued, picked by the pilot below;",
              "- the papers' batch composition (B = 128 = 32 × 4) and each loss's defaults.", "",
-             _budget(False, seeds or V2_SEEDS, _train_images(False), "v2"), "", pilot_section(pilot), "",
+             budget_table(False, seeds or V2_SEEDS, train_images(False), "v2"), "", pilot_section(pilot), "",
              *([replay, ""] if (replay := pilot_replay(_json(folder / "pilot_replay.json"))) else [])]
     if pilot.get("curve"):
-        from ..viz.render import save_png
-        from .figures import plot_pilot
-
         path = save_png(plot_pilot(pilot["curve"], pilot.get("plateau_step")), docs / "figures" / "study_pilot_v2.png")
         lines += [f"![Pilot learning curve]({path.relative_to(docs).as_posix()})", ""]
     if spec.V2_STEPS is not None:
-        from .curves import curves_lines
-
         lines += curves_lines(study_records("methods", datas["methods"], False, MAX_SEEDS, "v2"), pilot, docs)
     lines += ["### Summary (v2)", "", table(["study", "measured", "verdict", "runs done"], summary), "",
-              _compute(datas, list(distinct.values()), gpu_runs(out / GPU_RESULTS / "v2")), "", *sections]
+              compute_paragraph(datas, list(distinct.values()), gpu_runs(out / GPU_RESULTS / "v2")), "", *sections]
     return lines, complete
 
 
 def _other_claims(out: Path, datas: dict[str, dict[str, Any]]) -> str:
     """The primary table's families of studies 2, 4 and 5: v2's batch-size and gap runs, v1's bins runs."""
-    from .trend_claims import trend_section, trend_tests
-
     bins = load_results(out / "bins.json")
     records = {name: study_records(name, datas[name], False, None, "v2") for name in ("batch_size", "gap")}
     records["bins"] = study_records("bins", bins, False, None) if bins.get("mode") == "full" else []
@@ -401,7 +227,7 @@ def render(out: Path, docs: Path, seeds: Optional[int] = None) -> Path:
         "`docs/reproduce-on-gpu.md` has the full-size recipes.", "",
         *v2_lines, *v1_intro,
         "## Budget" + (" (v1)" if superseded else ""), "",
-        _budget(quick, seeds or (QUICK_SEEDS if quick else FULL_SEEDS), _train_images(quick)), "",
+        budget_table(quick, seeds or (QUICK_SEEDS if quick else FULL_SEEDS), train_images(quick)), "",
         "## Summary" + (" (v1)" if superseded else ""), "",
         table(["study", "measured", "verdict", "runs done"], summary),
         "", *sections,
@@ -412,4 +238,4 @@ def render(out: Path, docs: Path, seeds: Optional[int] = None) -> Path:
     return path
 
 
-__all__ = ["render", "PAGE"]
+__all__ = ["render"]

@@ -1,53 +1,25 @@
-"""Each study's claim from the papers (with their numbers), what we measured, and the verdict.
+"""The sections of studies 1 (protocol v1), 2 and 5: each study's claim from the papers (with their numbers),
+what we measured, and the verdict.
 
-An ``analyse_*`` function turns a study's raw records into a :class:`Section`: Markdown tables
+An ``analyse_*`` function turns a study's raw records into a :class:`.section.Section`: Markdown tables
 of mean ± std over seeds, paired t-tests, and a verdict computed by a rule fixed in the code
-(:func:`lab.studies.stats.verdict` and the trend rules below), never typed in by hand. The
+(:func:`.stats.verdict` and the trend claims' tests), never typed in by hand. The
 papers' numbers are citations (tables and figures named next to them).
 """
 from __future__ import annotations
 
 import math
-from typing import Any, NamedTuple, Sequence
+from typing import Any, Sequence
 
-from .paper_claims import HOLDS, PAPER_BATCH, paper_gains
-from .stats import Records, compare, fmt, fmt_p, gains_by, mean_std, paired, relative_decrease, select, summarise, table
-
-
-class Section(NamedTuple):
-    title: str
-    claim: str  # the paper's claim, with its numbers and source
-    measured: str  # one line: our headline number(s)
-    verdict: str
-    body: str  # Markdown: tables and comparisons
-    if_not: str  # the most likely reasons when the verdict is not "reproduces"
-
-
-def points(s) -> str:
-    """A difference of metrics in points (percent), signed: '+1.2 ± 0.4'."""
-    if s.n == 0:
-        return "—"
-    return f"{100 * s.mean:+.2f}" + ("" if s.n < 2 or math.isnan(s.std) else f" ± {100 * s.std:.2f}")
-
-
-def comparison_rows(records: Records, claims: Sequence[tuple[str, str, str, str]]) -> tuple[list[list[str]], dict]:
-    """Rows (claim, metric, Δ, t, p, verdict) for (source, better method, base method, metric)."""
-    rows, results = [], {}
-    for source, better, base, metric in claims:
-        c = compare(records, metric, {"method": better}, {"method": base})
-        results[(better, base, metric)] = c
-        t = "—" if math.isnan(c["t"]) else f"{c['t']:.2f}"
-        rows.append([f"{better} > {base} ({source})", metric, points(c["diff"]), t, fmt_p(c["p"]), c["verdict"]])
-    return rows, results
+from ...data import build_dataset
+from .paper_claims import PAPER_METHODS
+from .section import Section, comparison_rows, points
+from .stats import (HOLDS, Records, compare, fmt, fmt_p, gains_by, mean_std, paired, relative_decrease, select,
+                    summarise, table)
+from .trend_claims import PAPER_BATCH, family_headline, paper_gains, trend_tests
 
 
 # ----------------------------------------------------------------------------- study 1
-PAPER_METHODS = {  # R@1, mAP@R, where
-    "FastAP": (61.28, 24.11, "CUB, supp. T4"), "SoftBinAP": (61.70, 24.29, "CUB, supp. T4"),
-    "BlackBoxAP": (61.96, 23.83, "CUB, supp. T4"), "SmoothAP": (62.45, 24.32, "CUB, supp. T4"),
-    "SupAP": (63.18, 24.90, "CUB, supp. T6 B=128"), "ROADMAP": (64.05, 25.27, "CUB, supp. T4"),
-    "ROADMAP (L_DG*)": (81.9, 55.7, "SOP, SupRank T. II"), "Smooth-R@k": (80.5, 53.7, "SOP, SupRank T. II"),
-    "Sup-R@k": (80.7, 54.2, "SOP, SupRank T. II")}
 METHOD_CLAIMS = [("supp. B.4", "ROADMAP", "SmoothAP", "mAP@R"), ("supp. B.4", "ROADMAP", "SmoothAP", "R@1"),
                  ("Table 1", "ROADMAP", "FastAP", "mAP@R"), ("Table 1", "ROADMAP", "SoftBinAP", "mAP@R"),
                  ("Table 1", "ROADMAP", "BlackBoxAP", "mAP@R"), ("Table 2, H⁻", "SupAP", "SmoothAP", "mAP@R"),
@@ -102,8 +74,6 @@ def analyse_methods(records: Records) -> Section:
 def proxy_updates(records: Records) -> float:
     """How often, on average, a class is in a batch (its proxy pulled towards it) in one run:
     steps x classes per batch / training classes."""
-    from ..data import build_dataset
-
     r = next(r for r in records if r["method"] == "ROADMAP (L_DG*)")
     cfg = r["config"]
     labels = build_dataset(cfg["dataset"], "train", **cfg["dataset_kwargs"]).labels[:, 0]
@@ -149,8 +119,6 @@ def analyse_batch_size(records: Records) -> Section:
                      fmt(mean_std(g), scale=1.0), fmt_p(c["p"]), paper])
     means = [mean_std(g).mean for g in gains.values()]
     # The verdict is the paper's statement tested (the family "batch size" of the primary table), not a shape.
-    from .trend_claims import family_headline, trend_tests
-
     tests = trend_tests({"batch_size": records})
     verdict = family_headline(tests, "batch size") if tests else "not measured"
     # A batch size where only one of the two losses has run yet has no gain: "—", never "+nan".
@@ -200,8 +168,6 @@ def analyse_gap(records: Records, at: int = 128) -> Section:
     measured = ("relative decrease of the held-out gap, " + ", ".join(
         f"B = {b}: {fmt(d, 1.0)} % (p {fmt_p(c['p'])})" for b, (d, c) in by_b.items())
         + f"; n = {main['n']}, p paired and per batch size") if main["n"] else "—"
-    from .trend_claims import family_headline, trend_tests
-
     tests = trend_tests({"gap": records})
     verdict = family_headline(tests, "decomposability gap") if tests else "not measured"
     body = "\n\n".join([
@@ -232,7 +198,7 @@ def gap_decreases(records: Records) -> dict[int, tuple[Any, dict]]:
 
 def gap_reasons(tests: Sequence[Any], by_b: dict[int, tuple[Any, dict]], at: int) -> str:
     """Why some batch sizes miss while others do not: which ones the family's Holm-corrected tests resolve
-    (``tests``: :func:`lab.studies.trend_claims.trend_tests` of the gap, one per batch size), and the spread
+    (``tests``: :func:`.trend_claims.trend_tests` of the gap, one per batch size), and the spread
     against the mean where it misses; "" when every batch size resolves."""
     resolved = [t.claim.batch_size for t in tests if t.verdict == HOLDS]
     missed = [(t.claim.batch_size, t) for t in tests if t.verdict != HOLDS]

@@ -1,20 +1,21 @@
 """A re-run's final weights evaluated by the code that evaluated the stored run: is it the same run?
 
-A re-run's curve may join a stored run only if the re-run is that run (``lab.studies.curves``). Its numbers
-say so when they agree bit for bit, but the evaluation itself changed after the first v2 runs (44a7127: two
-float reductions), so a re-run evaluated by today's code can differ in a last bit that says nothing about
+A re-run's curve may join a stored run only if the re-run is that run (``lab.studies.running.rerun_curves``).
+Its numbers say so when they agree bit for bit, but the evaluation itself changed after the first v2 runs
+(44a7127: two float reductions), so a re-run evaluated by today's code can differ in a last bit that says nothing about
 the weights. This settles it directly: the re-run's config is trained again by the re-run's code (the same
 trajectory: evaluating on the way does not move a run), its final weights are saved, and both codes
-evaluate them in fresh processes, as ``lab.studies.runner.execute`` does (``Trainer.evaluate`` and the
+evaluate them in fresh processes, as ``lab.studies.running.runner.execute`` does (``Trainer.evaluate`` and the
 held-out gap). The re-run's code must give the re-run's record bit for bit (this training is the re-run),
 and the stored run's code the stored record bit for bit (the re-run's weights are the stored run's).
 
-    python -m lab.studies.evaluated_then RERUNS STORED --train-at CHECKOUT --then eb7e669 --out CHECKS.json
+    python -m lab.studies.running.evaluated_then RERUNS STORED --train-at CHECKOUT --then eb7e669 --out CHECKS.json
 
-``CHECKS`` (results/v2/rerun_checks.json) is what ``python -m lab.studies.curves --checked`` reads.
+``CHECKS`` (results/v2/rerun_checks.json) is what ``python -m lab.studies.running.rerun_curves --checked`` reads.
 """
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import subprocess
@@ -23,7 +24,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from .replay import ROOT, _git, export_lab, resolve
+from ...core.files import write_text_atomic
+from .paths import RESULTS
+from .replay import _git, export_lab, resolve
 
 # Numbers execute() records from the evaluation: each must agree bit for bit.
 EVALUATED = ("R@1", "R@2", "R@4", "R@8", "mAP", "mAP@R", "num_queries", "gap_train_probe", "gap_heldout")
@@ -107,17 +110,14 @@ def verified(checked: dict[str, Any], stored: dict[str, Any], rerun: dict[str, A
 
 
 if __name__ == "__main__":
-    import argparse
-
-    from ..core.files import write_text_atomic
-
-    parser = argparse.ArgumentParser(prog="python -m lab.studies.evaluated_then", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m lab.studies.running.evaluated_then",
+                                     description=__doc__.split("\n\n")[0])
     parser.add_argument("reruns", type=Path)
     parser.add_argument("stored", type=Path)
     parser.add_argument("--train-at", type=Path, required=True, help="a checkout of the re-runs' commit")
     parser.add_argument("--then", default="eb7e669", help="the commit that evaluated the stored runs")
     parser.add_argument("--keys", default="", help="comma-separated keys (default: every re-run)")
-    parser.add_argument("--out", type=Path, default=ROOT / "results" / "v2" / "rerun_checks.json")
+    parser.add_argument("--out", type=Path, default=RESULTS / "v2" / "rerun_checks.json")
     args = parser.parse_args()
     reruns, stored = json.loads(args.reruns.read_text())["runs"], json.loads(args.stored.read_text())["runs"]
     checks = json.loads(args.out.read_text()) if args.out.exists() else {}

@@ -1,6 +1,6 @@
 """Claims and verdicts of the sweep studies: hyper-parameters (3), bin count (4), memory bank (6).
 
-Same conventions as :mod:`lab.studies.claims`: the verdict rules are fixed here and applied
+Same conventions as :mod:`.claims`: the verdict rules are fixed here and applied
 to whatever the raw records hold.
 """
 from __future__ import annotations
@@ -8,8 +8,9 @@ from __future__ import annotations
 import math
 from typing import Any, Sequence
 
-from .claims import Records, Section, comparison_rows, table
-from .stats import epoch_minutes, fmt, mean_std, select, summarise
+from .section import Section, comparison_rows
+from .stats import SIGNIFICANCE, Records, compare, epoch_minutes, fmt, mean_std, select, summarise, table
+from .trend_claims import family_headline, trend_tests
 
 STABLE_TAU = (0.001, 0.05)  # supp. Fig. 12a: "stable with small values of tau, i.e. in [0.001, 0.05]"
 
@@ -120,8 +121,6 @@ def _why_not_hparams(records: Records, verdicts: dict[str, tuple[str, str]]) -> 
 
 def tied_with_peak(records: Records, method: str, peak: Any, bins: Sequence[int]) -> list[int]:
     """The other bin counts whose R@1 the paired t-test does not resolve below ``peak``'s (p >= 0.05 or not below)."""
-    from .stats import SIGNIFICANCE, compare
-
     tied = []
     for n in bins:
         if n == peak:
@@ -147,8 +146,6 @@ def analyse_bins(records: Records) -> Section:
         best[m] = max(means, key=lambda n: -math.inf if math.isnan(means[n]) else means[n])
     # The verdict tests what FastAP Sec. 4.4 says (10 bins above fewer and more), not where the best mean lies:
     # on a flat curve any bin count can hold the best mean.
-    from .trend_claims import family_headline, trend_tests
-
     tests = trend_tests({"bins": records})
     verdict = family_headline(tests, "FastAP's bins") if tests else "not measured"
     measured = "; ".join(f"{m}: best mean R@1 at {n} bins" + (

@@ -1,4 +1,4 @@
-"""The power plan's looks (:mod:`lab.studies.power`), applied to whatever runs of study 1 exist.
+"""The power plan's looks (:mod:`.power`), applied to whatever runs of study 1 exist, and their section.
 
 Look 0 tests every claim on seeds 0-4 at α = 0.05 (Holm within each family). Each further look (n = 10, then
 15) re-tests only the claims still not resolved, on seeds 0..n-1 of both their losses, Holm within each family
@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import NamedTuple, Sequence
 
-from .paper_claims import CLAIMS, UNRESOLVED, Claim, ClaimTest, claim_tests
+from .paper_claims import CLAIMS, Claim, ClaimTest, claim_tests, claims_table_rows, delta_cell
 from .power import FIRST_SEEDS, LOOK_ALPHA, LOOKS
-from .stats import SIGNIFICANCE, Records
+from .stats import SIGNIFICANCE, UNRESOLVED, Records, fmt_p, table
 
 
 class Look(NamedTuple):
@@ -96,17 +96,12 @@ def pending_look(records: Records, claims: Sequence[Claim] = CLAIMS) -> Look | N
 def primary_rows(statuses: Sequence[Status]) -> list[list[str]]:
     """The primary table's rows: a claim's row of its deciding test (:func:`claims_table_rows`) with the look
     that stands inserted before the verdict."""
-    from .paper_claims import claims_table_rows
-
     return [row[:-1] + [s.look, row[-1]] for s, row in zip(statuses, claims_table_rows([s.test for s in statuses]))]
 
 
 def looks_section(records: Records, claims: Sequence[Claim] = CLAIMS) -> str:
     """Markdown: the further looks with runs so far, claim by claim, with the numbers as they are; a partial look's
     p and verdict are not given (it decides nothing until all its runs are done)."""
-    from .claims import table
-    from .paper_claims import delta_cell, fmt_p
-
     later = [look for look in looks(records, claims)[1:] if look.done]  # a look with no run yet has nothing new
     if not later:
         return ""

@@ -1,7 +1,8 @@
 """Protocol v2's study 1: the papers' claims that one loss beats another, and the pilot that fixed its budget.
 
-The primary table is one row per claim (:mod:`lab.studies.paper_claims`: the claims as data, Holm within
-each family), followed by the power plan for the claims 5 seeds leave unresolved (:mod:`lab.studies.power`).
+The primary table is one row per claim (:mod:`.paper_claims`: the claims as data, Holm within each family),
+followed by the power plan for the claims 5 seeds leave unresolved (:mod:`.plan_table`) and its looks
+(:mod:`.looks`).
 The row order of the papers' tables is not a claim: the losses' means and ranks are shown as a description,
 never tested.
 """
@@ -10,24 +11,23 @@ from __future__ import annotations
 import math
 from typing import Any, Optional, Sequence
 
-from ..core.hparams import DELTA, TAU
-from .claims import PAPER_METHODS, Section, table
-from .paper_claims import (CONTRADICTED, HOLDS, PAPER_TABLES, UNRESOLVED, ClaimTest, adjacent_row_differences, below_in,
-                           claim_tests, claims_headline, delta_cell, families_text, said)
+from ...core.hparams import DELTA, TAU
+from ...losses import FastAP, SoftBinAP
+from ...losses.base import constructor_parameters
+from ..running.spec import PAPER_ORDER, PILOT_FIRST_STEPS, PLATEAU_GAIN, PLATEAU_WINDOW
 from .looks import Look, claim_status, looks_section, pending_look, primary_rows
-from .power import FIRST_SEEDS, plan_section
-from .spec import PAPER_ORDER, PILOT_FIRST_STEPS, PLATEAU_GAIN, PLATEAU_WINDOW
-from .stats import SIGNIFICANCE, Records, fmt, mean_std, seed_ranks, summarise
+from .paper_claims import (PAPER_METHODS, PAPER_TABLES, ClaimTest, adjacent_row_differences, below_in, claim_tests,
+                           claims_headline, delta_cell, families_text, said)
+from .plan_table import plan_section
+from .power import FIRST_SEEDS
+from .section import Section
+from .stats import (CONTRADICTED, HOLDS, SIGNIFICANCE, UNRESOLVED, Records, fmt, fmt_seeds, mean_std, seed_ranks,
+                    summarise, table)
+
 
 def measured_order(records: Records, order: Sequence[str] = PAPER_ORDER) -> list[str]:
     """The methods of ``order`` from the best to the worst measured mean mAP@R."""
     return sorted(order, key=lambda m: -summarise(records, "mAP@R", method=m).mean)
-
-
-def _seeds(seeds: Sequence[int]) -> str:
-    """'0-4' for consecutive seeds, else '0, 2, 3'."""
-    return (f"{seeds[0]}-{seeds[-1]}" if len(seeds) > 1 and list(seeds) == list(range(seeds[0], seeds[-1] + 1))
-            else ", ".join(map(str, seeds)))
 
 
 def _n(tests: Sequence[ClaimTest]) -> str:
@@ -80,7 +80,7 @@ def analyse_methods_v2(records: Records, all_records: Optional[Records] = None) 
                "verdict"], primary_rows(statuses)),
         plan_section(first),
         *([later] if (later := looks_section(everything)) else []),
-        f"**Descriptive, not a claim of the papers** (seeds {_seeds(seeds)}, n = {len(seeds)}, whatever later seeds "
+        f"**Descriptive, not a claim of the papers** (seeds {fmt_seeds(seeds)}, n = {len(seeds)}, whatever later seeds "
         "the power plan adds): every loss's mean over seeds and its rank (1 = best everywhere "
         f"on this page). The row order of the papers' tables ({' > '.join(reversed(order))}) is not a ranking "
         f"the papers claim: their own mAP@R puts BlackBoxAP below SoftBinAP in {below} of {settings} dataset × "
@@ -102,9 +102,6 @@ def analyse_methods_v2(records: Records, all_records: Optional[Records] = None) 
 def _kernel_widths() -> dict[str, float]:
     """Half-support, in cosine score, of the bin kernel of each histogram loss at its default
     (FastAP bins squared distances 2 - 2s in [0, 4], SoftBinAP the scores in [-1, 1])."""
-    from ..losses import FastAP, SoftBinAP
-    from ..losses.base import constructor_parameters
-
     def bins(cls: type) -> int:
         return constructor_parameters(cls)["num_bins"].default
 

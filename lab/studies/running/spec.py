@@ -8,9 +8,14 @@ the data and the steps and keeps two points per grid, so that CI runs a study in
 from __future__ import annotations
 
 import hashlib
+import inspect
 import json
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
+
+from ... import train  # train.TrainConfig read at each call: the tests grow it (tests/test_study_provenance.py)
+from ...losses import LOSSES
+from ...train.config import RENAMED, _plain
 
 # The full budget: the small CNN on glyphs, batch 128 = 32 classes x 4, Adam 1e-3, 300 steps
 # (~2.6 epochs of the 14,752 training images): ~2-3 min per run on one busy core. Float32 stated
@@ -47,8 +52,8 @@ PILOT_EVERY = 250
 PLATEAU_WINDOW, PLATEAU_GAIN = 1000, 0.005
 # The row order of ROADMAP supp. Table 4 (SupAP's row from Table 2), bottom row first: a description, not a claim.
 # The papers' own mAP@R does not keep it: BlackBoxAP is below SoftBinAP in 7 of 11 dataset x backbone settings
-# (paper_claims.below_in). Protocol v2 tests the papers' claims (paper_claims.CLAIMS); this order only lays out
-# the descriptive rank table and plot.
+# (reporting.paper_claims.below_in). Protocol v2 tests the papers' claims (reporting.paper_claims.CLAIMS); this
+# order only lays out the descriptive rank table and plot.
 PAPER_ORDER = ("FastAP", "SoftBinAP", "BlackBoxAP", "SmoothAP", "SupAP", "ROADMAP")
 
 # Study 1 (ROADMAP Table 1-2, supp. Table 4; SupRank Tables I-II): label -> loss name.
@@ -111,8 +116,7 @@ def config_key(config: dict[str, Any], train_config: Optional[type] = None) -> s
 
     ``train_config`` (default lab.train.TrainConfig) fills the defaults, so that a field given at its
     default and a field left out are the same run; the tests pass a TrainConfig with a field added."""
-    if train_config is None:
-        from ..train import TrainConfig as train_config
+    train_config = train_config or train.TrainConfig
     return _hash(_trained(train_config.from_dict(config).to_dict(), train_config))
 
 
@@ -120,10 +124,7 @@ def record_key(record: dict[str, Any], train_config: Optional[type] = None) -> s
     """The key of the run a stored record trained. A record since provenance holds its whole config
     (``trained_config``); an older one holds the study's config, its other fields at the defaults of
     its day, which were KEY_BASELINE's (every stored run was found under them when keys were frozen)."""
-    if train_config is None:
-        from ..train import TrainConfig as train_config
-    from ..train.config import RENAMED
-
+    train_config = train_config or train.TrainConfig
     if "trained_config" in record:
         return _hash(_trained(record["trained_config"], train_config))
     given = {RENAMED.get(k, k) for k in record["config"]}
@@ -134,8 +135,6 @@ def record_key(record: dict[str, Any], train_config: Optional[type] = None) -> s
 def _trained(full: dict[str, Any], train_config: type) -> dict[str, Any]:
     """The fields of a whole config that say what the run trains and measures, where they differ from
     KEY_BASELINE (a field added since: from its default). A renamed field keeps its baseline name."""
-    from ..train.config import RENAMED, _plain
-
     old_name = {new: old for old, new in RENAMED.items() if old in KEY_BASELINE}
     full = {old_name.get(k, k): v for k, v in full.items()}
     defaults = {old_name.get(k, k): v for k, v in train_config().to_dict().items()}
@@ -183,10 +182,6 @@ def _hparams(base: dict, seeds: range, quick: bool) -> list[RunSpec]:
 
 def _defaults(loss: str, kwargs: dict) -> dict:
     """Leave out values equal to the loss's default, so that e.g. rho=100 is *the* SupAP run."""
-    import inspect
-
-    from ..losses import LOSSES
-
     params = inspect.signature(LOSSES[loss].__init__).parameters
     return {k: v for k, v in kwargs.items() if k not in params or params[k].default != v}
 

@@ -5,7 +5,7 @@ right: FastAP's R@1 at 10 bins minus at fewer or more bins (FastAP Sec. 4.4, Fig
 over SupAP at the smallest batch minus at a larger one (ROADMAP Sec. 4.3, Fig. 5), SupAP's held-out
 decomposability gap minus ROADMAP's (supp. Table 9). A claim is tested by the two-sided t-test of those
 differences (a paired t-test: same seed, same initial weights and batches), Holm within its family, resolved at
-0.05 as study 1's claims are (:func:`lab.studies.paper_claims.claim_verdict`). A family is fixed here from the
+0.05 as study 1's claims are (:func:`.stats.claim_verdict`). A family is fixed here from the
 paper's text, with its reason, before its tests are read; a shape that the data cannot reject (a best mean
 somewhere in a range) is not a claim.
 """
@@ -14,8 +14,8 @@ from __future__ import annotations
 import math
 from typing import Callable, NamedTuple, Optional, Sequence
 
-from .paper_claims import claim_verdict, fmt_p
-from .stats import Interval, Records, TTest, holm, paired, paired_interval, relative_decrease, relative_gain
+from .stats import (CONTRADICTED, HOLDS, UNRESOLVED, Interval, Records, TTest, claim_verdict, fmt_p, holm, paired,
+                    paired_interval, relative_decrease, relative_gain, table)
 
 
 class TrendClaim(NamedTuple):
@@ -67,10 +67,19 @@ def _gap(b: int) -> Callable[[Records], list[float]]:
     return diffs
 
 
-def _paper_gains(small: int, large: int) -> str:
-    """'CUB +3.5 vs +1.9 %; ...': supp. Table 6's relative gains at two batch sizes (claims.PAPER_BATCH)."""
-    from .paper_claims import PAPER_BATCH, paper_gains
+PAPER_BATCH = {  # supp. Table 6 (ResNet-50): batch -> (SupAP, ROADMAP) mAP@R per dataset
+    "CUB": {32: (24.12, 24.97), 128: (24.9, 25.38), 224: (25.13, 25.51), 384: (25.27, 25.36)},
+    "SOP": {32: (53.85, 54.68), 128: (55.65, 56.64), 224: (55.75, 56.55), 384: (55.78, 56.47)},
+    "iNat": {32: (17.13, 20.43), 128: (24.77, 27.13), 224: (26.32, 27.74), 384: (27.24, 27.85)}}
 
+
+def paper_gains(dataset: str) -> dict[int, float]:
+    """Relative mAP@R gain (%) of ROADMAP over SupAP per batch size, from supp. Table 6."""
+    return {b: 100 * (r - s) / s for b, (s, r) in PAPER_BATCH[dataset].items()}
+
+
+def _paper_gains(small: int, large: int) -> str:
+    """'CUB +3.5 vs +1.9 %; ...': supp. Table 6's relative gains at two batch sizes (PAPER_BATCH)."""
     return "; ".join(f"{d} {paper_gains(d)[small]:+.1f} vs {paper_gains(d)[large]:+.1f} %" for d in PAPER_BATCH)
 
 
@@ -138,9 +147,7 @@ def trend_rows(tests: Sequence[TrendTest]) -> list[list[str]]:
 
 def family_headline(tests: Sequence[TrendTest], family: str) -> str:
     """'of the papers' 2 claims, 1 hold, 0 contradicted, 1 not resolved (...)': one family's outcome, in study 1's
-    words (:func:`lab.studies.paper_claims.claims_headline`, which the dashboard's badge reads)."""
-    from .paper_claims import CONTRADICTED, HOLDS, UNRESOLVED
-
+    words (:func:`.paper_claims.claims_headline`, which the dashboard's badge reads)."""
     mine = [t for t in tests if t.claim.family == family]
     against = [t.claim.claim for t in mine if t.verdict == CONTRADICTED]
     ns = sorted({t.test.n for t in mine})
@@ -152,8 +159,6 @@ def family_headline(tests: Sequence[TrendTest], family: str) -> str:
 
 def trend_section(tests: Sequence[TrendTest]) -> str:
     """Markdown: the families with their reasons, the rule and the table."""
-    from .stats import table
-
     if not tests:
         return ""
     sizes = {f: sum(t.claim.family == f for t in tests) for f in dict.fromkeys(t.claim.family for t in tests)}
