@@ -20,6 +20,7 @@ from ..core.checks import as_bool, check_references, fine
 from ..core.hparams import Declared
 from ..core.normalize import cosine_scores, unit_rows
 from ..core.relevance import build_relevance
+from .calls import resolve_call
 
 
 # ------------------------------------------------------------------------------- reduction
@@ -140,7 +141,8 @@ def pairwise_inputs(
 
 
 class RankLoss(nn.Module):
-    """Base of the embedding-level losses: ``loss = Cls(**hparams)(embeddings, labels)``.
+    """Base of the embedding-level losses: ``loss = Cls(**hparams)(embeddings, labels)``, or pytorch-metric-learning's
+    call ``loss(embeddings, labels, indices_tuple, ref_emb, ref_labels)`` (:mod:`lab.losses.calls`).
 
     Subclasses set ``functional = staticmethod(score_level_loss)`` and store their hyper-parameters
     with ``self.save_hparams(locals())``; ``hparams`` is what gets passed to ``functional``. The two
@@ -189,12 +191,20 @@ class RankLoss(nn.Module):
         self,
         embeddings: Tensor,
         labels: Tensor,
-        ref_embeddings: Optional[Tensor] = None,
+        indices_tuple: Optional[tuple[Tensor, ...]] = None,
+        ref_emb: Optional[Tensor] = None,
         ref_labels: Optional[Tensor] = None,
         *,
+        ref_embeddings: Optional[Tensor] = None,
         mask: Optional[Tensor] = None,
     ) -> Tensor:
-        """embeddings (B, D), labels (B,) or (B, L); refs (M, D), (M,) or (M, L); mask (B, M) bool."""
+        """embeddings (B, D), labels (B,) or (B, L); refs (M, D), (M,) or (M, L); mask (B, M) bool.
+
+        pytorch-metric-learning's call too: ``indices_tuple`` (a miner's pairs or triplets) keeps only the
+        mined (anchor, item) comparisons, ``ref_emb`` is ``ref_embeddings`` (:mod:`lab.losses.calls`).
+        """
+        labels, ref_embeddings, ref_labels, mask = resolve_call(embeddings, labels, indices_tuple, ref_emb,
+                                                                ref_labels, ref_embeddings, mask)
         scores, labels, ref_labels, mask = pairwise_inputs(
             embeddings, labels, ref_embeddings, ref_labels, mask, self.include_self
         )
