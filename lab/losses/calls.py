@@ -93,9 +93,10 @@ def resolve_call(embeddings: Tensor, labels: Tensor, indices_tuple: Any, ref_emb
         if ref_embeddings is not None or ref_labels is not None:
             raise ValueError("indices_tuple is a tensor: pass the references as ref_emb=... (or ref_embeddings=...) "
                              "and ref_labels=..., and indices_tuple as a miner's tuple or None")
+        # stacklevel: resolve_call < forward < nn.Module's two call frames < the caller's line.
         warnings.warn("loss(embeddings, labels, ref_embeddings, ref_labels) by position is deprecated: the third "
                       "argument is now pytorch-metric-learning's indices_tuple; pass ref_embeddings=..., "
-                      "ref_labels=... by keyword", DeprecationWarning, stacklevel=3)
+                      "ref_labels=... by keyword", DeprecationWarning, stacklevel=5)
         indices_tuple, ref_embeddings, ref_labels, ref_emb = None, indices_tuple, ref_emb, None
     if ref_emb is not None and ref_embeddings is not None:
         raise ValueError("give ref_emb or ref_embeddings (one argument: pytorch-metric-learning's name and "
