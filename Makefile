@@ -14,7 +14,7 @@ setup: $(STAMP) sandbox
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e ".[app,notebooks,dev,gpu]"
+	$(BIN)/python -m pip install --quiet -e ".[all,dev]"
 	touch $(STAMP)
 
 # The dashboard, on http://localhost:8501 (RANKLAB_THREADS sets torch's threads, default 1).

@@ -10,7 +10,7 @@ of PML's wrappers refuse a loss before calling it, not because the call would fa
 
 The classes here are those wrappers, unchanged but for that check, which also accepts any
 :class:`lab.losses.RankLoss` (subclasses included). This module imports PML (``pip install
-pytorch-metric-learning``); ``import lab.losses`` does not.
+pytorch-metric-learning``, or the ``[pml]`` extra); ``import lab.losses`` does not.
 
     from pytorch_metric_learning import miners
     from lab.losses import ROADMAP
@@ -22,6 +22,11 @@ pytorch-metric-learning``); ``import lab.losses`` does not.
 from __future__ import annotations
 
 import torch
+
+from ..core.extras import require
+
+require("lab.losses.pml")  # first: without PML, one line naming the extra
+
 from pytorch_metric_learning import losses as _pml_losses
 from pytorch_metric_learning.utils import distributed as _pml_distributed
 
