@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed-stamp
 # Never wait for the Hugging Face hub: pretrained weights are used when cached, else random init.
 export HF_HUB_OFFLINE ?= 1
 
-.PHONY: setup browser sandbox app lab lint test test-fast bench figures assignments clean
+.PHONY: setup browser sandbox app lab lint test test-fast bench figures assignments docs clean
 
 # Grading needs bubblewrap (lab/grading/sandbox.py): setup installs it, as root, where apt-get exists.
 setup: $(STAMP) sandbox
@@ -74,6 +74,12 @@ bench: setup
 # docs/figures/*.png and docs/figures.md (add ARGS=--training for the trained-model figures).
 figures: setup
 	$(BIN)/python -m lab.docs_figures $(ARGS)
+
+# The API reference, from the docstrings (pdoc, in the dev extra), to build/api/index.html. tests/test_api_docs.py
+# builds the same modules and fails on any pdoc warning or broken link.
+API_MODULES := lab.losses lab.metrics lab.ranking lab.core lab.train lab.data lab.models
+docs: setup
+	$(BIN)/python -m pdoc -o build/api $(API_MODULES)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis .ruff_cache test-artifacts
