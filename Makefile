@@ -17,10 +17,13 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e ".[all,dev]"
 	touch $(STAMP)
 
-# The dashboard, on http://localhost:8501 (RANKLAB_THREADS sets torch's threads, default 1).
+# The dashboard, on http://localhost:8501 (RANKLAB_THREADS sets torch's threads, default 1). It listens on this
+# machine only; to serve a room (students' laptops on the same network), `make app APP_ADDRESS=0.0.0.0`: then
+# anyone who reaches the machine can drive its training.
+APP_ADDRESS ?= 127.0.0.1
 app: setup
 	$(BIN)/python -m streamlit run app.py --server.headless true --browser.gatherUsageStats false \
-	  --server.fileWatcherType none --client.toolbarMode minimal
+	  --server.fileWatcherType none --client.toolbarMode minimal --server.address $(APP_ADDRESS)
 
 # JupyterLab on the notebooks (RANKLAB_FAST=1 make lab: trainings shrink to seconds).
 lab: setup

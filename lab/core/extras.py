@@ -20,7 +20,6 @@ NEEDS: dict[str, tuple[str, tuple[str, ...]]] = {
     "lab.train": ("train", ("yaml", "PIL", "torchvision", "timm", "matplotlib", "fontTools")),
     "lab.experiments": ("train", ("yaml", "PIL", "torchvision", "timm", "matplotlib", "fontTools")),
     "lab.viz": ("notebooks", ("plotly", "matplotlib")),
-    "python -m lab": ("train", ("yaml",)),
     "lab.losses.pml": ("pml", ("pytorch_metric_learning",)),
 }
 

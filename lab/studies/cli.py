@@ -6,9 +6,10 @@ import sys
 import time
 from pathlib import Path
 
+from ..core.env import project_root
 from .spec import ORDER, PROTOCOLS, V2_STUDIES
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = project_root()  # the checkout; installed from a wheel, the current folder (not site-packages)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
