@@ -1,4 +1,4 @@
-"""Command line: ``python -m lab {demo,train,eval,datasets,study}``.
+"""Command line: ``python -m lab {demo,train,eval,datasets,study,export-tensorboard}``.
 
 ``train`` takes every :class:`lab.train.TrainConfig` field as a flag (``--batch-size 64``,
 ``--loss-kwargs lam=0.3 tau=0.05``, ``--no-pretrained``) on top of an optional
@@ -313,6 +313,19 @@ def _study_flags(p: argparse.ArgumentParser) -> None:
     p.set_defaults(func=study_cli.main)
 
 
+def _export_tensorboard_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("run", type=Path, metavar="RUN", help="a run folder (python -m lab train --out RUN)")
+    p.add_argument("--out", type=Path, default=None, help="the events folder (default RUN/tensorboard)")
+    p.set_defaults(func=export_tensorboard)
+
+
+def export_tensorboard(args: argparse.Namespace) -> None:
+    from .train.tensorboard_export import export_tensorboard as export
+
+    out, count = export(args.run, args.out)
+    print(f"{count} scalars from {args.run / 'metrics.jsonl'} written to {out} (tensorboard --logdir {out})")
+
+
 # Each command: its one-line help (all the top-level --help shows) and the function adding its flags. The
 # flags are built for the command being run only: train's read TrainConfig and study's the studies, which
 # import torch (seconds), and `python -m lab --help` needs none of them.
@@ -322,6 +335,8 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]] = {
     "eval": ("evaluate a checkpoint: R@k, mAP@R as JSON", _eval_flags),
     "datasets": ("list the datasets and where their files are expected", _datasets_flags),
     "study": ("reproduce the papers' claims on glyphs: train, write results/, docs/results.md", _study_flags),
+    "export-tensorboard": ("a run's metrics.jsonl as TensorBoard scalars (needs tensorboard)",
+                           _export_tensorboard_flags),
 }
 
 

@@ -62,8 +62,8 @@ def test_a_bare_python_m_lab_is_one_line_naming_the_commands():
     run = run_lab(block_torch=True)
     lines = run.stderr.strip().splitlines()
     assert run.returncode == 2 and sorted(lines) == sorted([
-        "python -m lab: error: name a command: demo, train, eval, datasets, study (python -m lab --help says what "
-        "each does)", "NO_TORCH"])
+        "python -m lab: error: name a command: demo, train, eval, datasets, study, export-tensorboard (python -m "
+        "lab --help says what each does)", "NO_TORCH"])
 
 
 @pytest.mark.parametrize("done, elapsed", [(1, 0.5), (10, 5.0), (200, 60.0), (900, 89.0)])
