@@ -379,9 +379,9 @@ def main(argv: Optional[list[str]] = None) -> None:
 
 def run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     """The command ``args`` names; a bad input, file or flag is one line on stderr and exit status 2."""
-    import yaml
+    from .train import NonFiniteLossError  # first: without the [train] extra, the line names it
 
-    from .train import NonFiniteLossError
+    import yaml
 
     try:
         args.func(args)

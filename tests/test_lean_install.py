@@ -68,7 +68,13 @@ CHECK = textwrap.dedent("""
         train_error = None
     except ModuleNotFoundError as e:
         train_error = [type(e).__name__, str(e)]
-    print(json.dumps({"file": lab.__file__, "version": importlib.metadata.version("ranklab-retrieval"),
+    from lab import cli
+    try:
+        cli.main(["datasets"])
+    except SystemExit as e:  # sys.exit(message): the interpreter would print it as the one line on stderr
+        cli_exit = e.code
+    print(json.dumps({"cli_exit": cli_exit, "file": lab.__file__,
+                      "version": importlib.metadata.version("ranklab-retrieval"),
                       "heavy": heavy, "loss": float(loss), "grad": float(emb.grad.norm()),
                       "r1": metrics["R@1"], "train_error": train_error, "pml_loss": float(build_loss("sup_ap")(
                           emb.detach(), labels, None)), "typed": (__import__("pathlib").Path(lab.__file__).parent
@@ -98,3 +104,4 @@ def test_the_wheel_installs_lean_and_names_the_extra_a_part_needs(tmp_path):
     kind, message = got["train_error"]
     assert kind == "MissingExtraError" and "\n" not in message
     assert message.startswith("lab.train needs ") and message.endswith("pip install 'ranklab-retrieval[train]'")
+    assert got["cli_exit"] == f"python -m lab datasets: error: {message}"
