@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 from packaging.requirements import Requirement
 
@@ -70,6 +71,7 @@ def test_teaching_leads_with_the_sandboxed_autograde():
     assert any(c.startswith("python -m lab.grading.autograde") for c in commands)
 
 
+@pytest.mark.slow
 def test_an_installed_lab_study_writes_to_the_current_folder(tmp_path):
     site, work = tmp_path / "site-packages", tmp_path / "work"
     shutil.copytree(ROOT / "lab", site / "lab", ignore=shutil.ignore_patterns("__pycache__", "checkpoints"))

@@ -41,6 +41,7 @@ def test_the_scalars_are_the_logs_numbers(tmp_path, capsys):
                    "eval/R@1": [(2, 0.5)], "eval/mAP@R": [(2, 0.25)], "eval/num_queries": [(2, 40.0)]}
 
 
+@pytest.mark.slow
 def test_without_tensorboard_it_is_one_line(tmp_path):
     run = run_folder(tmp_path)
     code = ("import sys, runpy; sys.modules['tensorboard'] = None; "

@@ -49,6 +49,7 @@ def test_the_core_imports_only_torch_numpy_tqdm_at_import_time(package):
     assert {k: v for k, v in found.items() if v} == {}
 
 
+@pytest.mark.slow
 def test_importing_the_losses_and_metrics_loads_nothing_heavy():
     code = f"import sys, json, lab.losses, lab.metrics, lab.ranking; print(json.dumps([m for m in {HEAVY!r} " \
            "if m in sys.modules]))"
@@ -75,6 +76,18 @@ def test_a_missing_extra_is_one_line_naming_it(monkeypatch):
     assert str(info.value) == "lab.train needs timm, not installed here: pip install 'ranklab-retrieval[train]'"
     assert isinstance(info.value, ModuleNotFoundError) and info.value.name == "timm"
     extras.require("lab.viz")  # nothing missing: no error
+
+
+def test_the_faiss_backend_without_faiss_is_one_line(monkeypatch):
+    import torch
+
+    from lab.metrics import retrieval_metrics
+
+    real = extras.importlib.util.find_spec
+    monkeypatch.setattr(extras.importlib.util, "find_spec", lambda name: None if name == "faiss" else real(name))
+    with pytest.raises(extras.MissingExtraError, match=r"^lab.metrics \(backend='faiss'\) needs faiss, not "
+                       r"installed here: pip install 'ranklab-retrieval\[train\]'$"):
+        retrieval_metrics(torch.randn(12, 4), torch.arange(4).repeat(3), backend="faiss")
 
 
 def test_make_setup_installs_every_extra():

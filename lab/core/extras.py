@@ -20,6 +20,7 @@ NEEDS: dict[str, tuple[str, tuple[str, ...]]] = {
     "lab.train": ("train", ("yaml", "PIL", "torchvision", "timm", "matplotlib", "fontTools")),
     "lab.experiments": ("train", ("yaml", "PIL", "torchvision", "timm", "matplotlib", "fontTools")),
     "lab.viz": ("notebooks", ("plotly", "matplotlib")),
+    "lab.metrics (backend='faiss')": ("train", ("faiss",)),
     "lab.losses.pml": ("pml", ("pytorch_metric_learning",)),
 }
 
