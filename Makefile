@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed-stamp
 # Never wait for the Hugging Face hub: pretrained weights are used when cached, else random init.
 export HF_HUB_OFFLINE ?= 1
 
-.PHONY: setup browser sandbox app lab lint test test-fast bench figures assignments clean
+.PHONY: setup browser sandbox app lab lint test test-fast bench figures assignments docs clean
 
 # Grading needs bubblewrap (lab/grading/sandbox.py): setup installs it, as root, where apt-get exists.
 setup: $(STAMP) sandbox
@@ -14,13 +14,16 @@ setup: $(STAMP) sandbox
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e ".[app,notebooks,dev,gpu]"
+	$(BIN)/python -m pip install --quiet -e ".[all,dev]"
 	touch $(STAMP)
 
-# The dashboard, on http://localhost:8501 (RANKLAB_THREADS sets torch's threads, default 1).
+# The dashboard, on http://localhost:8501 (RANKLAB_THREADS sets torch's threads, default 1). It listens on this
+# machine only; to serve a room (students' laptops on the same network), `make app APP_ADDRESS=0.0.0.0`: then
+# anyone who reaches the machine can drive its training.
+APP_ADDRESS ?= 127.0.0.1
 app: setup
 	$(BIN)/python -m streamlit run app.py --server.headless true --browser.gatherUsageStats false \
-	  --server.fileWatcherType none --client.toolbarMode minimal
+	  --server.fileWatcherType none --client.toolbarMode minimal --server.address $(APP_ADDRESS)
 
 # JupyterLab on the notebooks (RANKLAB_FAST=1 make lab: trainings shrink to seconds).
 lab: setup
@@ -74,6 +77,12 @@ bench: setup
 # docs/figures/*.png and docs/figures.md (add ARGS=--training for the trained-model figures).
 figures: setup
 	$(BIN)/python -m lab.docs_figures $(ARGS)
+
+# The API reference, from the docstrings (pdoc, in the dev extra), to build/api/index.html. tests/test_api_docs.py
+# builds the same modules and fails on any pdoc warning or broken link.
+API_MODULES := lab.losses lab.metrics lab.ranking lab.core lab.train lab.data lab.models
+docs: setup
+	$(BIN)/python -m pdoc -o build/api $(API_MODULES)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis .ruff_cache test-artifacts

@@ -5,4 +5,5 @@ Packages, bottom up (a package imports only lower layers; ``tests/test_layers.py
 ``losses``, ``metrics`` -> ``data``, ``models`` -> ``train`` -> ``experiments``, ``viz`` ->
 ``dashboard``, ``grading``, ``studies`` -> ``cli``; then ``app.py`` and the notebooks.
 """
-__version__ = "0.1.0"
+# Equal to pyproject.toml's version and CHANGELOG.md's latest entry (tests/test_release_files.py).
+__version__ = "0.2.0"

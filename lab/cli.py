@@ -1,4 +1,4 @@
-"""Command line: ``python -m lab {demo,train,eval,datasets,study}``.
+"""Command line: ``python -m lab {demo,train,eval,datasets,study,export-tensorboard}``.
 
 ``train`` takes every :class:`lab.train.TrainConfig` field as a flag (``--batch-size 64``,
 ``--loss-kwargs lam=0.3 tau=0.05``, ``--no-pretrained``) on top of an optional
@@ -16,33 +16,15 @@ import sys
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Optional
-
-import yaml
+from typing import Any, Callable, Optional
 
 from .core.convert import to_type
+from .core.extras import MissingExtraError, install_hint
 
 DEMO_SECONDS = 90  # of training; plus ~20 s of set-up and evaluation on 2 CPU cores
 DEMO_STEPS = 2000
 DEMO_EVAL_ITEMS = 3000  # held-out images (whole classes) evaluated before and after
 NOT_GIVEN = object()  # a flag's default that no value given on the command line can equal
-HELP = {
-    "dataset": "dataset name (python -m lab datasets lists them)", "model": "small_cnn or any timm model name",
-    "loss": "rank loss name (lab.losses.LOSSES)", "batch_size": "global batch size (all ranks together)",
-    "m": "images per class in a batch", "lr": "backbone learning rate", "lr_head": "head learning rate; None = lr",
-    "lr_loss": "learning rate of the loss's own parameters; None = lr_head",
-    "epochs": "run length in epochs (0: use --steps)",
-    "milestones": "multistep milestones (epochs if --epochs > 0, else steps)",
-    "xbm_size": "cross-batch memory size (0: off)",
-    "stage_size": "staged backprop: images per re-forward stage (formerly --chunk-size)", "amp": "mixed precision",
-    "matmul_precision": "float32 matmuls in training steps: highest (IEEE) or high (TF32 on CUDA, ~3 digits per "
-                        "input; python -m bench.tf32 measures the effect)",
-    "out": "output folder (config.yaml, metrics.jsonl, checkpoint.pt)",
-    "eval_every": "steps between evaluations (0: never)",
-    "loss_kwargs": "the loss's hyper-parameters, merged into the recipe's (lab.losses.loss_kwargs_of lists them)",
-    "deterministic": "torch's deterministic algorithms: on CUDA the same seed gives the same run (slower); "
-                     "CPU runs are deterministic already",
-}
 
 
 # Extra spellings of a flag: torchrun itself reads --m; --chunk-size is stage_size's old name.
@@ -58,6 +40,8 @@ def _typed(name: str, hint: Any):
 
 
 def _key_values(items: list[str], flag: str) -> dict[str, Any]:
+    import yaml
+
     out = {}
     for item in items:
         key, sep, value = item.partition("=")
@@ -76,7 +60,7 @@ def add_config_flags(parser: argparse.ArgumentParser) -> None:
     """One flag per TrainConfig field, default None (= not given, keep the recipe's value)."""
     from .models import POOLINGS
     from .train import TrainConfig, config
-    from .train.config import field_type, hints
+    from .train.config import FIELD_HELP, field_type, hints
 
     choices = {"optimizer": config.OPTIMIZERS, "scheduler": config.SCHEDULERS, "sampler": config.SAMPLERS,
                "amp": config.AMP, "transform": config.TRANSFORMS, "eval_backend": config.EVAL_BACKENDS,
@@ -87,7 +71,8 @@ def add_config_flags(parser: argparse.ArgumentParser) -> None:
     for f in dataclasses.fields(TrainConfig):
         flags = [f"--{f.name.replace('_', '-')}"] + ALIASES.get(f.name, [])
         kind, default = field_type(f.name), getattr(defaults, f.name)
-        help_text = f"{HELP.get(f.name, f.name.replace('_', ' '))} (default: {default!r})"
+        # One source with TrainConfig's docstring; "%" doubled: argparse %-formats help strings ("70%").
+        help_text = f"{FIELD_HELP[f.name]} (default: {default!r})".replace("%", "%%")
         kw: dict[str, Any] = dict(dest=f.name, default=None, help=help_text)
         if kind is bool:
             group.add_argument(*flags, action=argparse.BooleanOptionalAction, **kw)
@@ -236,6 +221,15 @@ def datasets(args: argparse.Namespace) -> None:
     print(describe_datasets())
 
 
+def demo_total(done: int, elapsed: float, seconds: float, max_steps: int) -> int:
+    """The demo bar's total: the steps that fit in its time budget at the rate measured so far (capped at
+    ``max_steps``), so that the bar's ETA is the time left. A total of ``max_steps`` promised 19-31 minutes for
+    a run that stops after ``seconds``."""
+    if done <= 0 or elapsed <= 0:
+        return max_steps
+    return max(done, min(max_steps, done + int(done / elapsed * max(seconds - elapsed, 0.0))))
+
+
 def demo(args: argparse.Namespace) -> None:
     """Train the default small CNN on glyphs for ~1.5 minutes (2 CPU cores); held-out metrics before -> after."""
     from tqdm.auto import tqdm
@@ -253,6 +247,7 @@ def demo(args: argparse.Namespace) -> None:
     with tqdm(total=cfg.steps, desc="train", unit="step") as bar:
         while trainer.step_count < cfg.steps and time.time() - start < args.seconds:
             metrics = trainer.step()
+            bar.total = demo_total(trainer.step_count, time.time() - start, args.seconds, cfg.steps)
             bar.update(1)
             bar.set_postfix(loss=f"{metrics['loss']:.3f}", batch_ap=f"{metrics['batch_ap']:.3f}", refresh=False)
     seconds = time.time() - start
@@ -263,14 +258,7 @@ def demo(args: argparse.Namespace) -> None:
         print(f"  {key}: {before[key]:.3f} -> {after[key]:.3f}")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    from .train.runtime import INTERACTIVE_EVAL_IMAGES as EVAL_IMAGES  # the interactive commands' default
-
-    parser = argparse.ArgumentParser(prog="python -m lab", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = parser.add_subparsers(dest="command", required=True)
-
-    p = sub.add_parser("demo", help="train the default small CNN on glyphs (~1.5 min on CPU), print R@1 / mAP@R")
+def _demo_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--loss", default="roadmap")
     p.add_argument("--seconds", type=float, default=DEMO_SECONDS, help="training time")
     p.add_argument("--steps", type=int, default=DEMO_STEPS, help="at most this many steps")
@@ -279,7 +267,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="held-out images evaluated (whole classes); all of them: 0")
     p.set_defaults(func=demo)
 
-    p = sub.add_parser("train", help="train from a recipe and/or flags")
+
+def _train_flags(p: argparse.ArgumentParser) -> None:
+    from .train.runtime import INTERACTIVE_EVAL_IMAGES as EVAL_IMAGES  # the interactive commands' default
+
     p.add_argument("--config", type=Path, help="YAML recipe (recipes/*.yaml); flags override it")
     p.add_argument("--resume", nargs="?", const="auto", metavar="CHECKPOINT",
                    help="continue a run from CHECKPOINT (default: OUT/checkpoint.pt); without --config, "
@@ -293,7 +284,10 @@ def build_parser() -> argparse.ArgumentParser:
     add_config_flags(p)
     p.set_defaults(func=train)
 
-    p = sub.add_parser("eval", help="evaluate a checkpoint: R@k, mAP@R as JSON")
+
+def _eval_flags(p: argparse.ArgumentParser) -> None:
+    from .train.runtime import INTERACTIVE_EVAL_IMAGES as EVAL_IMAGES  # the interactive commands' default
+
     p.add_argument("--checkpoint", type=Path, required=True)
     p.add_argument("--split", default="test", choices=("train", "test"))
     p.add_argument("--data-root", default=None)
@@ -307,20 +301,87 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--export", type=Path, help="also save embeddings and labels (.npz or .pt) for t-SNE")
     p.set_defaults(func=evaluate)
 
-    p = sub.add_parser("datasets", help="list the datasets and where their files are expected")
+
+def _datasets_flags(p: argparse.ArgumentParser) -> None:
     p.set_defaults(func=datasets)
 
-    from .studies import cli as study_cli  # argparse only: the studies' torch imports wait for the run
-    p = sub.add_parser("study", help="reproduce the papers' claims on glyphs: train, write results/, docs/results.md")
+
+def _study_flags(p: argparse.ArgumentParser) -> None:
+    from .studies import cli as study_cli  # imports torch (lab.studies' runner): only for `study`
+
     study_cli.add_arguments(p)
     p.set_defaults(func=study_cli.main)
+
+
+def _export_tensorboard_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("run", type=Path, metavar="RUN", help="a run folder (python -m lab train --out RUN)")
+    p.add_argument("--out", type=Path, default=None, help="the events folder (default RUN/tensorboard)")
+    p.set_defaults(func=export_tensorboard)
+
+
+def export_tensorboard(args: argparse.Namespace) -> None:
+    from .train.tensorboard_export import export_tensorboard as export
+
+    out, count = export(args.run, args.out)
+    print(f"{count} scalars from {args.run / 'metrics.jsonl'} written to {out} (tensorboard --logdir {out})")
+
+
+# Each command: its one-line help (all the top-level --help shows) and the function adding its flags. The
+# flags are built for the command being run only: train's read TrainConfig and study's the studies, which
+# import torch (seconds), and `python -m lab --help` needs none of them.
+COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]] = {
+    "demo": ("train the default small CNN on glyphs (~1.5 min on CPU), print R@1 / mAP@R", _demo_flags),
+    "train": ("train from a recipe and/or flags", _train_flags),
+    "eval": ("evaluate a checkpoint: R@k, mAP@R as JSON", _eval_flags),
+    "datasets": ("list the datasets and where their files are expected", _datasets_flags),
+    "study": ("reproduce the papers' claims on glyphs: train, write results/, docs/results.md", _study_flags),
+    "export-tensorboard": ("a run's metrics.jsonl as TensorBoard scalars (needs tensorboard)",
+                           _export_tensorboard_flags),
+}
+
+
+def build_parser(command: Optional[str] = None) -> argparse.ArgumentParser:
+    """The parser of ``python -m lab``, with the flags of ``command`` only ("" none; None every command's)."""
+    parser = argparse.ArgumentParser(prog="python -m lab", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name, (help_line, add_flags) in COMMANDS.items():
+        p = sub.add_parser(name, help=help_line)
+        if command is None or command == name:
+            add_flags(p)
     return parser
 
 
+def missing_module_line(error: ModuleNotFoundError) -> str:
+    """One line for a module this Python lacks: most often the project's venv is not active (a bare python3)."""
+    if isinstance(error, MissingExtraError):
+        return str(error)
+    where = f"{error.name or 'a module'} is not installed in this Python ({sys.executable})"
+    return (f"{where}: activate the environment RankLab was installed in (after make setup: source "
+            f".venv/bin/activate, or run .venv/bin/python -m lab), or install it: {install_hint('train')}")
+
+
 def main(argv: Optional[list[str]] = None) -> None:
-    parser = build_parser()
-    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
-    from .train import NonFiniteLossError
+    argv = sys.argv[1:] if argv is None else argv
+    command = next((a for a in argv if not a.startswith("-")), "")  # the first word; flags are built for it only
+    try:
+        parser = build_parser(command)
+        if not argv:  # argparse's usage and "required: command" in two lines; one says what to do
+            parser.exit(2, f"python -m lab: error: name a command: {', '.join(COMMANDS)} (python -m lab --help "
+                           "says what each does)\n")
+        args = parser.parse_args(argv)
+        run(parser, args)
+    except ModuleNotFoundError as e:  # before any work: torch, yaml or an extra is missing here
+        if (e.name or "").split(".")[0] == "lab":
+            raise
+        sys.exit(f"python -m lab{' ' + command if command else ''}: error: {missing_module_line(e)}")
+
+
+def run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """The command ``args`` names; a bad input, file or flag is one line on stderr and exit status 2."""
+    from .train import NonFiniteLossError  # first: without the [train] extra, the line names it
+
+    import yaml
 
     try:
         args.func(args)

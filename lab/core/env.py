@@ -89,6 +89,14 @@ def cache_dir() -> Path:
     return Path(_text(CACHE_ENV) or Path.home() / ".cache" / "ranklab")
 
 
+def project_root() -> Path:
+    """Where the commands that write the project's results (``python -m lab study``: results/, docs/) put them
+    by default: the source checkout this package runs from (a clone, or an editable install of one), else the
+    current folder. An installed package has site-packages above it, which is nobody's project folder."""
+    here = Path(__file__).resolve().parents[2]
+    return here if (here / "pyproject.toml").is_file() and (here / "lab" / "__init__.py").is_file() else Path.cwd()
+
+
 def submission_path() -> Optional[str]:
     """``RANKLAB_SUBMISSION``: the folder or zip the autograder grades (None: unset)."""
     return _text(SUBMISSION_ENV)

@@ -8,6 +8,10 @@ Embedded, always available: "glyphs" (Unicode characters drawn with matplotlib's
 """
 from __future__ import annotations
 
+from ..core.extras import require
+
+require("lab.data")  # first: a missing extra is one line naming it, not a traceback from a submodule
+
 import inspect
 from typing import Callable, Optional
 

@@ -5,3 +5,7 @@ A thin layer over :class:`lab.train.Trainer`: the run settings of a notebook (fa
 (``runs``: ROADMAP Table 2, Fig. 5, FastAP Fig. 4b, SupRank Tab. II; ``hierarchical_runs``: HAPPIER vs
 SmoothAP, SupRank Tab. IX). The figures of those rows are drawn by :mod:`lab.viz.comparisons`.
 """
+from ..core.extras import require
+
+require("lab.experiments")  # first: a missing extra is one line naming it, not a traceback from a submodule
+

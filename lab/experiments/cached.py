@@ -30,9 +30,10 @@ import statistics
 from pathlib import Path
 from typing import Any, Iterable, Optional, Sequence
 
+from ..core.env import project_root
 from ..metrics import RETRIEVAL_KEYS
 
-RESULTS_DIR = Path(__file__).resolve().parents[2] / "results"
+RESULTS_DIR = project_root() / "results"  # the checkout's; installed from a wheel, the current folder's
 # Record field -> row key. A notebook run's "gap" is the trainer's probe of training batches.
 FIELDS = {**{k: k for k in RETRIEVAL_KEYS}, "gap": "gap_train_probe", "gap_heldout": "gap_heldout",
           "seconds": "seconds"}

@@ -17,9 +17,10 @@ import torch
 from torch import Tensor, nn
 
 from ..core.checks import as_bool, check_references, fine
-from ..core.hparams import Declared
+from ..core.hparams import Declared, docstring_section
 from ..core.normalize import cosine_scores, unit_rows
 from ..core.relevance import build_relevance
+from .calls import resolve_call
 
 
 # ------------------------------------------------------------------------------- reduction
@@ -140,7 +141,8 @@ def pairwise_inputs(
 
 
 class RankLoss(nn.Module):
-    """Base of the embedding-level losses: ``loss = Cls(**hparams)(embeddings, labels)``.
+    """Base of the embedding-level losses: ``loss = Cls(**hparams)(embeddings, labels)``, or pytorch-metric-learning's
+    call ``loss(embeddings, labels, indices_tuple, ref_emb, ref_labels)`` (:mod:`lab.losses.calls`).
 
     Subclasses set ``functional = staticmethod(score_level_loss)`` and store their hyper-parameters
     with ``self.save_hparams(locals())``; ``hparams`` is what gets passed to ``functional``. The two
@@ -164,6 +166,10 @@ class RankLoss(nn.Module):
         # A misspelt keyword gets the list of accepted ones (and a close match), not a bare TypeError.
         super().__init_subclass__(**kwargs)
         cls.hparam_ranges = dict(cls.declared.sliders)
+        # The docstring's hyper-parameters are generated from the declarations: they cannot drift from them.
+        section = docstring_section(cls.declared)
+        if section:
+            cls.__doc__ = f"{inspect.cleandoc(cls.__doc__ or cls.__name__)}\n\n{section}"
         if "__init__" in cls.__dict__:
             cls.__init__ = _rejecting_unknown_keywords(cls.__init__)
 
@@ -181,7 +187,7 @@ class RankLoss(nn.Module):
         return fine(labels)[:, None] == fine(ref_labels)[None, :]
 
     def targets_for(self, labels: Tensor, ref_labels: Tensor, mask: Tensor) -> Tensor:
-        """What forward() gives ``functional``: ``targets`` by default. Graded losses override it,
+        """What forward() gives ``RankLoss.functional``: ``RankLoss.targets`` by default. Graded losses override it,
         since their relevance is normalised over the items the mask keeps (SupRank Eq. 20)."""
         return self.targets(labels, ref_labels)
 
@@ -189,12 +195,20 @@ class RankLoss(nn.Module):
         self,
         embeddings: Tensor,
         labels: Tensor,
-        ref_embeddings: Optional[Tensor] = None,
+        indices_tuple: Optional[tuple[Tensor, ...]] = None,
+        ref_emb: Optional[Tensor] = None,
         ref_labels: Optional[Tensor] = None,
         *,
+        ref_embeddings: Optional[Tensor] = None,
         mask: Optional[Tensor] = None,
     ) -> Tensor:
-        """embeddings (B, D), labels (B,) or (B, L); refs (M, D), (M,) or (M, L); mask (B, M) bool."""
+        """embeddings (B, D), labels (B,) or (B, L); refs (M, D), (M,) or (M, L); mask (B, M) bool.
+
+        pytorch-metric-learning's call too: ``indices_tuple`` (a miner's pairs or triplets) keeps only the
+        mined (anchor, item) comparisons, ``ref_emb`` is ``ref_embeddings`` (:mod:`lab.losses.calls`).
+        """
+        labels, ref_embeddings, ref_labels, mask = resolve_call(embeddings, labels, indices_tuple, ref_emb,
+                                                                ref_labels, ref_embeddings, mask)
         scores, labels, ref_labels, mask = pairwise_inputs(
             embeddings, labels, ref_embeddings, ref_labels, mask, self.include_self
         )
@@ -208,7 +222,7 @@ class HierarchicalRankLoss(RankLoss):
     """Embedding-level base of the graded losses: ``functional(scores, relevance, ...)``.
 
     Subclasses store ``relevance`` (a kind of ``build_relevance``), ``hap_alpha`` and ``weights``
-    as attributes and list them in ``forward_hparams``. The relevance is built per batch over
+    as attributes and list them in ``RankLoss.forward_hparams``. The relevance is built per batch over
     the items the mask keeps, so |Omega^(l)| never counts the query itself.
     """
 

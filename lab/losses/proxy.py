@@ -19,6 +19,7 @@ from ..core.checks import check_embeddings, check_labels, check_reduction, fine
 from ..core.hparams import ETA, declare
 from ..core.normalize import unit_rows
 from .base import RankLoss
+from .calls import on_device
 
 
 def check_count(name: str, value: int) -> None:
@@ -31,8 +32,9 @@ class ProxyDecompositionLoss(RankLoss):
 
     num_classes: number of fine classes (labels are ids in [0, num_classes)); embed_dim: D.
     forward(embeddings (B, D), labels (B,) or (B, L)) -> scalar, or (B,) with reduction="none".
-    ``ref_embeddings``, ``ref_labels`` and ``mask`` are accepted for a uniform call signature
-    and ignored: the proxies play the part of the references.
+    ``indices_tuple``, ``ref_emb`` / ``ref_embeddings``, ``ref_labels`` and ``mask`` are accepted for a uniform
+    call signature (RankLab's and pytorch-metric-learning's) and ignored: the proxies play the part of the
+    references, so a miner's tuple has no comparison between embeddings to restrict.
     Reference: ``tests/reference_graded.py::proxy_loss_loop``.
     """
 
@@ -53,9 +55,11 @@ class ProxyDecompositionLoss(RankLoss):
         bound = 1.0 / math.sqrt(embed_dim)
         self.proxies = nn.Parameter(torch.empty(num_classes, embed_dim).uniform_(-bound, bound))
 
-    def forward(self, embeddings: Tensor, labels: Tensor, ref_embeddings: Optional[Tensor] = None,
-                ref_labels: Optional[Tensor] = None, *, mask: Optional[Tensor] = None) -> Tensor:
+    def forward(self, embeddings: Tensor, labels: Tensor, indices_tuple: Optional[tuple[Tensor, ...]] = None,
+                ref_emb: Optional[Tensor] = None, ref_labels: Optional[Tensor] = None, *,
+                ref_embeddings: Optional[Tensor] = None, mask: Optional[Tensor] = None) -> Tensor:
         check_embeddings("embeddings", embeddings)
+        labels = on_device(labels, embeddings.device)  # pytorch-metric-learning's trainers keep labels on the CPU
         labels = fine(check_labels("labels", labels, embeddings.shape[0], embeddings.device))
         if embeddings.shape[1] != self.embed_dim:
             raise ValueError(f"embeddings have dim {embeddings.shape[1]} but the loss was built with "

@@ -14,6 +14,7 @@ from torch import Tensor, nn
 from ..core.checks import check_reduction, check_scores
 from ..core.hparams import DELTA, ETA, HAP_ALPHA, LAM, RHO, TAU, declare
 from .base import RankLoss, reduce
+from .calls import resolve_call
 from .calibration import calibration
 from .proxy import ProxyDecompositionLoss
 from .sup_ap import SupAP
@@ -61,10 +62,16 @@ class RODLoss(RankLoss):
         self.include_self = False
         self.needs_num_classes = any(getattr(m, "needs_num_classes", False) for m in (rank_loss, decomposability_loss))
 
-    def forward(self, embeddings: Tensor, labels: Tensor, ref_embeddings: Optional[Tensor] = None,
-                ref_labels: Optional[Tensor] = None, *, mask: Optional[Tensor] = None) -> Tensor:
-        rank = self.rank_loss(embeddings, labels, ref_embeddings, ref_labels, mask=mask)
-        decomposability = self.decomposability_loss(embeddings, labels, ref_embeddings, ref_labels, mask=mask)
+    def forward(self, embeddings: Tensor, labels: Tensor, indices_tuple: Optional[tuple[Tensor, ...]] = None,
+                ref_emb: Optional[Tensor] = None, ref_labels: Optional[Tensor] = None, *,
+                ref_embeddings: Optional[Tensor] = None, mask: Optional[Tensor] = None) -> Tensor:
+        # Either call (RankLab's or pytorch-metric-learning's) resolved once; the parts get RankLab's keywords,
+        # so any module with the documented signature (embeddings, labels, ref_embeddings=, ref_labels=, mask=) fits.
+        labels, refs, ref_labels, mask = resolve_call(embeddings, labels, indices_tuple, ref_emb, ref_labels,
+                                                      ref_embeddings, mask)
+        parts = {"ref_embeddings": refs, "ref_labels": ref_labels, "mask": mask}
+        rank = self.rank_loss(embeddings, labels, **parts)
+        decomposability = self.decomposability_loss(embeddings, labels, **parts)
         if rank.shape != decomposability.shape:
             raise ValueError(f"rank_loss gives shape {tuple(rank.shape)} but decomposability_loss gives "
                              f"{tuple(decomposability.shape)}: build both with the same reduction")

@@ -11,7 +11,8 @@ from ..core.hparams import NUM_BINS, declare
 from .base import RankLoss, reduce
 from .engine import binned_ap_loss
 
-Q_BINS = NUM_BINS.but(default=20)  # Revaud et al.'s Q
+# Revaud et al.'s Q, and their bins: in similarity space.
+Q_BINS = NUM_BINS.but(default=20, equation="AP_Q: num_bins centres from 1 down to -1, kernel width 2 / (num_bins - 1)")
 
 
 def soft_bin_ap(

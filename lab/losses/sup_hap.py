@@ -78,8 +78,9 @@ def sup_hap(
 
 class SupHAP(HierarchicalRankLoss):
     """Embedding-level Sup-H-AP; labels (B,) or (B, L), finest first. ``relevance="hap"`` uses
-    Eq. 20 with ``hap_alpha`` (HAPPIER_F: > 1); ``"wap"`` Property 1 with ``weights``. ``hap_alpha``
-    was called ``alpha``, which ROADMAP's calibration thresholds also use; the old name still works."""
+    Eq. 20 with the exponent hap_alpha (HAPPIER_F: > 1); ``relevance="wap"`` Property 1 with the level weights.
+    The keyword hap_alpha was called alpha, which ROADMAP's calibration thresholds also use; the old name
+    still works."""
 
     functional = staticmethod(sup_hap)
     forward_hparams = ("relevance", "hap_alpha", "weights")

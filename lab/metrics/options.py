@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import typing
 from dataclasses import dataclass
 from typing import Callable, Optional, Sequence, Union
 
@@ -75,7 +76,10 @@ def with_options_signature(fn: Callable) -> Callable:
     """``fn(..., **options)`` shown with every option as a keyword and its default (help(), inspect),
     read from the record's fields: the list is written once."""
     own = [p for p in inspect.signature(fn).parameters.values() if p.kind is not p.VAR_KEYWORD]
+    # The fields' annotations resolved here, where their names are imported: as strings they would be read
+    # in fn's module, which does not import Union (pdoc's API reference warned).
+    types = typing.get_type_hints(RetrievalOptions)
     options = [inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default,
-                                 annotation=f.type) for f in dataclasses.fields(RetrievalOptions)]
+                                 annotation=types[f.name]) for f in dataclasses.fields(RetrievalOptions)]
     fn.__signature__ = inspect.signature(fn).replace(parameters=own + options)
     return fn

@@ -17,6 +17,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from ..core.checks import check_references, fine
+from ..core.extras import require
 from ..core.graded_ranks import GradedRanks, exact_graded_ranks
 from ..core.normalize import PLAIN, _leading_bytes, duplicate_representatives, unit_rows
 from ..core.relevance import hap_relevance, ndcg_relevance, num_levels, shared_levels
@@ -57,6 +58,7 @@ def _similarities(refs_t: Tensor, backend: str, rows: int, columns: Optional[Ten
                 buffers.block = torch.empty(rows, refs_t.shape[1], device=refs_t.device)
             return torch.mm(queries, refs_t, out=buffers.block[: len(queries)])
     else:
+        require("lab.metrics (backend='faiss')")  # without faiss: one line naming it (backend='torch' needs none)
         import faiss  # imported lazily: faiss is slow to import and only this backend needs it
 
         refs = refs_t.T.contiguous().numpy()

@@ -16,6 +16,7 @@ from typing import Iterator
 from torch import Tensor, nn
 
 from ..core.env import hub_offline, hub_offline_set, proxy_set
+from ..core.extras import require
 
 HUB_HOST = ("huggingface.co", 443)
 PROBE_TIMEOUT_S = 2.0
@@ -55,6 +56,7 @@ def offline_unless_reachable() -> Iterator[None]:
 
 
 def is_timm_model(name: str) -> bool:
+    require("lab.models (timm backbones)")
     import timm
 
     return timm.is_model(name)
@@ -62,6 +64,7 @@ def is_timm_model(name: str) -> bool:
 
 def create_timm(name: str, in_chans: int, pretrained: bool) -> nn.Module:
     """timm model without classifier; random init with a warning if the weights cannot be had."""
+    require("lab.models (timm backbones)")
     import timm
 
     if pretrained:

@@ -8,6 +8,10 @@ path, loader workers, memory layout, amp), ``optim`` (device, parameter groups, 
 ``checkpoint`` (atomic saves, RNG states, NaN and Ctrl-C guards), ``evaluation`` (embedding,
 R@k / mAP@R, export).
 """
+from ..core.extras import require
+
+require("lab.train")  # first: a missing extra is one line naming it, not a traceback from a submodule
+
 from .checkpoint import NonFiniteLossError, load_checkpoint, save_checkpoint
 from .config import RESUME_FREE, TrainConfig, config_diff, field_names, load_config
 from .evaluation import class_subset, embed_dataset, evaluate_embeddings, export_embeddings

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import inspect
 import typing
 import warnings
 from collections.abc import Mapping
@@ -42,6 +43,64 @@ RESUME_FREE = frozenset({"steps", "epochs", "out", "checkpoint_every", "eval_eve
                          "device", "num_workers", "eval_max_items", "eval_backend", "eval_batch_size"})
 
 
+# What each TrainConfig field means: the one source for the CLI's `train --help` (lab.cli) and TrainConfig's
+# docstring (the API reference), so the two cannot drift (tests/test_cli_help.py).
+FIELD_HELP: dict[str, str] = {
+    "dataset": "dataset name (python -m lab datasets lists them)",
+    "data_root": "folder of a disk dataset; None: $RANKLAB_DATA or the dataset's usual places",
+    "dataset_kwargs": "extra keywords of the dataset's builder (lab.data.build_dataset)",
+    "transform": "image transform, 'small' or 'paper' (lab.data.build_transforms); None: the dataset's own",
+    "image_size": "image side in pixels after the transform",
+    "sampler": "batch sampler: m_per_class (batch_size / m classes of m images) or hierarchical",
+    "batch_size": "global batch size (all ranks together); divisible by m",
+    "m": "images per class in a batch",
+    "num_workers": "DataLoader workers; None: 0 on the CPU, from the cores on CUDA (lab.train.runtime)",
+    "model": "small_cnn or any timm model name",
+    "embed_dim": "embedding dimension (the projection's output)",
+    "pretrained": "timm backbone: pretrained weights when they can be had (else random init, with a warning)",
+    "pooling": "pooling of the backbone's feature map: avg, max or gem (generalised mean)",
+    "layer_norm": "LayerNorm (without affine) on the pooled features before the projection",
+    "freeze_bn": "BatchNorm layers keep their running statistics (eval mode) while training",
+    "loss": "rank loss name (lab.losses.LOSSES)",
+    "loss_kwargs": "the loss's hyper-parameters, merged into the recipe's (lab.losses.loss_kwargs_of lists them)",
+    "optimizer": "adam or adamw",
+    "lr": "backbone learning rate",
+    "lr_head": "learning rate of the head (pooling, projection); None: lr",
+    "lr_loss": "learning rate of the loss's own parameters (e.g. proxies); None: lr_head",
+    "weight_decay": "weight decay; None: the optimizer's default (Adam 0, AdamW 0.01)",
+    "scheduler": "learning-rate schedule: none, multistep or cosine",
+    "milestones": "multistep milestones (epochs if epochs > 0, else steps)",
+    "gamma": "multistep factor (0.3: drop the learning rate by 70%)",
+    "warmup_steps": "steps of linear learning-rate warm-up",
+    "grad_clip": "clip the gradient norm to this; None: no clipping",
+    "steps": "run length in steps (when epochs is 0)",
+    "epochs": "run length in epochs (0: use steps)",
+    "amp": "mixed precision: auto (bf16 autocast for a timm backbone on CUDA, else float32, decided as the Trainer "
+           "is built, lab.train.runtime.resolve_amp, and recorded resolved), none, bf16 or fp16",
+    "matmul_precision": "float32 matmuls in training steps: highest (IEEE) or high (TF32 on CUDA, ~3 digits per "
+                        "input; python -m bench.tf32 measures the effect)",
+    "xbm_size": "cross-batch memory size (0: off)",
+    "xbm_start": "step from which the memory loss is added (the memory fills from step 0)",
+    "xbm_weight": "weight of the memory loss",
+    "stage_size": "staged backprop: images per re-forward stage (formerly chunk_size); None: off",
+    "eval_every": "steps between evaluations (0: never)",
+    "eval_split": "split evaluated: test (held-out classes) or train",
+    "eval_max_items": "evaluate a fixed random subset of whole classes with about this many images; None: the "
+                      "whole split",
+    "eval_batch_size": "images per forward pass when embedding a split",
+    "eval_backend": "similarities on the CPU: faiss or torch (the same numbers; torch where faiss is missing)",
+    "probe_batches": "decomposability-gap probe: this many sampler batches of the train split",
+    "seed": "random seed (same seed, same run: bitwise on the CPU)",
+    "deterministic": "torch's deterministic algorithms: on CUDA the same seed gives the same run (slower); CPU "
+                     "runs are deterministic already",
+    "device": "auto, cpu, cuda, cuda:N or mps",
+    "out": "output folder (config.yaml, metrics.jsonl, checkpoint.pt)",
+    "checkpoint_every": "steps between checkpoints (0: at the end and on Ctrl-C only)",
+    "log_every": "steps between lines of metrics.jsonl",
+    "progress": "progress bars",
+}
+
+
 @dataclass(frozen=True)
 class TrainConfig:
     """Every setting of a training run. Defaults: the 2-core CPU lab (glyphs, small CNN, ROADMAP).
@@ -58,12 +117,12 @@ class TrainConfig:
     dataset: str = "glyphs"
     data_root: Optional[str] = None
     dataset_kwargs: Mapping[str, Any] = field(default_factory=dict)
-    transform: Optional[str] = None  # lab.data.build_transforms kind, "small" | "paper"; None: the dataset's own
+    transform: Optional[str] = None
     image_size: int = 32
     sampler: str = "m_per_class"
     batch_size: int = 128
-    m: int = 4  # images per class in a batch
-    num_workers: Optional[int] = None  # DataLoader workers; None: 0 on the CPU, from the cores on CUDA (runtime.py)
+    m: int = 4
+    num_workers: Optional[int] = None
     # model
     model: str = "small_cnn"
     embed_dim: int = 64
@@ -76,36 +135,32 @@ class TrainConfig:
     loss_kwargs: Mapping[str, Any] = field(default_factory=dict)
     # optimisation
     optimizer: str = "adam"
-    lr: float = 1e-3  # backbone
-    lr_head: Optional[float] = None  # None: same as lr
-    lr_loss: Optional[float] = None  # parameters owned by the loss (e.g. proxies); None: same as lr_head
-    weight_decay: Optional[float] = None  # None: the optimizer's default (Adam 0, AdamW 0.01)
+    lr: float = 1e-3
+    lr_head: Optional[float] = None
+    lr_loss: Optional[float] = None
+    weight_decay: Optional[float] = None
     scheduler: str = "none"
     milestones: list = field(default_factory=list)
-    gamma: float = 0.3  # multistep factor ("drop the learning rate by 70%")
+    gamma: float = 0.3
     warmup_steps: int = 0
     grad_clip: Optional[float] = None
     steps: int = 1000
     epochs: float = 0.0
-    # "auto": bf16 autocast for a timm backbone on CUDA, else float32, decided as the Trainer is built
-    # (lab.train.runtime.resolve_amp), which records the resolved value. The studies state "none".
     amp: str = "auto"
-    matmul_precision: str = "highest"  # "high": TF32 float32 matmuls on CUDA in training steps (lab.core.precision)
+    matmul_precision: str = "highest"
     # cross-batch memory (XBM) and staged backprop
-    xbm_size: int = 0  # 0: off
-    xbm_start: int = 0  # step from which the memory loss is added (the memory fills from step 0)
+    xbm_size: int = 0
+    xbm_start: int = 0
     xbm_weight: float = 1.0
-    stage_size: Optional[int] = None  # staged backprop: images per re-forward stage; None: off
+    stage_size: Optional[int] = None
     # evaluation and bookkeeping
     eval_every: int = 500
     eval_split: str = "test"
-    eval_max_items: Optional[int] = None  # evaluate on a fixed subset of classes with ~this many images
+    eval_max_items: Optional[int] = None
     eval_batch_size: int = 256
     eval_backend: str = "faiss"
-    probe_batches: int = 8  # decomposability-gap probe: this many sampler batches of the train split
+    probe_batches: int = 8
     seed: int = 0
-    # torch's deterministic algorithms (lab.train.runtime.apply_determinism): on CUDA the same seed then gives
-    # the same run (slower); on the CPU every run is deterministic already (tests/test_study_provenance.py).
     deterministic: bool = False
     device: str = "auto"
     out: Optional[str] = None
@@ -197,6 +252,17 @@ class TrainConfig:
 
     def save_yaml(self, path: Union[str, Path]) -> None:
         write_text_atomic(path, yaml.safe_dump(self.to_dict(), sort_keys=False))
+
+
+def _fields_section() -> str:
+    lines = ["Fields (generated from `FIELD_HELP`, which `python -m lab train --help` shows too):", ""]
+    for f in dataclasses.fields(TrainConfig):
+        default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+        lines.append(f"- **{f.name}** (default `{default!r}`): {FIELD_HELP[f.name]}")
+    return "\n".join(lines)
+
+
+TrainConfig.__doc__ = f"{inspect.cleandoc(TrainConfig.__doc__)}\n\n{_fields_section()}"
 
 
 def field_names() -> list[str]:

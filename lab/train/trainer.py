@@ -144,7 +144,8 @@ class Trainer:
             parts = {"loss_batch": total.detach()}
             if self.memory is not None and self.step_count >= self.config.xbm_start:
                 ref_e, ref_y, ref_i = self.memory.contents_after(emb, labels, index)
-                mem = self.loss_fn(emb, labels, ref_e, ref_y, mask=exclude_self(index, ref_i))
+                mem = self.loss_fn(emb, labels, ref_embeddings=ref_e, ref_labels=ref_y,
+                                   mask=exclude_self(index, ref_i))
                 parts["loss_memory"] = mem.detach()
                 total = total + self.config.xbm_weight * mem
         if not self.plan.deferred_reads and not torch.isfinite(total):

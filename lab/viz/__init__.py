@@ -13,3 +13,7 @@ Fig. 1), ``hierarchical_ap`` (SupRank Fig. 13-14), ``recall_at_k`` (SupRank Eq. 
 dashboard's charts). The runs themselves are made by :mod:`lab.experiments`; this package draws
 what it is given and trains nothing.
 """
+from ..core.extras import require
+
+require("lab.viz")  # first: a missing extra is one line naming it, not a traceback from a submodule
+

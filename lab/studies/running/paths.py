@@ -5,8 +5,10 @@ reporting side's default results folder all read them here.
 """
 from __future__ import annotations
 
-from pathlib import Path
+from ...core.env import project_root
 
-ROOT = Path(__file__).resolve().parents[3]  # the checkout: lab/studies/running/paths.py -> ../../..
+# The checkout this package runs from (a clone, or an editable install of one); installed from a wheel, the
+# current folder: site-packages is nobody's project folder.
+ROOT = project_root()
 RESULTS = ROOT / "results"  # raw results: NAME.json (protocol v1), v2/NAME.json, gpu/v2/*.json
 DOCS = ROOT / "docs"  # results.md and figures/

@@ -1,0 +1,88 @@
+"""What the docs and files tell a user is right: environment.yml holds pyproject.toml's requirements, the
+README says to activate the venv, `make app` listens on this machine unless told to serve a room, teaching.md
+leads with the sandboxed autograde, and an installed `python -m lab study` writes to the current folder."""
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from packaging.requirements import Requirement
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
+
+ROOT = Path(__file__).resolve().parents[1]
+PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+CONDA_NAME = {"torch": "pytorch", "playwright": "playwright-python"}  # conda-forge's names where they differ
+
+
+def pip_requirements() -> dict[str, set[str]]:
+    """{conda name: specifiers} of the core, every extra and dev (the extras' references to the project dropped)."""
+    texts = [*PROJECT["dependencies"], *(t for extra in PROJECT["optional-dependencies"].values() for t in extra)]
+    reqs = [Requirement(t) for t in texts if not t.startswith("ranklab-retrieval")]
+    out: dict[str, set[str]] = {}
+    for r in reqs:
+        out.setdefault(CONDA_NAME.get(r.name, r.name), set()).update(str(s) for s in r.specifier)
+    return out
+
+
+def conda_requirements() -> dict[str, set[str]]:
+    env = yaml.safe_load((ROOT / "environment.yml").read_text())
+    out = {}
+    for item in env["dependencies"]:
+        if isinstance(item, dict) or item in ("pip",) or item.startswith("python="):
+            continue
+        name, spec = re.match(r"^([A-Za-z0-9_.-]+)(.*)$", item).groups()
+        out[name] = {s for s in spec.split(",") if s}
+    return out
+
+
+def test_environment_yml_holds_pyprojects_requirements():
+    assert conda_requirements() == pip_requirements()
+
+
+def test_the_readme_says_to_activate_the_venv():
+    text = (ROOT / "README.md").read_text()
+    first_screen = text.split("\n## ")[0]
+    assert "source .venv/bin/activate" in first_screen
+    assert re.search(r"^\.venv/bin/python -m lab demo", text, re.M) or "python -m lab demo" in first_screen
+
+
+def test_make_app_listens_on_this_machine_unless_told_to_serve_a_room():
+    if shutil.which("make") is None:
+        return
+    plain = subprocess.run(["make", "-n", "app"], cwd=ROOT, capture_output=True, text=True, timeout=60).stdout
+    room = subprocess.run(["make", "-n", "app", "APP_ADDRESS=0.0.0.0"], cwd=ROOT, capture_output=True, text=True,
+                          timeout=60).stdout
+    assert "--server.address 127.0.0.1" in plain and "--server.address 0.0.0.0" in room
+    assert "make app APP_ADDRESS=0.0.0.0" in (ROOT / "README.md").read_text()
+
+
+def test_teaching_leads_with_the_sandboxed_autograde():
+    text = (ROOT / "docs" / "teaching.md").read_text()
+    code = "\n".join(re.findall(r"```bash\n(.*?)```", text, re.S))
+    commands = [line.split("#")[0].strip() for line in code.splitlines()]
+    assert not [c for c in commands if c.startswith("nbgrader autograde")], "a plain nbgrader autograde to run"
+    assert any(c.startswith("python -m lab.grading.autograde") for c in commands)
+
+
+@pytest.mark.slow
+def test_an_installed_lab_study_writes_to_the_current_folder(tmp_path):
+    site, work = tmp_path / "site-packages", tmp_path / "work"
+    shutil.copytree(ROOT / "lab", site / "lab", ignore=shutil.ignore_patterns("__pycache__", "checkpoints"))
+    work.mkdir()
+    code = ("import json; from lab.studies import cli; from lab.experiments import cached; "
+            "p = cli.argparse.ArgumentParser(); cli.add_arguments(p); a = p.parse_args([]); "
+            "print(json.dumps([str(a.out), str(a.docs), str(cached.RESULTS_DIR)]))")
+    run = subprocess.run([sys.executable, "-c", code], cwd=work, capture_output=True, text=True, timeout=300,
+                         env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(site), "HF_HUB_OFFLINE": "1"})
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert run.stdout.split() and eval(run.stdout) == [str(work / "results"), str(work / "docs"), str(work / "results")]
+    # From the checkout (or an editable install), the checkout's folders, as before.
+    from lab.studies import cli
+    assert cli.ROOT == ROOT
