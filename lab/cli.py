@@ -210,6 +210,7 @@ def evaluate(args: argparse.Namespace) -> None:
     from .train import TrainConfig, export_embeddings, load_checkpoint
     from .train.checkpoint import check_format
     from .train.evaluation import describe_subset, evaluate_split
+    from .train.footprint import check_fits
     from .train.loading import build_split, model_for
     from .train.optim import select_device
 
@@ -217,7 +218,8 @@ def evaluate(args: argparse.Namespace) -> None:
     cfg = TrainConfig.from_dict(state["config"])
     dataset = build_split(cfg, args.split, data_root=args.data_root)
     device = select_device(args.device)
-    model = model_for(cfg, int(dataset[0][0].shape[0]), pretrained=False)  # the checkpoint's weights replace any
+    in_chans = check_fits(cfg, device, dataset, training=False)
+    model = model_for(cfg, in_chans, pretrained=False)  # the checkpoint's weights replace any
     model.load_state_dict(state["model"])
     model.to(device)
     result, emb, labels = evaluate_split(model, dataset, device, cfg, max_items=args.max_items, ks=args.ks,

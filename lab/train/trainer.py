@@ -38,11 +38,12 @@ from ..losses import LOSSES, build_loss
 from ..models import TimmBackbone, check_model_name
 from .backprop import plain_backward, staged_backward
 from .checkpoint import (FORMAT, NonFiniteLossError, all_finite, deferred_interrupt, load_with_fallback,
-                         preserved_rng, rng_state, save_checkpoint, seed_everything, set_rng_state)
+                         rng_state, save_checkpoint, seed_everything, set_rng_state)
 from .config import RESUME_FREE, TrainConfig, config_diff
 from .distributed import average_gradients, init_distributed
 from .host_reads import Pending, clone_state, read_pending
 from .evaluation import batch_ap, embed_dataset, embed_split, evaluate_split, export_embeddings, probe_gap
+from .footprint import check_fits
 from .loading import (BatchStream, DeviceBatchStream, build_batch_sampler, build_datasets, model_for, probe_batches,
                       transform_of)
 from .memory import CrossBatchMemory, exclude_self
@@ -80,8 +81,8 @@ class Trainer:
             train_set, test_set, eval_transform = build_datasets(cfg)
         self.train_set, self.test_set, self.eval_transform = train_set, test_set, eval_transform
         labels = train_set.labels.view(len(train_set.labels), -1)
-        with preserved_rng():
-            in_chans = int(train_set[0][0].shape[0])
+        # Before the model or a batch exists: a size that cannot fit is one line, not minutes of swapping.
+        in_chans = check_fits(cfg, self.device, train_set, model=model, world_size=self.dist.world_size)
         self.model = model if model is not None else model_for(cfg, in_chans)
         timm_backbone = isinstance(getattr(self.model, "backbone", None), TimmBackbone)
         # amp="auto" becomes bf16 or none here, for every caller (CLI, notebook, dashboard); the resolved
