@@ -16,7 +16,7 @@ import sys
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, NoReturn, Optional
 
 import yaml
 
@@ -47,6 +47,14 @@ HELP = {
 
 # Extra spellings of a flag: torchrun itself reads --m; --chunk-size is stage_size's old name.
 ALIASES = {"m": ["--per-class"], "stage_size": ["--chunk-size"]}
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse whose errors are one line, like every other refusal of the CLI: by default a bad flag printed
+    the whole usage first (37 lines for ``train``) and the error last."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
 def _typed(name: str, hint: Any):
@@ -208,7 +216,7 @@ def train(args: argparse.Namespace) -> None:
 
 def evaluate(args: argparse.Namespace) -> None:
     from .train import TrainConfig, export_embeddings, load_checkpoint
-    from .train.checkpoint import check_format
+    from .train.checkpoint import check_format, load_weights
     from .train.evaluation import describe_subset, evaluate_split
     from .train.footprint import check_fits
     from .train.loading import build_split, model_for
@@ -220,7 +228,7 @@ def evaluate(args: argparse.Namespace) -> None:
     device = select_device(args.device)
     in_chans = check_fits(cfg, device, dataset, training=False)
     model = model_for(cfg, in_chans, pretrained=False)  # the checkpoint's weights replace any
-    model.load_state_dict(state["model"])
+    load_weights(model, state["model"], args.checkpoint)
     model.to(device)
     result, emb, labels = evaluate_split(model, dataset, device, cfg, max_items=args.max_items, ks=args.ks,
                                          backend=args.backend, progress=True)
@@ -268,7 +276,7 @@ def demo(args: argparse.Namespace) -> None:
 def build_parser() -> argparse.ArgumentParser:
     from .train.runtime import INTERACTIVE_EVAL_IMAGES as EVAL_IMAGES  # the interactive commands' default
 
-    parser = argparse.ArgumentParser(prog="python -m lab", description=__doc__,
+    parser = OneLineParser(prog="python -m lab", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
 

@@ -38,7 +38,7 @@ from ..losses import LOSSES, build_loss
 from ..models import TimmBackbone, check_model_name
 from .backprop import plain_backward, staged_backward
 from .checkpoint import (FORMAT, NonFiniteLossError, all_finite, deferred_interrupt, load_with_fallback,
-                         rng_state, save_checkpoint, seed_everything, set_rng_state)
+                         load_weights, rng_state, save_checkpoint, seed_everything, set_rng_state)
 from .config import RESUME_FREE, TrainConfig, config_diff
 from .distributed import average_gradients, init_distributed
 from .host_reads import Pending, clone_state, read_pending
@@ -411,7 +411,7 @@ class Trainer:
         if self.folder is not None:  # before any state changes: refused, this trainer stays as it was
             self.folder.claim("resume", self.config.to_dict())
         self._pending, self._snapshot = [], None
-        self._load_state(state)
+        self._load_state(state, used)
         self.last_checkpoint = used
         self._keep_previous = used == Path(path)
         if self.folder is not None:
@@ -419,8 +419,8 @@ class Trainer:
             repair_log(self.out / "metrics.jsonl", self.step_count)
         return self
 
-    def _load_state(self, state: dict[str, Any]) -> None:
-        self.model.load_state_dict(state["model"])
+    def _load_state(self, state: dict[str, Any], source: Union[str, Path] = "the snapshot") -> None:
+        load_weights(self.model, state["model"], source)  # a model passed in that is not the run's: one line
         self.loss_fn.load_state_dict(state["loss"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
