@@ -32,6 +32,7 @@ from torch.nn.parallel import DistributedDataParallel
 from tqdm.auto import tqdm
 
 from ..core import env
+from ..core.files import DiskFullError, full_disk
 from ..core.precision import matmul_precision
 from ..data.labeled_images import batchable
 from ..losses import LOSSES, build_loss
@@ -126,6 +127,7 @@ class Trainer:
         self._out_ready = False  # config.yaml is written with the first log line or checkpoint
         self._keep_previous = True  # False after falling back from a damaged checkpoint: never keep that one
         self._saved_step: Optional[tuple[Path, int]] = None  # (path, step) of this trainer's last save
+        self._logged_eval: Optional[dict[str, Any]] = None  # the log's evaluation at the resumed step, if any
         seed_everything(cfg.seed + self.dist.rank)  # ranks draw different augmentations
         self._committed_rng = rng_state()  # RNG as of the last finished step: what checkpoints store
         self._pending: list[Pending] = []  # committed steps whose numbers are not read yet (deferred path)
@@ -356,8 +358,15 @@ class Trainer:
     def _log(self, record: dict[str, Any]) -> None:
         if self.out is not None and self.dist.is_main:
             self._prepare_out()
-            with open(self.out / "metrics.jsonl", "a") as f:
-                f.write(json.dumps(record) + "\n")
+            path = self.out / "metrics.jsonl"
+            try:
+                with open(path, "a") as f:
+                    f.write(json.dumps(record) + "\n")
+            except OSError as error:  # errno 28 alone does not say which file
+                if full_disk(error) is None:
+                    raise
+                raise DiskFullError(path, full_disk(error), "its last line may be cut short (a resume removes "
+                                    "it)") from None
 
     def _last_good(self) -> Optional[str]:
         return str(self.last_checkpoint) if self.last_checkpoint else None
@@ -414,9 +423,10 @@ class Trainer:
         self._load_state(state, used)
         self.last_checkpoint = used
         self._keep_previous = used == Path(path)
+        self._saved_step = (used, self.step_count)  # saving this same state again keeps the previous checkpoint
         if self.folder is not None:
             # Records written after the checkpoint go (they will be written again); a last line cut short too.
-            repair_log(self.out / "metrics.jsonl", self.step_count)
+            self._logged_eval = repair_log(self.out / "metrics.jsonl", self.step_count)
         return self
 
     def _load_state(self, state: dict[str, Any], source: Union[str, Path] = "the snapshot") -> None:
@@ -451,12 +461,21 @@ class Trainer:
                    disable=not (cfg.progress and self.dist.is_main))
         try:
             metrics = self._train_until(until, bar)
-            final = self.evaluate() if self.test_set is not None and cfg.eval_every else {}
+            final = self._final_evaluation() if self.test_set is not None and cfg.eval_every else {}
             self.save()
         finally:
             bar.close()
             self.close()  # the run folder is free for another process once the run is done
         return {**metrics, **{k: v for k, v in final.items() if k not in ("kind", "step")}}
+
+    def _final_evaluation(self) -> dict[str, Any]:
+        """The evaluation at the end of ``fit``. A finished run resumed trains nothing: its final evaluation
+        is in the log already, and evaluating again would append a second record of the same step."""
+        logged = self._logged_eval
+        if logged is not None and logged["step"] == self.step_count and logged.get("split") == self.config.eval_split:
+            self._remember(logged)
+            return logged
+        return self.evaluate()
 
     def _train_until(self, until: int, bar: tqdm) -> dict[str, Any]:
         """fit's loop: the metrics of the last step; on Ctrl-C a checkpoint of the last finished step."""
