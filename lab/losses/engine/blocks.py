@@ -226,8 +226,9 @@ def per_query(
     """(Q,) per-query values of ``block_fn`` over chunks of queries, differentiable in ``scores``.
 
     The call's ``plan`` sizes the chunks (``chunk_size`` queries if given). ``block_fn`` reaches the
-    scores through the block's sums only. ``relevance`` (Q, N), optional, reaches it as
-    ``block.relevance`` (graded losses: SupRank Eq. 21, 24).
+    scores through the block's sums only: where a gradient is needed and its values carry none, a
+    :class:`NoGradientError` says so (an all-zero gradient would train nothing, silently).
+    ``relevance`` (Q, N), optional, reaches it as ``block.relevance`` (graded losses: SupRank Eq. 21, 24).
     """
     check_chunk_size(chunk_size)
     pos = targets & mask
@@ -261,10 +262,28 @@ def per_query(
                       None if relevance is None else relevance[rows], need_grad, num_pos=num_pos[rows])
             out = block_fn(b)
             if need_grad:
+                check_gradient_reached(out, b, block_fn)
                 b.backward_into(grad[rows], out)
             losses.append(out.detach())
     losses = torch.cat(losses) if losses else scores.new_zeros(0)
     return with_gradient(scores, losses, grad) if need_grad else losses
+
+
+class NoGradientError(ValueError):
+    """A block function whose values carry no gradient to the scores, where one is needed."""
+
+
+def check_gradient_reached(out: Tensor, block: Block, block_fn: Callable) -> None:
+    """One line, not an all-zero gradient, when ``block_fn`` reached the scores without a sum that carries
+    their gradient (it computed from ``detached_scores`` or ``count_at_least`` only, or detached a sum).
+    A chunk without any positive has nothing to differentiate (the graded losses form no sum there)."""
+    if block.tracked and out.requires_grad:
+        return
+    if bool(block.pos.any()):  # read only here, off the usual path: no wait on the device per chunk
+        name = getattr(block_fn, "__qualname__", repr(block_fn))
+        raise NoGradientError(f"per_query: {name} returned values with no gradient to the scores, which need one: "
+                              "only the block's sigmoid_sums and h_minus_sums carry it (detached_scores and "
+                              "count_at_least carry none); its gradient would be all zeros")
 
 
 def mean_over_positives(values: Tensor, block: Block) -> Tensor:
