@@ -167,3 +167,37 @@ def test_the_engine_is_a_level_below_the_losses():
     # The check can fail: an engine module importing a loss file is reported.
     assert engine_violations({f"{ENGINE}.blocks": {"lab.losses.base", "lab.core.checks", f"{ENGINE}.plan"}}) == \
         [f"{ENGINE}.blocks imports lab.losses.base"]
+
+
+# lab.core holds two kinds of modules (its docstring lists them): the maths under the losses and metrics, and
+# the process helpers that training, data, studies, grading and the CLI share. Each module is in one group.
+CORE_MATHS = {"checks", "steps", "relevance", "graded_ranks", "normalize", "budget", "hparams"}
+CORE_PROCESS = {"env", "files", "provenance", "convert", "frozen", "precision"}
+
+
+def core_group_violations(edges: dict[str, set[str]]) -> list[str]:
+    """Imports across lab.core's groups: a maths helper importing a process helper other than env (the
+    environment's switches), a process helper importing a maths helper."""
+    wrong = []
+    for module, targets in edges.items():
+        if module.startswith("lab.core."):
+            mine = module.split(".")[2]
+            for target in targets:
+                theirs = target.split(".")[2] if target.startswith("lab.core.") else None
+                if (mine in CORE_MATHS and theirs in CORE_PROCESS - {"env"}) or \
+                        (mine in CORE_PROCESS and theirs in CORE_MATHS):
+                    wrong.append(f"{module} imports {target}")
+    return sorted(wrong)
+
+
+def test_lab_core_is_its_two_groups_as_its_docstring_says():
+    modules = {p.stem for p in (LAB / "core").glob("*.py") if p.stem != "__init__"}
+    assert CORE_MATHS | CORE_PROCESS == modules and not CORE_MATHS & CORE_PROCESS, \
+        f"a lab/core module in no group or two: {sorted(modules ^ (CORE_MATHS | CORE_PROCESS))}"
+    doc = ast.get_docstring(ast.parse((LAB / "core" / "__init__.py").read_text()))
+    maths, process = doc.split("Process helpers", 1)
+    assert all(f"``{m}``" in maths for m in CORE_MATHS) and all(f"``{m}``" in process for m in CORE_PROCESS)
+    assert core_group_violations(graph()) == []
+    # The check can fail: a maths helper importing the atomic writer is reported.
+    assert core_group_violations({"lab.core.steps": {"lab.core.files", "lab.core.env"}}) == \
+        ["lab.core.steps imports lab.core.files"]
