@@ -31,10 +31,9 @@ from torch import Tensor
 
 from ._triton import tl, triton
 from .plan import FUSED_ENV  # noqa: F401  (bench/gpu.py reads it here)
+from .plan import SUMS_REGISTER_TILE_ENTRIES
 
 SIGMOID, H_MINUS, STEP = 0, 1, 2
-# A program's tile of (anchors, items) differences, BLOCK_P x BLOCK_M entries in registers.
-REGISTER_TILE_ENTRIES = 2048
 MAX_BLOCK_P = 32
 
 
@@ -107,7 +106,7 @@ if triton is not None:
 def _blocks(num_anchors: int) -> tuple[int, int]:
     """(BLOCK_P, BLOCK_M): anchors per program up to MAX_BLOCK_P, items filling a register tile."""
     block_p = min(MAX_BLOCK_P, triton.next_power_of_2(max(num_anchors, 1)))
-    return block_p, REGISTER_TILE_ENTRIES // block_p
+    return block_p, SUMS_REGISTER_TILE_ENTRIES // block_p
 
 
 @functools.lru_cache(maxsize=64)
