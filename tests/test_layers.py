@@ -3,10 +3,8 @@ including imports inside functions (a loop hidden in a function is still a loop)
 from __future__ import annotations
 
 import ast
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-LAB = ROOT / "lab"
+from tests._imports import LAB, graph, imported_modules
 
 # Bottom up. A package may import its own modules and any package of a lower layer, never one of
 # its own layer (siblings stay independent) or of a higher one.
@@ -24,46 +22,10 @@ RANK = {package: i for i, layer in enumerate(LAYERS) for package in layer}
 UNIT = {"lab.ranking": "lab.core", "lab.__main__": "lab.cli"}
 
 
-def module_name(path: Path) -> str:
-    parts = path.relative_to(ROOT).with_suffix("").parts
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-
-
 def package_of(module: str) -> str:
     """The unit of layering: lab.<first part> (lab itself for lab/__init__.py)."""
     first = ".".join(module.split(".")[:2])
     return UNIT.get(first, first)
-
-
-def imported_modules(path: Path) -> set[str]:
-    """Every lab module ``path`` imports, at any depth of its code."""
-    name = module_name(path)
-    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
-    found = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        if isinstance(node, ast.Import):
-            found |= {a.name for a in node.names if a.name == "lab" or a.name.startswith("lab.")}
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.split(".")
-                base = base[: len(base) - (node.level - 1)]
-                target = ".".join(base + ([node.module] if node.module else []))
-            else:
-                target = node.module or ""
-            if not (target == "lab" or target.startswith("lab.")):
-                continue
-            found.add(target)
-            for alias in node.names:  # `from . import x` may name a submodule
-                sub = f"{target}.{alias.name}"
-                path = ROOT / Path(*sub.split("."))
-                if path.with_suffix(".py").exists() or path.is_dir():
-                    found.add(sub)
-    found.discard(name)
-    return found
-
-
-def graph() -> dict[str, set[str]]:
-    return {module_name(p): imported_modules(p) for p in sorted(LAB.rglob("*.py"))}
 
 
 def test_every_package_has_a_layer():
