@@ -1,10 +1,12 @@
-"""The test suite as a codebase (issue 47, items 6-7): each notebook runs once, and no comment states a test
-count that drifts."""
+"""The test suite as a codebase (issue 47, items 6-7): each notebook runs once, no comment states a test count
+that drifts, and bench/ and tests/ are tied one way only (tests import bench, never the reverse)."""
 from __future__ import annotations
 
 import ast
 import re
 from pathlib import Path
+
+from tests._imports import all_imports
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -27,3 +29,8 @@ def test_no_comment_states_a_test_count_that_drifts():
         counts = re.findall(r"\b\d{1,3}(?:,\d{3})+ tests\b", (ROOT / name).read_text())
         assert counts == [], f"{name} states {counts}: `pytest --collect-only -q` counts them"
 
+
+def test_bench_imports_no_test_module():
+    wrong = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "bench").rglob("*.py")
+                   if any(m.split(".")[0] == "tests" for m in all_imports(p)))
+    assert wrong == [], f"bench/ imports tests/ (the helpers both use live in bench/): {wrong}"
