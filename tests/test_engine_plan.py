@@ -94,3 +94,11 @@ def test_each_engine_constant_has_one_name_and_one_home():
     assert {name: files for name, files in homes.items() if len(files) > 1} == {}
     assert plan.SUMS_REGISTER_TILE_ENTRIES != plan.HISTOGRAM_REGISTER_TILE_ENTRIES
 
+
+def test_the_kernels_compare_their_mode_with_names():
+    # `if MODE == 2` read as nothing; the modes are the names the callers pass (SIGMOID, H_MINUS, STEP).
+    tree = ast.parse((ENGINE / "fused_sums.py").read_text())
+    literal = [node.lineno for node in ast.walk(tree) if isinstance(node, ast.Compare)
+               and any(isinstance(n, ast.Name) and n.id == "MODE" for n in [node.left, *node.comparators])
+               and any(isinstance(n, ast.Constant) for n in [node.left, *node.comparators])]
+    assert literal == [], f"fused_sums.py compares MODE with a number at lines {literal}"

@@ -33,20 +33,22 @@ from ._triton import tl, triton
 from .plan import FUSED_ENV  # noqa: F401  (bench/gpu.py reads it here)
 from .plan import SUMS_REGISTER_TILE_ENTRIES
 
-SIGMOID, H_MINUS, STEP = 0, 1, 2
+SIGMOID, H_MINUS, STEP = 0, 1, 2  # the kernels' MODE: which f they sum (the callers pass these)
 MAX_BLOCK_P = 32
 
 
 if triton is not None:
+    # The modes as the kernels read them: a @triton.jit function reads a global only as a constexpr.
+    _H_MINUS_MODE, _STEP_MODE = tl.constexpr(H_MINUS), tl.constexpr(STEP)
 
     @triton.jit
     def _step(t, inv_tau, tau, rho, delta, MODE: tl.constexpr):
         """f(t) and tau f'(t) of one tile of differences t (items left out are t = -inf)."""
-        if MODE == 2:  # exact step, H(0) = 1: a tie counts as ranked above
+        if MODE == _STEP_MODE:  # exact step, H(0) = 1: a tie counts as ranked above
             value = (t >= 0).to(tl.float32)
             slope = tl.zeros_like(t)
         else:
-            if MODE == 1:  # H^-: the sigmoid stops at delta, where the linear part takes over
+            if MODE == _H_MINUS_MODE:  # H^-: the sigmoid stops at delta, where the linear part takes over
                 x = tl.minimum(t, delta) * inv_tau
             else:
                 x = t * inv_tau
@@ -55,7 +57,7 @@ if triton is not None:
             sig = tl.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
             value = sig
             slope = sig * (1.0 - sig)
-            if MODE == 1:
+            if MODE == _H_MINUS_MODE:
                 value = value + tl.where(t >= 0, 0.5, 0.0) + rho * tl.maximum(t - delta, 0.0)
                 slope = tl.where(t > delta, rho * tau, slope)
         return value, slope
