@@ -85,5 +85,5 @@ def test_an_installed_lab_study_writes_to_the_current_folder(tmp_path):
     assert run.returncode == 0, run.stderr[-3000:]
     assert run.stdout.split() and eval(run.stdout) == [str(work / "results"), str(work / "docs"), str(work / "results")]
     # From the checkout (or an editable install), the checkout's folders, as before.
-    from lab.studies import cli
-    assert cli.ROOT == ROOT
+    from lab.studies.running import paths
+    assert paths.ROOT == ROOT
