@@ -68,17 +68,16 @@ def add_config_flags(parser: argparse.ArgumentParser) -> None:
     """One flag per TrainConfig field, default None (= not given, keep the recipe's value)."""
     from .models import POOLINGS
     from .train import TrainConfig, config
-    from .train.config import FIELD_HELP, field_type, hints
+    from .train.config import FIELD_HELP, field_default, field_type, hints
 
     choices = {"optimizer": config.OPTIMIZERS, "scheduler": config.SCHEDULERS, "sampler": config.SAMPLERS,
                "amp": config.AMP, "transform": config.TRANSFORMS, "eval_backend": config.EVAL_BACKENDS,
                "matmul_precision": config.MATMUL_PRECISIONS,
                "pooling": POOLINGS, "eval_split": ("train", "test")}
-    defaults = TrainConfig()
     group = parser.add_argument_group("config (each overrides --config)")
     for f in dataclasses.fields(TrainConfig):
         flags = [f"--{f.name.replace('_', '-')}"] + ALIASES.get(f.name, [])
-        kind, default = field_type(f.name), getattr(defaults, f.name)
+        kind, default = field_type(f.name), field_default(f)
         # One source with TrainConfig's docstring; "%" doubled: argparse %-formats help strings ("70%").
         help_text = f"{FIELD_HELP[f.name]} (default: {default!r})".replace("%", "%%")
         kw: dict[str, Any] = dict(dest=f.name, default=None, help=help_text)
@@ -124,7 +123,7 @@ def run_config(args: argparse.Namespace):
     """
     from .train import TrainConfig, field_names
     from .train.checkpoint import load_with_fallback
-    from .train.config import check_loss_values, check_out_dir, merge_overrides, read_recipe
+    from .train.config import check_out_dir, merge_overrides, read_recipe
     from .train.runtime import interactive_eval_items
 
     overrides = {name: getattr(args, name) for name in field_names()}
@@ -145,7 +144,6 @@ def run_config(args: argparse.Namespace):
     cfg = TrainConfig.from_dict(values)
     # Checked here, in well under a second, rather than after the datasets and the model are built.
     check_out_dir(cfg.out)
-    check_loss_values(cfg)
     return cfg, amp_from
 
 

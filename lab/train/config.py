@@ -7,6 +7,7 @@ exists is valid, so nothing downstream checks it again.
 """
 from __future__ import annotations
 
+import copy
 import dataclasses
 import functools
 import inspect
@@ -17,13 +18,12 @@ from dataclasses import InitVar, dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Union
 
-import torch
 import yaml
 
 from ..core.convert import to_type
 from ..core.frozen import FrozenDict
 from ..core.precision import MATMUL_PRECISIONS
-from ..losses import LOSSES, build_loss, check_loss_kwargs, loss_kwargs_of
+from ..losses import LOSSES, check_loss_kwargs
 from ..core.files import write_text_atomic
 from .config_checks import check_fields
 
@@ -194,6 +194,15 @@ class TrainConfig:
             raise ValueError(f"loss_kwargs: reduction must be 'mean' for training (one number per batch), "
                              f"got {self.loss_kwargs['reduction']!r}")
 
+    def with_amp(self, amp: str) -> "TrainConfig":
+        """This config with ``amp`` resolved (``"auto"`` -> the Trainer's choice): a copy of the checked values,
+        not a second build; only the new value is checked."""
+        if amp not in AMP:
+            raise ValueError(f"amp must be one of {AMP}, got {amp!r}")
+        resolved = copy.copy(self)
+        object.__setattr__(resolved, "amp", amp)
+        return resolved
+
     def _checked_loss_kwargs(self) -> dict[str, Any]:
         try:
             return check_loss_kwargs(self.loss, self.loss_kwargs)
@@ -246,6 +255,11 @@ def field_type(name: str, config: Optional[type] = None) -> Any:
     hint = hints(config or TrainConfig)[name]
     args = [a for a in typing.get_args(hint) if a is not type(None)]
     return args[0] if typing.get_origin(hint) is Union else typing.get_origin(hint) or hint
+
+
+def field_default(f: dataclasses.Field) -> Any:
+    """A field's default as declared (a fresh value for a default_factory), without building a config."""
+    return f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
 
 
 @functools.lru_cache(maxsize=8)
@@ -306,17 +320,6 @@ def load_config(path: Union[str, Path, None] = None, **overrides: Any) -> TrainC
     ``loss_kwargs`` overrides merge into the recipe's (see :func:`merge_overrides`)."""
     values = read_recipe(path) if path is not None else {}
     return TrainConfig.from_dict(merge_overrides(values, overrides))
-
-
-def check_loss_values(cfg: TrainConfig) -> None:
-    """Build the config's loss once on a throwaway random state, so that an out-of-range value
-    (``tau=-1``) fails before any dataset is built, with the loss's own message."""
-    loss_kwargs_of(cfg.loss)  # an unknown loss name: the list of the known ones
-    with torch.random.fork_rng(devices=[]):  # proxies are drawn at random: leave the run's stream alone
-        try:
-            build_loss(cfg.loss, num_classes=1, embed_dim=cfg.embed_dim, **cfg.loss_kwargs)
-        except ValueError as e:
-            raise ValueError(f"loss_kwargs of {cfg.loss!r}: {e}") from None
 
 
 def check_out_dir(out: Union[str, Path, None]) -> None:
