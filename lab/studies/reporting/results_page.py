@@ -17,8 +17,7 @@ from typing import Any, Optional
 from ...viz.render import save_png
 from ..running import spec
 from ..running.results_file import load_results
-from ..running.runner import missing_runs
-from ..running.spec import FULL_SEEDS, QUICK_SEEDS, V2_SEEDS, V2_STUDIES, study_runs
+from ..running.spec import missing_runs, FULL_SEEDS, QUICK_SEEDS, V2_SEEDS, V2_STUDIES, study_runs
 from .budget_table import budget_table, train_images
 from .code_versions import code_versions, pilot_replay
 from .compute import GPU_RESULTS, compute_paragraph, gpu_runs
