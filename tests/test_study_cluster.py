@@ -274,3 +274,14 @@ def test_a_job_stopped_with_sigterm_is_requeued_and_resumes_to_the_same_bits(tmp
     assert len(stops) == 1 and 0 < stops[0]["step"] < 150, stops  # it did stop part-way
     assert measured(rec) == measured(straight)
     assert any("stopped and requeued at step" in line for line in lines)
+
+
+def test_where_slurm_cannot_start_the_slurm_tests_say_why_in_one_line(monkeypatch):
+    from tests import _slurm
+
+    monkeypatch.setattr(_slurm.os, "geteuid", lambda: 1000)
+    assert _slurm.unavailable() == "SLURM tests need root (munged runs as the munge user, slurmd as root)"
+    monkeypatch.setattr(_slurm.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(_slurm.shutil, "which", lambda name: None)
+    said = _slurm.unavailable()
+    assert "\n" not in said and "slurm-wlm (make slurm, or apt-get install slurm-wlm): no " in said
