@@ -12,6 +12,8 @@ from .running.pilot import run_pilot
 from .running.results_file import merge_files
 from .running.cluster import FIELDS as CLUSTER_FIELDS
 from .running.cluster import load_cluster
+from .running.dry_run import dry_run
+from .running.paper_studies import PAPER_FOLDER, PAPER_STUDIES, is_paper
 from .running.runner import EXECUTORS, parse_shard, run_studies
 from .running.spec import ORDER, PROTOCOLS, V2_STUDIES, parse_seeds
 
@@ -19,8 +21,9 @@ from .running.spec import ORDER, PROTOCOLS, V2_STUDIES, parse_seeds
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("names", nargs="*", metavar="NAME", help=f"{', '.join(ORDER)}, or all (default with --render: "
                    "render every study found in --out); pilot: protocol v2's learning curve, which fixes its steps; "
-                   "merge PARTS...: merge results files (each node's, say) by run into --out, refusing two "
-                   "records of one run that differ")
+                   f"the papers' own tables on their recipes (a GPU each run): {', '.join(PAPER_STUDIES)}, into "
+                   f"OUT/{PAPER_FOLDER}/; merge PARTS...: merge results files (each node's, say) by run into --out, "
+                   "refusing two records of one run that differ")
     p.add_argument("--quick", action="store_true", help="CI size: tiny sets, 3 steps, 2 methods (seconds)")
     p.add_argument("--protocol", choices=PROTOCOLS, default="v1",
                    help=f"v2: the whole test split, 5 seeds, the pilot's steps; re-runs {', '.join(V2_STUDIES)} "
@@ -59,6 +62,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                          "(default 24:00:00)")
     cluster.add_argument("--array-parallelism", type=int, default=None, help="jobs running at once (default 256)")
     cluster.add_argument("--mem", default=None, help="memory per job, e.g. 64G")
+    p.add_argument("--base", type=Path, default=None, metavar="RECIPE",
+                   help=f"a paper-scale study ({', '.join(PAPER_STUDIES)}) on this recipe only: one of its settings "
+                        "(recipes/roadmap_cub_resnet50.yaml) or a recipe of your own")
+    p.add_argument("--dry-run", action="store_true",
+                   help="list the runs the call would train (key, setting, seed, steps) and their GPU hours estimated "
+                        "from docs/benchmarks.md's measured step times; trains and writes nothing")
     p.add_argument("--curve-every", type=int, default=0, metavar="STEPS",
                    help="also evaluate each run every STEPS steps on the same split, into its record's learning "
                         "curve (does not change the run; default 0: only at its end)")
@@ -82,19 +91,29 @@ def main(args: argparse.Namespace) -> None:
     study_names = V2_STUDIES if args.protocol == "v2" else ORDER
     if "all" in names or not (names or pilot):
         names = list(study_names)
-    unknown = [n for n in names if n not in study_names]
+    unknown = [n for n in names if n not in study_names and not is_paper(n)]
     if unknown:
         raise ValueError(f"unknown study {unknown[0]!r} for protocol {args.protocol}; choose from: "
-                         f"{', '.join(study_names)}, all, pilot")
+                         f"{', '.join(study_names)}, all, pilot, {', '.join(PAPER_STUDIES)}")
+    paper = [n for n in names if is_paper(n)]
+    if paper and (len(paper) < len(names) or pilot):
+        raise ValueError(f"the paper-scale studies ({', '.join(paper)}) train on their recipes into "
+                         f"--out/{PAPER_FOLDER}/: name them in a call of their own")
+    if args.base is not None and not paper:
+        raise ValueError(f"--base takes a paper-scale study ({', '.join(PAPER_STUDIES)}): the glyph studies' "
+                         "budget is fixed")
+    out = args.out / PAPER_FOLDER if paper else args.out / "v2" if args.protocol == "v2" else args.out
+    if args.dry_run:
+        dry_run(names, out, args.quick, seeds, args.protocol, methods, shard, args.base, log=log)
+        return
     if not args.render:
         start = time.time()
         if pilot:
             run_pilot(args.out / "v2", threads=args.threads, log=log, device=args.device)
         if names:
-            out = args.out / "v2" if args.protocol == "v2" else args.out
             run_studies(names, out, args.quick, seeds, args.jobs, args.threads, log=log, protocol=args.protocol,
                         device=args.device, methods=methods, curve_every=args.curve_every, shard=shard,
-                        executor=args.executor, cluster=cluster)
+                        executor=args.executor, cluster=cluster, base=args.base)
         print(f"trained in {time.time() - start:.0f} s", file=sys.stderr)
     if not args.no_render:
         page = render(args.out, args.docs, seeds=seeds.stop if isinstance(seeds, range) else seeds)

@@ -22,7 +22,8 @@ from .execution import FAILURES, curve_point, execute
 from .local_pool import device_queue, pool_execute, worker_init
 from .results_file import add_results, load_results
 from .session import Session, _as_run_of
-from .spec import RunSpec, Seeds, missing_runs, seeds_text, study_runs
+from .paper_studies import runs_of
+from .spec import RunSpec, Seeds, missing_runs, seeds_text
 
 if TYPE_CHECKING:
     from .cluster import ClusterConfig
@@ -79,10 +80,11 @@ def parse_shard(text: str) -> tuple[int, int]:
 
 
 def plan(names: list[str], out: Path, quick: bool = False, seeds: Seeds = None, protocol: str = "v1",
-         methods: Optional[list[str]] = None, shard: Optional[tuple[int, int]] = None) -> Plan:
+         methods: Optional[list[str]] = None, shard: Optional[tuple[int, int]] = None,
+         base: Optional[Path] = None) -> Plan:
     """What is missing: each study's runs (of ``methods`` only, if given; of part ``shard`` = (i, n) only, if
     given: :func:`shard_keys`) that its file lacks, each copied from another study's file of ``out`` that holds
-    it (same key), else wanted for training."""
+    it (same key), else wanted for training. ``base``: a paper-scale study's recipe (``paper_studies``)."""
     out, mode = Path(out), ("quick" if quick else "full")
     paths = {n: out / f"{n}.json" for n in names}
     datas = {n: load_results(p) for n, p in paths.items()}
@@ -91,7 +93,7 @@ def plan(names: list[str], out: Path, quick: bool = False, seeds: Seeds = None, 
             raise ValueError(f"{paths[n]} holds {data['mode']}-mode results; write {mode}-mode runs elsewhere "
                              f"(--out DIR)")
     if methods is not None:
-        offered = sorted({s.method for n in names for s in study_runs(n, quick, seeds, protocol)})
+        offered = sorted({s.method for n in names for s in runs_of(n, quick, seeds, protocol, base)})
         unknown = [m for m in methods if m not in offered]
         if unknown:
             raise ValueError(f"methods: unknown method {unknown[0]!r} for {', '.join(names)}; choose from: "
@@ -99,7 +101,7 @@ def plan(names: list[str], out: Path, quick: bool = False, seeds: Seeds = None, 
     known = _known(out)
     mine: dict[str, dict[str, Any]] = {n: {"study": n, "mode": mode, "runs": {}, "sessions": []} for n in names}
     wanted: dict[str, list[RunSpec]] = {}
-    named = {n: [s for s in study_runs(n, quick, seeds, protocol) if methods is None or s.method in methods]
+    named = {n: [s for s in runs_of(n, quick, seeds, protocol, base) if methods is None or s.method in methods]
              for n in names}
     share = shard_keys([s for specs in named.values() for s in specs], shard) if shard else None
     for n in names:
@@ -115,7 +117,7 @@ def plan(names: list[str], out: Path, quick: bool = False, seeds: Seeds = None, 
 
 def _command(names: list[str], quick: bool, seeds: Seeds, jobs: int, protocol: str,
              methods: Optional[list[str]], curve_every: int, shard: Optional[tuple[int, int]] = None,
-             executor: str = "local") -> str:
+             executor: str = "local", base: Optional[Path] = None) -> str:
     """The call as typed, for its session line."""
     return " ".join(["python -m lab study", *names] + (["--quick"] if quick else []) +
                     ([f"--protocol {protocol}"] if protocol != "v1" else [])
@@ -123,6 +125,7 @@ def _command(names: list[str], quick: bool, seeds: Seeds, jobs: int, protocol: s
                     + ([f"--seeds {seeds_text(seeds)}"] if seeds is not None else [])
                     + ([f"--methods {','.join(methods)}"] if methods is not None else [])
                     + ([f"--shard {shard[0]}/{shard[1]}"] if shard else [])
+                    + ([f"--base {base}"] if base is not None else [])
                     + ([f"--curve-every {curve_every}"] if curve_every else []))
 
 
@@ -130,23 +133,23 @@ def run_studies(names: list[str], out: Path, quick: bool = False, seeds: Seeds =
                 threads: int = 1, log: Callable[[str], None] = print, protocol: str = "v1",
                 device: Optional[str] = None, methods: Optional[list[str]] = None, curve_every: int = 0,
                 shard: Optional[tuple[int, int]] = None, executor: str = "local",
-                cluster: Optional["ClusterConfig"] = None) -> dict[str, dict[str, Any]]:
+                cluster: Optional["ClusterConfig"] = None, base: Optional[Path] = None) -> dict[str, dict[str, Any]]:
     """Train every missing run of the studies ``names`` under ``protocol`` into ``out/NAME.json``, study by
     study in that order and seed by seed, each config once whichever studies need it; a run that fails
     (e.g. diverges) is listed under "failed" and retried by the next call. ``methods``: train only the runs
     of these methods (a power plan's losses), the others stay missing. ``shard`` = (i, n): only part i of n
     (:func:`shard_keys`). ``executor``: "local" (``jobs`` processes here) or "submitit" (one job per run,
-    ``cluster`` its parameters: :mod:`.cluster`). ``curve_every``: see ``execute``. Returns {name: the file's
-    data}."""
+    ``cluster`` its parameters: :mod:`.cluster`). ``base``: a paper-scale study's recipe (:mod:`.paper_studies`).
+    ``curve_every``: see ``execute``. Returns {name: the file's data}."""
     if executor not in EXECUTORS:
         raise ValueError(f"--executor must be one of {', '.join(EXECUTORS)}, got {executor!r}")
-    todo = plan(names, out, quick, seeds, protocol, methods, shard)
+    todo = plan(names, out, quick, seeds, protocol, methods, shard, base)
     for n in names:
         todo.datas[n] = add_results(todo.paths[n], todo.mine[n])
-        log(f"{n}: {len(study_runs(n, quick, seeds, protocol))} runs, {todo.to_train(n)} to train"
+        log(f"{n}: {len(runs_of(n, quick, seeds, protocol, base))} runs, {todo.to_train(n)} to train"
             + (f" (methods {', '.join(methods)})" if methods is not None else "")
             + (f" (shard {shard[0]}/{shard[1]})" if shard else ""))
-    command = _command(names, quick, seeds, jobs, protocol, methods, curve_every, shard, executor)
+    command = _command(names, quick, seeds, jobs, protocol, methods, curve_every, shard, executor, base)
     return train(todo, command, jobs, threads, log, device, curve_every, executor, cluster)
 
 

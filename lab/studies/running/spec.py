@@ -84,8 +84,10 @@ class RunSpec:
 
     @property
     def setting(self) -> str:
-        """'ROADMAP, batch_size = 64': the method and the varied params, as the page names a setting."""
-        return ", ".join([self.method] + [f"{k} = {v}" for k, v in sorted(self.params.items())])
+        """'ROADMAP, batch_size = 64': the method and the varied params, as the page names a setting ('CUB,
+        ResNet-50: ROADMAP' for a paper-scale study's run, whose params name its recipe's setting)."""
+        varied = ", ".join([self.method] + [f"{k} = {v}" for k, v in sorted(self.params.items()) if k != "setting"])
+        return f"{self.params['setting']}: {varied}" if "setting" in self.params else varied
 
     @property
     def key(self) -> str:
