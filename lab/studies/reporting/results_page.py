@@ -24,6 +24,7 @@ from .compute import GPU_RESULTS, compute_paragraph, gpu_runs
 from .curves import curves_lines
 from .figures import plot_pilot
 from .ordering import pilot_section
+from .paper_scale import paper_part
 from .power import MAX_SEEDS
 from .stats import fmt_seeds, table
 from .study_sections import PAGE, TITLES, analyse, section_figures, study_records, v2_complete
@@ -229,7 +230,7 @@ def render(out: Path, docs: Path, seeds: Optional[int] = None) -> Path:
         budget_table(quick, seeds or (QUICK_SEEDS if quick else FULL_SEEDS), train_images(quick)), "",
         "## Summary" + (" (v1)" if superseded else ""), "",
         table(["study", "measured", "verdict", "runs done"], summary),
-        "", *sections,
+        "", *sections, *paper_part(out),
         f"_Rendered {time.strftime('%Y-%m-%d %H:%M')} from `{out.name}/`._", ""])
     docs.mkdir(parents=True, exist_ok=True)
     path = docs / "results.md"
