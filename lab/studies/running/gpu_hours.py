@@ -77,6 +77,6 @@ def basis_line(config: dict[str, Any]) -> str:
     if e.hours is None:
         return e.basis
     m = next(m for m in MEASURED if m.model == config.get("model", "small_cnn") and m.amp == _amp(config))
-    how = "" if e.basis == "measured" else (f", scaled to {config.get('image_size')} px and B = "
+    how = ", as measured" if e.basis == "measured" else (f", scaled to {config.get('image_size')} px and B = "
                                             f"{config.get('batch_size')} by images x pixels")
     return (f"{m.model} @{m.image_size} px, B = {m.batch_size}, {m.amp}: {m.steps_per_second} steps/s{how}")
