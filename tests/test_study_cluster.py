@@ -285,3 +285,17 @@ def test_where_slurm_cannot_start_the_slurm_tests_say_why_in_one_line(monkeypatc
     monkeypatch.setattr(_slurm.shutil, "which", lambda name: None)
     said = _slurm.unavailable()
     assert "\n" not in said and "slurm-wlm (make slurm, or apt-get install slurm-wlm): no " in said
+
+
+def test_without_submitit_the_submitit_executor_is_one_line_naming_the_extra(tmp_path, monkeypatch, capsys):
+    from lab.core import extras
+
+    real = extras.importlib.util.find_spec
+    monkeypatch.setattr(extras.importlib.util, "find_spec", lambda name: None if name == "submitit" else real(name))
+    with pytest.raises(SystemExit) as e:
+        main(["study", "methods", "--quick", "--executor", "submitit", "--out", str(tmp_path), "--no-render"])
+    err = str(e.value.code)  # sys.exit's one line (Python prints it on stderr)
+    assert "\n" not in err and err.startswith("python -m lab study: error: ")
+    assert "needs submitit, not installed here: pip install 'ranklab-retrieval[cluster]'" in err
+    assert not (tmp_path / "methods.json").exists()  # nothing written
+    assert capsys.readouterr().out == ""

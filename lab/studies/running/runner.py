@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
+from ...core.extras import require
 from .execution import FAILURES, curve_point, execute
 from .local_pool import device_queue, pool_execute, worker_init
 from .results_file import add_results, load_results
@@ -143,6 +144,8 @@ def run_studies(names: list[str], out: Path, quick: bool = False, seeds: Seeds =
     ``curve_every``: see ``execute``. Returns {name: the file's data}."""
     if executor not in EXECUTORS:
         raise ValueError(f"--executor must be one of {', '.join(EXECUTORS)}, got {executor!r}")
+    if executor == "submitit":  # before anything is written: without submitit, one line naming the extra
+        require("python -m lab study --executor submitit")
     todo = plan(names, out, quick, seeds, protocol, methods, shard, base)
     for n in names:
         todo.datas[n] = add_results(todo.paths[n], todo.mine[n])

@@ -26,13 +26,12 @@ def train_as_jobs(runs: list[RunSpec], record: Callable[..., None], cluster: Clu
     """Train ``runs`` as submitit jobs (see the module), each recorded with ``record(key, rec, error)`` as it
     ends; ``work``: the folder of their checkpoints (``work/KEY``) and of submitit's files (``work/submitit``).
     Returns the number of runs whose job ended without a result."""
+    executor = make_executor(cluster, work / "submitit", device, threads)  # first: one line without submitit
+    import torch
     from submitit.core.utils import FailedJobError, UncompletedJobError
 
     from .cluster_job import RunJob
 
-    import torch
-
-    executor = make_executor(cluster, work / "submitit", device, threads)
     backend = cluster.resolved_backend()
     jobs = {spec.key: RunJob(spec, threads, device, session, curve_every, str(work / spec.key)) for spec in runs}
     waiting = list(runs)
