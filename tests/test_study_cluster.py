@@ -219,6 +219,25 @@ def test_a_run_stopped_part_way_resumes_to_the_same_bits(tmp_path):
     assert [p["step"] for p in resumed["curve"]] == [0, 8, 16, 24]
 
 
+def test_a_run_killed_outright_resumes_from_its_last_periodic_checkpoint_to_the_same_bits(tmp_path):
+    """A job killed without warning (SIGKILL, a node lost) had no stop to honour: with ``checkpoint_every`` it
+    saved on its way, and the run resumes from the last of those."""
+    spec = _longer_run()
+    spec = study_spec.RunSpec(spec.study, spec.method, spec.seed, {**spec.config, "checkpoint_every": 5})
+    straight = execution.execute(spec)
+
+    def killed(step, total):
+        if step >= 12:
+            raise SystemExit("killed")  # not an exception a run could catch: the process ends here
+        return False
+
+    with pytest.raises(SystemExit):
+        execution.execute(spec, work=tmp_path, stop=killed)
+    resumed = execution.execute(spec, work=tmp_path)
+    assert resumed["provenance"]["resumed_from_step"] == 10 and "stopped_at" not in resumed["provenance"]
+    assert measured(resumed) == measured(straight)
+
+
 # ------------------------------------------------------------------ submitit's jobs (local processes)
 @pytest.fixture
 def job_env(monkeypatch):

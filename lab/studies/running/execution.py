@@ -49,7 +49,7 @@ def execute(spec: RunSpec, threads: int = 1, device: Optional[str] = None, sessi
     split, into the record's ``curve`` (the pilot's point format): evaluating does not move a run
     (tests/test_study_provenance.py), so the curve costs evaluations, not another run. ``work``: the folder
     this run checkpoints to when ``stop(step, total)``, asked every ``STOP_EVERY`` steps, turns true (then
-    :class:`Preempted`) and resumes from."""
+    :class:`Preempted`), and every ``checkpoint_every`` steps of its config on the way, and resumes from."""
     torch.set_num_threads(threads)
     cfg = TrainConfig.from_dict({**spec.config, **({"device": device} if device else {})})
     # Read before training: the code that trains the run is the code on disk when it starts.
@@ -61,28 +61,36 @@ def execute(spec: RunSpec, threads: int = 1, device: Optional[str] = None, sessi
     so_far = _progress(work) if checkpoint is not None and checkpoint.is_file() else {}
     if so_far:
         trainer.resume(checkpoint)
+        origin["resumed_from_step"] = trainer.step_count
     started = so_far.get("started", time.strftime("%Y-%m-%d %H:%M:%S"))
     curve: list[dict[str, Any]] = [p for p in so_far.get("curve", []) if p["step"] <= trainer.step_count]
     total, eval_wall, eval_cpu, chunk = trainer.total_steps, 0.0, 0.0, 0.0
     if curve_every > 0 and not curve:
         curve.append(curve_point(trainer, 0.0))
+    every = cfg.checkpoint_every if work is not None else 0  # also a checkpoint every that many steps
+
+    def save(stopped: bool) -> None:
+        _save(trainer, work, so_far, started, curve, origin, time.perf_counter() - wall - eval_wall,
+              time.process_time() - cpu - eval_cpu, time.perf_counter() - wall, stopped)
+
     while trainer.step_count < total:
-        end = total if curve_every <= 0 else min(total, (trainer.step_count // curve_every + 1) * curve_every)
+        end = min([total] + [(trainer.step_count // k + 1) * k for k in (curve_every, every) if k > 0])
         n = min(end, trainer.step_count + STOP_EVERY) - trainer.step_count if stop is not None else \
             end - trainer.step_count
         begin = time.perf_counter()
         trainer.step(n)
         chunk += time.perf_counter() - begin
-        if curve_every > 0 and trainer.step_count == end:
+        if curve_every > 0 and (trainer.step_count % curve_every == 0 or trainer.step_count == total):
             before_wall, before_cpu = time.perf_counter(), time.process_time()
             curve.append(curve_point(trainer, chunk))
             eval_wall += time.perf_counter() - before_wall
             eval_cpu += time.process_time() - before_cpu
             chunk = 0.0
         if stop is not None and trainer.step_count < total and stop(trainer.step_count, total):
-            _save(trainer, work, so_far, started, curve, origin, time.perf_counter() - wall - eval_wall,
-                  time.process_time() - cpu - eval_cpu, time.perf_counter() - wall)
+            save(stopped=True)
             raise Preempted(trainer.step_count, total)
+        if every > 0 and trainer.step_count % every == 0 and trainer.step_count < total:
+            save(stopped=False)  # a job killed outright (SIGKILL, a node lost) resumes from here
     train_wall = so_far.get("train_seconds", 0.0) + time.perf_counter() - wall - eval_wall
     train_cpu = so_far.get("train_cpu_seconds", 0.0) + time.process_time() - cpu - eval_cpu
     result = trainer.evaluate()
@@ -118,18 +126,18 @@ def _progress(work: Path) -> dict[str, Any]:
 
 
 def _save(trainer: Trainer, work: Path, so_far: dict[str, Any], started: str, curve: list[dict[str, Any]],
-          origin: dict[str, Any], train_wall: float, train_cpu: float, seconds: float) -> None:
-    """The state of a stopped run: the checkpoint first, then the progress that refers to it (a kill between
-    the two leaves the previous progress, whose curve the resumed run cuts at the checkpoint's step)."""
+          origin: dict[str, Any], train_wall: float, train_cpu: float, seconds: float, stopped: bool) -> None:
+    """The state of a run, ``stopped`` or on its way: the progress first, then the checkpoint (a kill between the
+    two leaves the previous checkpoint: the resumed run cuts the newer curve at that checkpoint's step)."""
     Path(work).mkdir(parents=True, exist_ok=True)
-    trainer.save(Path(work) / "checkpoint.pt")
     where = {k: origin[k] for k in ("host", "slurm_job_id", "slurm_array_task_id") if origin.get(k) is not None}
-    progress = {"started": started, "curve": curve, "stops": so_far.get("stops", []) + [
-        {"step": trainer.step_count, "at": time.strftime("%Y-%m-%d %H:%M:%S"), **where}],
-        "train_seconds": so_far.get("train_seconds", 0.0) + train_wall,
-        "train_cpu_seconds": so_far.get("train_cpu_seconds", 0.0) + train_cpu,
-        "seconds": so_far.get("seconds", 0.0) + seconds}
+    stop = [{"step": trainer.step_count, "at": time.strftime("%Y-%m-%d %H:%M:%S"), **where}] if stopped else []
+    progress = {"started": started, "curve": curve, "stops": so_far.get("stops", []) + stop,
+                "train_seconds": so_far.get("train_seconds", 0.0) + train_wall,
+                "train_cpu_seconds": so_far.get("train_cpu_seconds", 0.0) + train_cpu,
+                "seconds": so_far.get("seconds", 0.0) + seconds}
     write_text_atomic(Path(work) / "progress.json", json.dumps(progress))
+    trainer.save(Path(work) / "checkpoint.pt")
 
 
 def curve_point(trainer: Trainer, seconds: float) -> dict[str, Any]:
