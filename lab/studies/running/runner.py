@@ -6,9 +6,12 @@ interrupted study loses at most the runs in flight, a second call skips what is 
 folder at once keep each other's runs. :func:`run_studies` is two steps: :func:`plan` (what is missing,
 and what another study's file already holds) and :func:`train` (train it, run by run).
 A run another study already trained (same config, same key) is copied from that study's file.
-Runs go to ``jobs`` worker processes of ``threads`` torch threads each: on 2 busy cores,
-two 1-thread processes get much more done than one 2-thread process (the OpenMP threads of
-one process wait on each other when other jobs take the cores).
+Runs go to ``jobs`` worker processes of ``threads`` torch threads each (:mod:`.local_pool`; one GPU each on a
+node with several): on 2 busy cores, two 1-thread processes get much more done than one 2-thread process (the
+OpenMP threads of one process wait on each other when other jobs take the cores). Or, ``executor="submitit"``,
+one job per run (:mod:`.submitit_runs`: a SLURM array, requeued on preemption), this process recording them as
+they end. ``shard`` = (i, n) trains part i of the call's runs (:func:`shard_keys`), for an sbatch array of one's
+own; paper-scale studies (:mod:`.paper_studies`) plan and train as the glyph studies do.
 """
 from __future__ import annotations
 
