@@ -13,6 +13,7 @@ from .running.results_file import merge_files
 from .running.cluster import FIELDS as CLUSTER_FIELDS
 from .running.cluster import load_cluster
 from .running.dry_run import dry_run
+from .running.local_pool import check_device
 from .running.paper_studies import PAPER_FOLDER, PAPER_STUDIES, is_paper
 from .running.runner import EXECUTORS, parse_shard, run_studies
 from .running.spec import ORDER, PROTOCOLS, V2_STUDIES, parse_seeds
@@ -37,8 +38,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--render", action="store_true", help="only regenerate the page from the raw results, no training")
     p.add_argument("--no-render", action="store_true", help="train only")
     p.add_argument("--jobs", type=int, default=1, help="runs trained in parallel processes (default 1)")
-    p.add_argument("--device", default=None, help="where runs train, e.g. cuda (default: the study's, cpu); not "
-                   "part of a run's key: the same runs, elsewhere")
+    p.add_argument("--device", default=None, help="where runs train: cpu, or cuda (cuda:N) where CUDA is available "
+                   "(default: the study's, cpu); not part of a run's key: the same runs, elsewhere")
     p.add_argument("--threads", type=int, default=1, help="torch threads per run (default 1)")
     p.add_argument("--methods", default=None, metavar="A,B",
                    help="train only these methods' runs, comma-separated as the page names them, e.g. "
@@ -106,7 +107,8 @@ def main(args: argparse.Namespace) -> None:
     if args.dry_run:
         dry_run(names, out, args.quick, seeds, args.protocol, methods, shard, args.base, log=log)
         return
-    if not args.render:
+    if not args.render:  # before any file is written; jobs on SLURM train on its nodes, not here
+        check_device(args.device, here=cluster is None or cluster.resolved_backend() == "local")
         start = time.time()
         if pilot:
             run_pilot(args.out / "v2", threads=args.threads, log=log, device=args.device)

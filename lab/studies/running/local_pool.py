@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import queue
+import re
 from typing import Any, Optional
 
 import torch
@@ -18,6 +19,25 @@ from .execution import execute
 from .spec import RunSpec
 
 _WORKER_DEVICE: Optional[str] = None  # this worker process's own GPU, set by worker_init
+
+
+def check_device(device: Optional[str], here: bool = True) -> None:
+    """``--device`` refused in one line before anything is written: it must be cpu, or cuda (cuda:N) where this
+    machine has CUDA (torch.cuda.is_available()). ``here`` False (jobs that train on a cluster's nodes, not on
+    this machine): only its form is checked, the nodes have the GPUs."""
+    if device is None:
+        return
+    count = torch.cuda.device_count() if here and torch.cuda.is_available() else 0
+    cuda = ", cuda" + (f", cuda:0..cuda:{count - 1}" if count > 1 else "") if count else ""
+    form = device == "cpu" or re.fullmatch(r"cuda(:\d+)?", device)
+    if form and (device == "cpu" or not here or (count and int(device.partition(":")[2] or 0) < count)):
+        return
+    why = "" if form else "not a device it takes; "
+    if form and not count:
+        why = "CUDA is not available on this machine (torch.cuda.is_available() is False); "
+    elif form:
+        why = f"this machine has {count} CUDA device{'s' if count > 1 else ''}; "
+    raise ValueError(f"--device {device!r}: {why}accepted here: cpu{cuda}")
 
 
 def worker_devices(device: Optional[str], jobs: int) -> list[Optional[str]]:
