@@ -293,6 +293,8 @@ def test_a_job_stopped_with_sigterm_is_requeued_and_resumes_to_the_same_bits(tmp
     assert len(stops) == 1 and 0 < stops[0]["step"] < 150, stops  # it did stop part-way
     assert measured(rec) == measured(straight)
     assert any("stopped and requeued at step" in line for line in lines)
+    assert any(f"stopped at step {stops[0]['step']} on" in line and "checkpointed; requeued" in line
+               for line in lines)  # said as it happened
 
 
 def test_where_slurm_cannot_start_the_slurm_tests_say_why_in_one_line(monkeypatch):

@@ -118,6 +118,8 @@ def test_a_run_preempted_with_sigterm_is_requeued_and_ends_with_the_same_bits(tm
     assert rec["provenance"]["slurm_restart_count"] == "1"  # the same job, requeued once
     assert measured(rec) == measured(straight)
     assert any("stopped and requeued at step" in line for line in lines)
+    assert any(f"stopped at step {stops[0]['step']} on" in line and "checkpointed; requeued" in line
+               for line in lines)  # said as it happened
 
 
 SHARD = """#!/bin/bash

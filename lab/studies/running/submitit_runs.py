@@ -11,6 +11,7 @@ checkpoint when it has one.
 """
 from __future__ import annotations
 
+import json
 import shutil
 import time
 from pathlib import Path
@@ -46,8 +47,8 @@ def train_as_jobs(runs: list[RunSpec], record: Callable[..., None], cluster: Clu
     else:
         log(f"  running {len(runs)} runs as submitit's local jobs, at most {cluster.array_parallelism} at once "
             f"(logs in {work / 'submitit'})")
-    done = broken = 0
-    slot = 0
+    done = broken = slot = 0
+    seen = {spec.key: len(_stops(work / spec.key)) for spec in runs}  # stops logged (or a past call's), per run
     while waiting or running:
         while waiting and len(running) < cluster.array_parallelism:  # local: start jobs as slots free up
             spec = waiting.pop(0)
@@ -55,12 +56,18 @@ def train_as_jobs(runs: list[RunSpec], record: Callable[..., None], cluster: Clu
                 executor.update_parameters(visible_gpus=[slot % gpus])
             slot += 1
             running[executor.submit(jobs[spec.key])] = spec
-        finished = [job for job in running if job.done()]
+        for spec in running.values():  # a line as a job stops and is requeued (its progress file gains a stop)
+            stops = _stops(work / spec.key)
+            if len(stops) > seen.get(spec.key, 0):
+                seen[spec.key] = len(stops)
+                log(f"  {spec.study}: {spec.setting}, seed {spec.seed}: stopped at step {stops[-1]['step']} on "
+                    f"{stops[-1].get('host', '?')}, checkpointed; requeued")
+        finished = [job for job in running if job.paths.result_pickle.exists() or job.done()]
         for job in finished:
             spec = running.pop(job)
             what = f"{spec.study}: {spec.setting}, seed {spec.seed}"
             try:
-                out = job.result()
+                out = _result(job)
             except (UncompletedJobError, FailedJobError) as e:
                 broken += 1
                 last = [line for line in str(e).splitlines() if line.strip()]
@@ -84,3 +91,24 @@ def train_as_jobs(runs: list[RunSpec], record: Callable[..., None], cluster: Clu
         log(f"  {broken} runs' jobs ended without a result: left for the next call (it resumes those that saved "
             "a checkpoint)")
     return broken
+
+
+def _stops(work: Path) -> list[dict[str, Any]]:
+    """The stops a run's progress file lists (none before its first checkpoint)."""
+    try:
+        return json.loads((work / "progress.json").read_text()).get("stops", [])
+    except (OSError, ValueError):
+        return []
+
+
+def _result(job: Any) -> dict[str, Any]:
+    """A finished job's result, read as soon as its result file is there (submitit's local jobs are "done" only
+    once their process has exited, seconds later: a Python that loaded torch takes a while to shut down); its
+    error, or why it has none, as submitit raises them."""
+    from submitit.core.utils import pickle_load
+
+    if job.paths.result_pickle.exists():
+        outcome, value = pickle_load(job.paths.result_pickle)
+        if outcome == "success":
+            return value
+    return job.result()
