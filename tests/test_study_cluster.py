@@ -1,9 +1,11 @@
 """Studies beyond one machine (issue 44): seed ranges and shards, the cluster's parameters, one GPU per local
 worker, a run stopped and resumed to the same bits, and submitit's jobs (its local executor: processes here)
 recording what the local runner records. The real scheduler: tests/test_study_slurm.py."""
+import functools
 import json
 import os
 import signal
+import tempfile
 import threading
 import time
 from concurrent import futures
@@ -26,6 +28,21 @@ def measured(rec: dict) -> dict:
     """What a record says the run trained and measured: every field but how, when and where it ran."""
     return {k: v for k, v in rec.items() if k not in RAN and k != "curve"} | \
         {"curve": [{k: v for k, v in p.items() if not k.endswith("_seconds")} for p in rec.get("curve", [])]}
+
+
+@functools.lru_cache(maxsize=None)
+def local_records(seeds: int = 2) -> dict[str, dict]:
+    """The quick methods study's records as the local runner trains them (``seeds`` per method), once per test
+    session: the executors' tests here and in tests/test_study_slurm.py compare theirs with these."""
+    with tempfile.TemporaryDirectory(prefix="ranklab-local-") as tmp:
+        return runner.run_studies(["methods"], Path(tmp), quick=True, seeds=seeds, log=lambda _: None)["methods"][
+            "runs"]
+
+
+@functools.lru_cache(maxsize=None)
+def straight_record(steps: int) -> dict:
+    """The record of :func:`_longer_run` of ``steps`` trained straight through (no stop), once per session."""
+    return execution.execute(_longer_run(steps))
 
 
 @pytest.fixture
@@ -161,16 +178,16 @@ def _pid_and_device(_):
 def test_real_worker_processes_each_keep_one_gpu(monkeypatch):
     import multiprocessing
 
-    monkeypatch.setattr(torch.cuda, "device_count", lambda: 3)  # in this process, which hands the devices out
-    ctx = multiprocessing.get_context("spawn")
-    with futures.ProcessPoolExecutor(3, mp_context=ctx, initializer=local_pool.worker_init,
-                                     initargs=(1, local_pool.device_queue(ctx, "cuda", 3))) as pool:
-        seen = list(pool.map(_pid_and_device, range(12)))
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)  # in this process, which hands the devices out
+    ctx = multiprocessing.get_context("spawn")  # as the runner's pool (each worker imports torch: ~10 s)
+    with futures.ProcessPoolExecutor(2, mp_context=ctx, initializer=local_pool.worker_init,
+                                     initargs=(1, local_pool.device_queue(ctx, "cuda", 2))) as pool:
+        seen = list(pool.map(_pid_and_device, range(8)))
     by_pid = {}
     for pid, device in seen:
         by_pid.setdefault(pid, set()).add(device)
     assert all(len(d) == 1 for d in by_pid.values())  # a worker keeps its GPU
-    assert sorted(d for ds in by_pid.values() for d in ds) == ["cuda:0", "cuda:1", "cuda:2"][:len(by_pid)]
+    assert sorted(d for ds in by_pid.values() for d in ds) == ["cuda:0", "cuda:1"][:len(by_pid)]
 
 
 # ------------------------------------------------------------------ where a run ran
@@ -248,16 +265,16 @@ def job_env(monkeypatch):
 
 @pytest.mark.slow
 def test_submitit_jobs_record_what_the_local_runner_records(tmp_path, job_env):
-    local = runner.run_studies(["methods"], tmp_path / "local", quick=True, log=lambda _: None)["methods"]
+    local = local_records(seeds=1)  # 2 runs (a process each: what the test's time goes to), 2 at once
     lines = []
     cluster = ClusterConfig(backend="local", array_parallelism=2, poll_seconds=0.5, time=30)
-    jobs = runner.run_studies(["methods"], tmp_path / "jobs", quick=True, executor="submitit", cluster=cluster,
-                              log=lines.append)["methods"]
-    assert set(jobs["runs"]) == set(local["runs"]) and len(jobs["runs"]) == 4
+    jobs = runner.run_studies(["methods"], tmp_path / "jobs", quick=True, seeds=1, executor="submitit",
+                              cluster=cluster, log=lines.append)["methods"]
+    assert set(jobs["runs"]) == set(local) and len(jobs["runs"]) == 2
     for key, rec in jobs["runs"].items():
-        assert measured(rec) == measured(local["runs"][key]), key
+        assert measured(rec) == measured(local[key]), key
     assert "--executor submitit" in jobs["sessions"][-1]["command"] and not jobs["sessions"][-1]["stopped"]
-    assert sum(line.startswith("  [") and "done" in line for line in lines) == 4
+    assert sum(line.startswith("  [") and "done" in line for line in lines) == 2
     assert not list((tmp_path / "jobs" / ".work").glob("[0-9a-f]*"))  # recorded runs leave no checkpoint
 
 
@@ -277,7 +294,7 @@ def test_a_job_stopped_with_sigterm_is_requeued_and_resumes_to_the_same_bits(tmp
     from lab.studies.running.submitit_runs import train_as_jobs
 
     spec = _longer_run(steps=150)
-    straight = execution.execute(spec)
+    straight = straight_record(150)
     records, lines, done = {}, [], threading.Event()
     watcher = threading.Thread(target=_stop_first_job_midway, args=(tmp_path / "submitit", done), daemon=True)
     watcher.start()

@@ -15,10 +15,9 @@ from pathlib import Path
 import pytest
 
 from lab.cli import main
-from lab.studies.running import execution, runner
 from lab.studies.running.cluster import ClusterConfig
 from tests._slurm import REQUIRE_ENV, Slurm, unavailable
-from tests.test_study_cluster import _longer_run, measured
+from tests.test_study_cluster import _longer_run, local_records, measured, straight_record
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
@@ -66,19 +65,19 @@ def test_the_cluster_helper_stops_its_daemons(needs_slurm):
 
 
 def test_a_quick_study_as_a_slurm_array_records_what_the_local_runner_records(tmp_path, on_slurm, capsys):
-    local = runner.run_studies(["methods"], tmp_path / "local", quick=True, log=lambda _: None)["methods"]
+    local = local_records(seeds=1)  # 2 runs: each task starts a Python that imports torch, the test's time
     (tmp_path / "cluster.yaml").write_text("backend: slurm\ntime: 30\narray_parallelism: 2\npoll_seconds: 1\n")
-    main(["study", "methods", "--quick", "--executor", "submitit", "--cluster", str(tmp_path / "cluster.yaml"),
-          "--out", str(tmp_path / "slurm"), "--no-render"])
+    main(["study", "methods", "--quick", "--seeds", "1", "--executor", "submitit", "--cluster",
+          str(tmp_path / "cluster.yaml"), "--out", str(tmp_path / "slurm"), "--no-render"])
     said = capsys.readouterr().out
     data = json.loads((tmp_path / "slurm" / "methods.json").read_text())
-    assert set(data["runs"]) == set(local["runs"]) and len(data["runs"]) == 4
+    assert set(data["runs"]) == set(local) and len(data["runs"]) == 2
     for key, rec in data["runs"].items():
-        assert measured(rec) == measured(local["runs"][key]), key  # metrics, gaps, the trained state's sha256
+        assert measured(rec) == measured(local[key]), key  # metrics, gaps, the trained state's sha256
     where = [r["provenance"] for r in data["runs"].values()]
-    assert sorted(p["slurm_array_task_id"] for p in where) == ["0", "1", "2", "3"]
-    assert len({p["slurm_array_job_id"] for p in where}) == 1 and len({p["slurm_job_id"] for p in where}) == 4
-    assert "submitted 4 runs as SLURM array job" in said and said.count("] job ") == 4
+    assert sorted(p["slurm_array_task_id"] for p in where) == ["0", "1"]
+    assert len({p["slurm_array_job_id"] for p in where}) == 1 and len({p["slurm_job_id"] for p in where}) == 2
+    assert "submitted 2 runs as SLURM array job" in said and said.count("] job ") == 2
     assert "--executor submitit" in data["sessions"][-1]["command"] and not data["sessions"][-1]["stopped"]
 
 
@@ -100,7 +99,7 @@ def test_a_run_preempted_with_sigterm_is_requeued_and_ends_with_the_same_bits(tm
     from lab.studies.running.submitit_runs import train_as_jobs
 
     spec = _longer_run(steps=150)
-    straight = execution.execute(spec)
+    straight = straight_record(150)
     records, lines, done, sent = {}, [], threading.Event(), []
     watcher = threading.Thread(target=_preempt_midway, args=(on_slurm, tmp_path / "submitit", done, sent),
                                daemon=True)
@@ -128,7 +127,7 @@ exec {python} -m lab study methods --quick --shard $SLURM_ARRAY_TASK_ID/2 --out 
 
 
 def test_your_own_sbatch_array_with_shard_fills_one_folder_from_two_tasks(tmp_path, on_slurm):
-    local = runner.run_studies(["methods"], tmp_path / "local", quick=True, log=lambda _: None)["methods"]
+    local = local_records()
     script = tmp_path / "study.sh"
     script.write_text(SHARD.format(python=sys.executable, out=tmp_path / "shared"))
     job = on_slurm.run("sbatch", "--parsable", "--array=0-1", "--cpus-per-task=1", f"--chdir={ROOT}",
@@ -139,9 +138,9 @@ def test_your_own_sbatch_array_with_shard_fills_one_folder_from_two_tasks(tmp_pa
         time.sleep(1)
     outs = {p.name: p.read_text() for p in tmp_path.glob("*_*.out")}
     data = json.loads((tmp_path / "shared" / "methods.json").read_text())
-    assert set(data["runs"]) == set(local["runs"]), outs
+    assert set(data["runs"]) == set(local), outs
     for key, rec in data["runs"].items():
-        assert measured(rec) == measured(local["runs"][key]), key
+        assert measured(rec) == measured(local[key]), key
     tasks = {r["provenance"]["slurm_array_task_id"]: 0 for r in data["runs"].values()}
     assert sorted(tasks) == ["0", "1"]  # both tasks trained, into one file, through its lock
     assert sorted(s["command"].split("--shard ")[1].split()[0] for s in data["sessions"]) == ["0/2", "1/2"]
