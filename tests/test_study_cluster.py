@@ -315,7 +315,7 @@ def test_a_job_stopped_with_sigterm_is_requeued_and_resumes_to_the_same_bits(tmp
 
 
 def test_where_slurm_cannot_start_the_slurm_tests_say_why_in_one_line(monkeypatch):
-    from tests import _slurm
+    from bench import slurm as _slurm
 
     monkeypatch.setattr(_slurm.os, "geteuid", lambda: 1000)
     assert _slurm.unavailable() == "SLURM tests need root (munged runs as the munge user, slurmd as root)"

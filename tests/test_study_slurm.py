@@ -1,4 +1,4 @@
-"""Studies on a real SLURM cluster (issue 44): a one-node cluster started for these tests (tests/_slurm.py: munged,
+"""Studies on a real SLURM cluster (issue 44): a one-node cluster started for these tests (bench/slurm.py: munged,
 slurmctld, slurmd from Debian's slurm-wlm, in a temporary folder; stopped by pid at the end). A quick study sent
 through ``--executor submitit`` as a job array records, bit for bit, what the local runner records; a run preempted
 with SIGTERM (``scancel --signal=TERM``) mid-way checkpoints, is requeued and ends with the same bits; a user's own
@@ -16,7 +16,7 @@ import pytest
 
 from lab.cli import main
 from lab.studies.running.cluster import ClusterConfig
-from tests._slurm import REQUIRE_ENV, Slurm, unavailable
+from bench.slurm import REQUIRE_ENV, Slurm, unavailable
 from tests.test_study_cluster import _longer_run, local_records, measured, straight_record
 
 ROOT = Path(__file__).resolve().parents[1]

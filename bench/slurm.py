@@ -1,8 +1,9 @@
-"""A real one-node SLURM cluster for the tests, started as root from Debian's slurm-wlm (``make slurm`` installs
-it), every file of it in a temporary folder: munged on its own key and socket, slurmctld and slurmd on free ports,
-``SLURM_CONF`` pointing at its slurm.conf. :class:`Slurm` starts it, waits until ``sinfo`` shows the node idle,
-and stops the three daemons by the pids in their pid files. Where it cannot start (not root, no slurm-wlm),
-:func:`unavailable` says why in one line. shared/notes/environment.md has the recipe this follows.
+"""A real one-node SLURM cluster for the tests and bench.cluster_overhead, started as root from Debian's slurm-wlm
+(``make slurm`` installs it), every file of it in a temporary folder: munged on its own key and socket, slurmctld
+and slurmd on free ports, ``SLURM_CONF`` pointing at its slurm.conf. :class:`Slurm` starts it, waits until
+``sinfo`` shows the node idle, and stops the three daemons by the pids in their pid files. Where it cannot start
+(not root, no slurm-wlm), :func:`unavailable` says why in one line. shared/notes/environment.md has the recipe
+this follows. It lives in bench/: tests import bench, never the reverse (tests/test_suite_shape.py).
 """
 from __future__ import annotations
 
