@@ -31,6 +31,18 @@ def _skip_without_slurm() -> None:
         pytest.skip(reason)
 
 
+def test_where_ci_requires_slurm_a_cluster_that_cannot_start_fails_not_skips(monkeypatch):
+    """.ci/run sets RANKLAB_REQUIRE_SLURM=1: there a missing SLURM is a failure naming why; elsewhere a skip. (A
+    SLURM that is there but does not start raises from the ``slurm`` fixture: an error either way.)"""
+    monkeypatch.setattr(sys.modules[__name__], "unavailable", lambda: "no slurmctld")
+    monkeypatch.setenv(REQUIRE_ENV, "1")
+    with pytest.raises(pytest.fail.Exception, match=f"^{REQUIRE_ENV}=1 but no slurmctld$"):
+        _skip_without_slurm()
+    monkeypatch.delenv(REQUIRE_ENV)
+    with pytest.raises(pytest.skip.Exception, match="^no slurmctld$"):
+        _skip_without_slurm()
+
+
 @pytest.fixture
 def needs_slurm():
     _skip_without_slurm()
