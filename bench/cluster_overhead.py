@@ -75,7 +75,7 @@ over {args.rounds} rounds: the local executor's process pool, submitit's local e
 submitit on a real one-node SLURM cluster (Debian's slurm-wlm 22.05, started for the benchmark in
 {started:.1f} s; a job array, 1 CPU per task). Wall seconds of the whole call (median), the run time inside each
 run (its record's `seconds`, median), and the overhead per run against the pool of the same round (median, min …
-max). A quick run trains for about a second: the overhead is nearly all starting a Python that imports torch per
+max). A quick run takes a few seconds: the overhead is nearly all starting a Python that imports torch per
 run (the pool starts one per worker), plus submitit's pickles and polling (every 0.5 s) and, on SLURM, sbatch and
 srun. A real run of the papers' tables takes hours on a GPU: a few seconds per run do not count there. CPU:
 {cpu_model()}; load average {min(loads):.1f}–{max(loads):.1f} on {os.cpu_count()} cores, shared with other
