@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed-stamp
 # Never wait for the Hugging Face hub: pretrained weights are used when cached, else random init.
 export HF_HUB_OFFLINE ?= 1
 
-.PHONY: setup browser sandbox app lab lint test test-fast bench figures assignments docs clean
+.PHONY: setup browser sandbox slurm app lab lint test test-fast bench figures assignments docs clean
 
 # Grading needs bubblewrap (lab/grading/sandbox.py): setup installs it, as root, where apt-get exists.
 setup: $(STAMP) sandbox
@@ -45,12 +45,21 @@ sandbox:
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null; \
 	  else echo "bwrap not found (apt-get install bubblewrap): the grading sandbox tests will be skipped"; fi; }
 
+# The cluster tests (tests/test_study_slurm.py) start a one-node SLURM cluster from Debian's slurm-wlm (munge comes
+# with it), as root, in a temporary folder. Installed here when missing and possible; otherwise those tests say how
+# and skip.
+slurm:
+	@{ test -x /usr/sbin/slurmctld && test -x /usr/sbin/slurmd && command -v sbatch >/dev/null 2>&1; } || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq slurm-wlm >/dev/null; \
+	  else echo "slurmctld not found (apt-get install slurm-wlm): the SLURM tests will be skipped"; fi; }
+
 # ruff's line limit (120) and pyflakes' errors, nothing stylistic ([tool.ruff] in pyproject.toml); `make test` runs it first.
 lint: setup
 	@$(BIN)/ruff check --quiet || { echo "make lint: fix the lines above by hand (\`$(BIN)/ruff check --fix\` removes unused imports), then rerun make lint"; exit 1; }
 
 # Exit code 5 (no tests collected, e.g. with a -k filter) is not a failure.
-test: setup lint browser sandbox
+test: setup lint browser sandbox slurm
 	$(BIN)/python -m pytest $(PYTEST_ARGS) || { rc=$$?; [ $$rc -eq 5 ] && echo "pytest: no tests collected" || exit $$rc; }
 
 # The edit loop's subset: tests/ without the assignments' notebooks (nbmake), the tests marked slow, the browser

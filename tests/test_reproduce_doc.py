@@ -1,14 +1,19 @@
-"""docs/reproduce-on-gpu.md: every `python -m lab train` / `eval` command of the page parses with
-the real CLI, names an existing recipe, builds a valid config and its loss (with the papers'
-datasets' class counts), so the page cannot drift from the code. Loops are expanded."""
+"""docs/reproduce-on-gpu.md: every `python -m lab train` / `eval` / `study` command of the page parses with the
+real CLI, names an existing recipe, builds a valid config and its loss (with the papers' datasets' class counts),
+so the page cannot drift from the code. Loops are expanded, `sbatch --wrap '...'` read inside, and the torchrun
+line runs as written (on 2 CPU processes)."""
+import os
 import re
 import shlex
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from lab.cli import build_parser, config_from_args
 from lab.losses import LOSSES, build_loss
+from lab.studies.running.paper_studies import PAPER_STUDIES, paper_runs
 from lab.train import load_config
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -16,8 +21,8 @@ PAGE = ROOT / "docs" / "reproduce-on-gpu.md"
 TRAIN_CLASSES = {"cub": 100, "sop": 11318, "inaturalist": 5690}
 
 
-def commands() -> list[list[str]]:
-    """The lab commands of the page's bash blocks, with `for x in a b; do` loops expanded."""
+def lines() -> list[str]:
+    """The shell lines of the page's bash blocks, with `for x in a b; do` loops expanded."""
     out = []
     for block in re.findall(r"```bash\n(.*?)```", PAGE.read_text(), flags=re.S):
         loops: dict[str, list[str]] = {}
@@ -26,14 +31,26 @@ def commands() -> list[list[str]]:
             loop = re.match(r"for (\w+) in (.+); do$", line)
             if loop:
                 loops[loop.group(1)] = loop.group(2).split()
-            elif "-m lab train" in line or "-m lab eval" in line:
+            elif line:
                 expanded = [line]
                 for name, values in loops.items():
                     expanded = [c.replace(f"${name}", v) for c in expanded for v in values] \
                         if f"${name}" in line else expanded
-                for c in expanded:
-                    words = shlex.split(c)
-                    out.append(words[words.index("lab") + 1:])
+                out += expanded
+    return out
+
+
+def commands() -> list[list[str]]:
+    """The arguments of every `-m lab` command of the page (inside an sbatch --wrap too), after `lab`."""
+    out = []
+    for line in lines():
+        words = shlex.split(line.replace("$SLURM_ARRAY_TASK_ID", "0"))
+        for i, word in enumerate(words):
+            if word.startswith("--wrap"):
+                words = shlex.split(words[i + 1] if word == "--wrap" else word.split("=", 1)[1])
+                break
+        if "-m" in words and words[words.index("-m") + 1:words.index("-m") + 2] == ["lab"]:
+            out.append(words[words.index("-m") + 2:])
     return out
 
 
@@ -41,12 +58,25 @@ def test_the_page_has_the_commands_of_every_table():
     train = [c for c in commands() if c[0] == "train"]
     recipes = {c[c.index("--config") + 1] for c in train}
     assert {f"recipes/roadmap_{d}_{b}.yaml" for d in ("cub", "sop", "inat") for b in ("resnet50", "deit_s")} <= recipes
-    assert {"recipes/suprank_sop_resnet50.yaml", "recipes/suprank_inat_resnet50.yaml"} <= recipes
-    seeds = {c[c.index("--seed") + 1] for c in train if "--seed" in c}
-    assert seeds == {"0", "1", "2", "3", "4"}  # supp. Table 4: 5 runs per loss
-    losses = {c[c.index("--loss") + 1] for c in train if "--loss" in c}
+    studies = [c for c in commands() if c[0] == "study"]
+    named = {n for c in studies for n in build_parser().parse_args(c).names}
+    assert named == {"table4", "suprank"}
+    # each on one GPU, on a cluster (submitit), planned (--dry-run), and in your own sbatch array (--shard)
+    for flag in ("--dry-run", "--executor", "--shard", "--base", "--jobs"):
+        assert any(flag in c for c in studies), flag
+    table4 = paper_runs("table4")
+    assert {r.seed for r in table4} == {0, 1, 2, 3, 4}  # supp. Table 4: 5 runs per loss
+    losses = {r.config["loss"] for study in PAPER_STUDIES for r in paper_runs(study)}
     assert {"fast_ap", "soft_bin_ap", "blackbox_ap", "smooth_ap", "roadmap", "roadmap_proxy", "sup_ap",
             "smooth_recall", "sup_recall", "rod_recall"} <= losses
+
+
+@pytest.mark.parametrize("argv", [c for c in commands() if c[0] == "study"], ids=lambda c: " ".join(c[1:5]))
+def test_every_study_command_parses_and_names_what_exists(argv):
+    args = build_parser().parse_args(argv)
+    if args.base is not None:
+        assert (ROOT / args.base).is_file() and args.base.stem in PAPER_STUDIES["table4"].recipes
+    assert args.executor in ("local", "submitit") and (args.device in (None, "cuda"))
 
 
 @pytest.mark.parametrize("argv", [c for c in commands() if c[0] == "train"], ids=lambda c: " ".join(c[2:6]))
@@ -64,11 +94,11 @@ def test_every_train_command_builds_its_config_and_loss(argv):
     assert type(loss) is LOSSES[cfg.loss]
 
 
-def test_every_eval_command_parses():
-    evals = [c for c in commands() if c[0] == "eval"]
+def test_every_eval_command_evaluates_the_whole_test_split():
+    evals = [build_parser().parse_args(c) for c in commands() if c[0] == "eval"]
     assert len(evals) == 3
-    ks = [build_parser().parse_args(c).ks for c in evals]
-    assert ks == [[1, 2, 4, 8], [1, 10, 100], [1, 4, 16, 32]]  # the R@k of Table 3 per dataset
+    assert [a.ks for a in evals] == [[1, 2, 4, 8], [1, 10, 100], [1, 4, 16, 32]]  # the R@k of Table 3 per dataset
+    assert [a.max_items for a in evals] == [None, None, None]  # every test image queries all the others
 
 
 @pytest.mark.slow
@@ -100,3 +130,31 @@ def test_the_first_command_of_each_dataset_trains_on_a_tiny_copy_in_its_publishe
     state = load_checkpoint(out / "checkpoint.pt")
     assert state["step"] == 2 and state["config"]["dataset"] in ("cub", "sop", "inaturalist")
     assert state["config"]["sampler"] == ("hierarchical" if dataset == "sop" else "m_per_class")
+
+
+@pytest.mark.slow
+def test_the_torchrun_line_runs_as_written(tmp_path):
+    """The page's one-run-on-several-GPUs line, word for word, on 2 CPU processes (gloo) instead of 4 GPUs,
+    shrunk as above on a tiny SOP copy (``--per-class``: torchrun reads ``--m`` as its own, ambiguous, option).
+    `torchrun ... python -m lab train` (the page's old "prefix any command") fails: torchrun takes a script, or -m
+    and a module."""
+    from lab.train import load_checkpoint
+    from tests._disk_fixtures import make_sop
+
+    line = next(line for line in lines() if "torchrun" in line)
+    words = shlex.split(line)
+    assert words[:5] == [".venv/bin/torchrun", "--standalone", "--nproc_per_node", "4", "-m"] and words[5:7] == [
+        "lab", "train"]
+    root = make_sop(tmp_path / "Stanford_Online_Products", [(c, 1 if c % 2 else 4, "bicycle" if c % 2 else "chair")
+                                                             for c in range(1, 13)], per_class=4, first_test=9)
+    words[0], words[3] = str(Path(sys.executable).parent / "torchrun"), "2"
+    words = [str(ROOT / w) if w.startswith("recipes/") else str(tmp_path / "run") if w.startswith("runs/") else w
+             for w in words]
+    run = subprocess.run(words + ["--data-root", str(root), "--model", "small_cnn", "--no-pretrained", "--image-size",
+                                  "32", "--batch-size", "8", "--per-class", "2", "--epochs", "0", "--steps", "2",
+                                  "--eval-every", "0", "--num-workers", "0", "--no-progress"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=600,
+                         env={**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"})
+    assert run.returncode == 0, run.stderr[-3000:]
+    state = load_checkpoint(tmp_path / "run" / "checkpoint.pt")
+    assert state["step"] == 2 and state["world_size"] == 2

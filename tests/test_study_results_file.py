@@ -4,6 +4,7 @@ good file, and ``python -m lab study merge`` unions parts by run. Real processes
 import fcntl
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -48,6 +49,33 @@ def test_two_study_calls_on_one_folder_at_once_keep_every_run(tmp_path):
     sessions = json.loads((tmp_path / "methods.json").read_text())["sessions"]
     assert len(sessions) == 2 and sorted(s["trained"] for s in sessions) == [2, 2]
     assert all(not s["stopped"] for s in sessions)
+
+
+def _on_a_machine_of_its_own(host: str) -> list[str]:
+    """A command prefix: the process gets a host name of its own (a UTS namespace) and pid 1 (a PID namespace),
+    as a process on another machine may have the same pid."""
+    return ["unshare", "--uts", "--pid", "--fork", "--mount-proc", "sh", "-c", f'hostname {host} && exec "$@"', "sh"]
+
+
+@pytest.mark.slow
+def test_two_machines_on_one_shared_folder_keep_every_run(tmp_path):
+    """Two study calls as two machines would be (other host names, the same pid) on one folder at once."""
+    if os.geteuid() != 0 or shutil.which("unshare") is None or subprocess.run(
+            _on_a_machine_of_its_own("probe") + ["true"], capture_output=True).returncode != 0:
+        pytest.skip("needs root and unshare (util-linux) to give two processes host names of their own")
+    calls = [subprocess.Popen(_on_a_machine_of_its_own(host) + [
+        sys.executable, "-m", "lab", "study", "methods", "--quick", "--no-render", "--methods", method, "--out",
+        str(tmp_path)], cwd=ROOT, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for host, method in (("node-a", "SmoothAP"), ("node-b", "ROADMAP"))]
+    for call in calls:
+        out, err = call.communicate(timeout=900)
+        assert call.returncode == 0, err
+    data = json.loads((tmp_path / "methods.json").read_text())
+    hosts = {(r["method"], r["seed"]): r["provenance"]["host"] for r in data["runs"].values()}
+    assert hosts == {("SmoothAP", 0): "node-a", ("SmoothAP", 1): "node-a", ("ROADMAP", 0): "node-b",
+                     ("ROADMAP", 1): "node-b"}
+    assert len(data["sessions"]) == 2 and all(s["id"].split("-")[-2] == "1" for s in data["sessions"])  # both pid 1
+    assert sorted(s["trained"] for s in data["sessions"]) == [2, 2]
 
 
 WRITER = r"""

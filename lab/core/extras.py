@@ -22,6 +22,7 @@ NEEDS: dict[str, tuple[str, tuple[str, ...]]] = {
     "lab.viz": ("notebooks", ("plotly", "matplotlib")),
     "lab.metrics (backend='faiss')": ("train", ("faiss",)),
     "lab.losses.pml": ("pml", ("pytorch_metric_learning",)),
+    "python -m lab study --executor submitit": ("cluster", ("submitit",)),
 }
 
 

@@ -62,3 +62,26 @@ def provenance(device: str = "cpu", threads: Optional[int] = None) -> dict[str, 
         out["accelerator"] = torch.cuda.get_device_name(torch.device(device))
         out["cuda"] = torch.version.cuda
     return out
+
+
+# Where a run ran on a cluster (issue 44): the scheduler's variables a job sees, under the record's names.
+SLURM_FIELDS = {"slurm_job_id": "SLURM_JOB_ID", "slurm_array_job_id": "SLURM_ARRAY_JOB_ID",
+                "slurm_array_task_id": "SLURM_ARRAY_TASK_ID", "slurm_restart_count": "SLURM_RESTART_COUNT",
+                "slurm_partition": "SLURM_JOB_PARTITION"}
+
+
+def where_it_ran(device: str = "cpu") -> dict[str, Any]:
+    """The host, the SLURM job (its id, its array's id and index, how often it was requeued, its partition: those
+    set in this process's environment, none outside SLURM), the GPUs it was given (CUDA_VISIBLE_DEVICES) and the
+    GPU's name (None off CUDA). Kept apart from :func:`provenance`, which says what code and libraries ran."""
+    out: dict[str, Any] = {"host": platform.node()}
+    out.update({name: os.environ[var] for name, var in SLURM_FIELDS.items() if os.environ.get(var)})
+    if os.environ.get("CUDA_VISIBLE_DEVICES") is not None:
+        out["cuda_visible_devices"] = os.environ["CUDA_VISIBLE_DEVICES"]
+    out["gpu"] = None
+    if str(device).startswith("cuda"):
+        import torch
+
+        if torch.cuda.is_available():
+            out["gpu"] = torch.cuda.get_device_name(torch.device(device))
+    return out

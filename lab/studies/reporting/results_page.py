@@ -17,14 +17,14 @@ from typing import Any, Optional
 from ...viz.render import save_png
 from ..running import spec
 from ..running.results_file import load_results
-from ..running.runner import missing_runs
-from ..running.spec import FULL_SEEDS, QUICK_SEEDS, V2_SEEDS, V2_STUDIES, study_runs
+from ..running.spec import missing_runs, FULL_SEEDS, QUICK_SEEDS, V2_SEEDS, V2_STUDIES, study_runs
 from .budget_table import budget_table, train_images
 from .code_versions import code_versions, pilot_replay
 from .compute import GPU_RESULTS, compute_paragraph, gpu_runs
 from .curves import curves_lines
 from .figures import plot_pilot
 from .ordering import pilot_section
+from .paper_scale import paper_part
 from .power import MAX_SEEDS
 from .stats import fmt_seeds, table
 from .study_sections import PAGE, TITLES, analyse, section_figures, study_records, v2_complete
@@ -230,7 +230,7 @@ def render(out: Path, docs: Path, seeds: Optional[int] = None) -> Path:
         budget_table(quick, seeds or (QUICK_SEEDS if quick else FULL_SEEDS), train_images(quick)), "",
         "## Summary" + (" (v1)" if superseded else ""), "",
         table(["study", "measured", "verdict", "runs done"], summary),
-        "", *sections,
+        "", *sections, *paper_part(out),
         f"_Rendered {time.strftime('%Y-%m-%d %H:%M')} from `{out.name}/`._", ""])
     docs.mkdir(parents=True, exist_ok=True)
     path = docs / "results.md"

@@ -12,8 +12,7 @@ from typing import Any, Callable, Optional
 from ..running import spec
 from ..running.paths import RESULTS
 from ..running.results_file import load_results
-from ..running.runner import missing_runs
-from ..running.spec import study_runs
+from ..running.spec import missing_runs, study_runs
 from . import figures as plots
 from .claims import analyse_batch_size, analyse_gap, analyse_methods
 from .ordering import analyse_methods_v2

@@ -12,7 +12,7 @@ import torch
 from ...core.provenance import provenance
 from ...train import Trainer, TrainConfig
 from .results_file import load_results, save_results
-from .runner import curve_point
+from .execution import curve_point
 from .spec import PILOT, PILOT_EVERY, config_key, plateau_step, record_key
 
 

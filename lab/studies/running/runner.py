@@ -6,102 +6,34 @@ interrupted study loses at most the runs in flight, a second call skips what is 
 folder at once keep each other's runs. :func:`run_studies` is two steps: :func:`plan` (what is missing,
 and what another study's file already holds) and :func:`train` (train it, run by run).
 A run another study already trained (same config, same key) is copied from that study's file.
-Runs go to ``jobs`` worker processes of ``threads`` torch threads each: on 2 busy cores,
-two 1-thread processes get much more done than one 2-thread process (the OpenMP threads of
-one process wait on each other when other jobs take the cores).
+Runs go to ``jobs`` worker processes of ``threads`` torch threads each (:mod:`.local_pool`; one GPU each on a
+node with several): on 2 busy cores, two 1-thread processes get much more done than one 2-thread process (the
+OpenMP threads of one process wait on each other when other jobs take the cores). Or, ``executor="submitit"``,
+one job per run (:mod:`.submitit_runs`: a SLURM array, requeued on preemption), this process recording them as
+they end. ``shard`` = (i, n) trains part i of the call's runs (:func:`shard_keys`), for an sbatch array of one's
+own; paper-scale studies (:mod:`.paper_studies`) plan and train as the glyph studies do.
 """
 from __future__ import annotations
 
 import concurrent.futures as futures
 import multiprocessing
-import os
-import platform
-import secrets
-import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
-import torch
-
-from ...core.provenance import provenance
-from ...experiments.runs import heldout_gap
-from ...train import Trainer, TrainConfig
+from ...core.extras import require
+from .execution import FAILURES, curve_point, execute
+from .local_pool import device_queue, pool_execute, worker_init
 from .results_file import add_results, load_results
-from .spec import RunSpec, study_runs
+from .session import Session, _as_run_of
+from .paper_studies import runs_of
+from .spec import RunSpec, Seeds, missing_runs, seeds_text
 
-RETRIEVAL = ("R@1", "R@2", "R@4", "R@8", "mAP@R", "mAP")
-# A run's own failure (NonFiniteLossError is a RuntimeError): listed under "failed", retried by the next call.
-FAILURES = (ArithmeticError, RuntimeError, ValueError)
+if TYPE_CHECKING:
+    from .cluster import ClusterConfig
 
-
-def execute(spec: RunSpec, threads: int = 1, device: Optional[str] = None, session: Optional[str] = None,
-            curve_every: int = 0) -> dict[str, Any]:
-    """Train one run for its steps, evaluate it on the held-out classes; the raw record, with its
-    provenance (code version, libraries, device, threads, start and end, the ``session`` that trained
-    it). ``device`` overrides the config's (it is not part of the run's key: the same run, elsewhere).
-    ``curve_every`` > 0 also evaluates it every that many steps (and at step 0) on the same split, into
-    the record's ``curve`` (the pilot's point format): evaluating does not move a run
-    (tests/test_study_provenance.py), so the curve costs evaluations, not another run."""
-    torch.set_num_threads(threads)
-    cfg = TrainConfig.from_dict({**spec.config, **({"device": device} if device else {})})
-    started = time.strftime("%Y-%m-%d %H:%M:%S")
-    # Read before training: the code that trains the run is the code on disk when it starts.
-    origin = {**provenance(cfg.device, threads), "session": session}
-    load = os.getloadavg()[0]
-    wall, cpu = time.perf_counter(), time.process_time()
-    trainer = Trainer(cfg)
-    curve: list[dict[str, Any]] = []
-    if curve_every > 0:
-        curve.append(curve_point(trainer, 0.0))
-        eval_wall = eval_cpu = 0.0  # evaluations are not training time
-        while trainer.step_count < cfg.steps:
-            chunk = time.perf_counter()
-            trainer.step(min(curve_every, cfg.steps - trainer.step_count))
-            seconds = time.perf_counter() - chunk
-            before_wall, before_cpu = time.perf_counter(), time.process_time()
-            curve.append(curve_point(trainer, seconds))
-            eval_wall += time.perf_counter() - before_wall
-            eval_cpu += time.process_time() - before_cpu
-        train_wall = time.perf_counter() - wall - eval_wall
-        train_cpu = time.process_time() - cpu - eval_cpu
-    else:
-        trainer.step(cfg.steps)
-        train_wall, train_cpu = time.perf_counter() - wall, time.process_time() - cpu
-    result = trainer.evaluate()
-    gap = heldout_gap(trainer, cfg.eval_max_items)
-    steps = [r["seconds_per_step"] for r in trainer.history if r.get("kind") == "train"]
-    gpu = torch.cuda.get_device_name(torch.device(cfg.device)) if str(cfg.device).startswith("cuda") else None
-    return {
-        "key": spec.key, "study": spec.study, "method": spec.method, "seed": spec.seed, "params": spec.params,
-        "loss": cfg.loss, "loss_kwargs": dict(cfg.loss_kwargs), "batch_size": cfg.batch_size, "steps": cfg.steps,
-        **{k: float(result[k]) for k in RETRIEVAL if k in result}, "num_queries": int(result["num_queries"]),
-        "gap_train_probe": float(result["decomposability_gap"]), "gap_heldout": gap,
-        "train_seconds": train_wall, "train_cpu_seconds": train_cpu,
-        "seconds_per_step": sum(steps) / len(steps), "steps_per_epoch": trainer.steps_per_epoch,
-        # The second half: past the warm-up of a memory run and the first epoch's glyph rendering.
-        "seconds_per_step_late": sum(steps[len(steps) // 2:]) / len(steps[len(steps) // 2:]),
-        "seconds": time.perf_counter() - wall, "threads": threads, "device": cfg.device,
-        **({"accelerator": gpu} if gpu else {}), "load_before": load,
-        "load_after": os.getloadavg()[0], "config": spec.config, "trained_config": cfg.to_dict(),
-        "started": started, "finished": time.strftime("%Y-%m-%d %H:%M:%S"), "provenance": origin,
-        **({"curve": curve, "curve_every": curve_every} if curve else {}),
-    }
-
-
-def curve_point(trainer: Trainer, seconds: float) -> dict[str, Any]:
-    """One evaluation of a learning curve (a run's or the pilot's); ``seconds``: the training time of the
-    steps since the last one."""
-    start = time.perf_counter()
-    result = trainer.evaluate()
-    return {"step": trainer.step_count, **{k: float(result[k]) for k in RETRIEVAL}, "train_seconds": seconds,
-            "eval_seconds": time.perf_counter() - start, "num_queries": int(result["num_queries"])}
-
-
-def _worker_init(threads: int) -> None:
-    os.environ.setdefault("OMP_NUM_THREADS", str(threads))
-
+EXECUTORS = ("local", "submitit")
+__all__ = ["execute", "curve_point", "run_studies", "plan", "train", "missing_runs"]
 
 def _known(out: Path) -> dict[str, dict]:
     """Every finished record in ``out``'s raw files, by key (a shared run is trained once)."""
@@ -112,22 +44,6 @@ def _known(out: Path) -> dict[str, dict]:
         except (ValueError, OSError, KeyError, TypeError):
             continue  # not a results file: the run is simply trained again
     return known
-
-
-def _as_run_of(spec: RunSpec, rec: dict[str, Any]) -> dict[str, Any]:
-    """A record of the same config, labelled as ``spec``'s study sees it (method, varied params)."""
-    origin = rec.get("shared_from", rec["study"])
-    out = {**rec, "study": spec.study, "method": spec.method, "params": spec.params, "seed": spec.seed}
-    out.pop("shared_from", None)
-    if origin != spec.study:
-        out["shared_from"] = origin
-    return out
-
-
-def missing_runs(name: str, data: dict[str, Any], quick: bool = False, seeds: Optional[int] = None,
-                 protocol: str = "v1") -> list[RunSpec]:
-    """The runs of study ``name`` that ``data`` (its raw results) does not hold yet."""
-    return [s for s in study_runs(name, quick, seeds, protocol) if s.key not in data.get("runs", {})]
 
 
 @dataclass
@@ -148,10 +64,31 @@ class Plan:
         return sum(1 for specs in self.wanted.values() for s in specs if s.study == name)
 
 
-def plan(names: list[str], out: Path, quick: bool = False, seeds: Optional[int] = None, protocol: str = "v1",
-         methods: Optional[list[str]] = None) -> Plan:
-    """What is missing: each study's runs (of ``methods`` only, if given) that its file lacks, each copied
-    from another study's file of ``out`` that holds it (same key), else wanted for training."""
+def shard_keys(specs: list[RunSpec], shard: tuple[int, int]) -> set[str]:
+    """The keys part ``i`` of ``n`` (``--shard I/N``) trains: the distinct keys of ``specs`` (every run the call
+    names, done or not: each part computes the same split), sorted, every n-th from the i-th."""
+    i, n = shard
+    return set(sorted({s.key for s in specs})[i::n])
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    """``--shard I/N``: part I (0 <= I < N) of N; one line naming the flag otherwise."""
+    part, slash, count = text.partition("/")
+    try:
+        i, n = int(part), int(count)
+    except ValueError:
+        i, n = -1, 0
+    if not slash or not 0 <= i < n:
+        raise ValueError(f"--shard expects I/N with 0 <= I < N (e.g. --shard $SLURM_ARRAY_TASK_ID/4), got {text!r}")
+    return i, n
+
+
+def plan(names: list[str], out: Path, quick: bool = False, seeds: Seeds = None, protocol: str = "v1",
+         methods: Optional[list[str]] = None, shard: Optional[tuple[int, int]] = None,
+         base: Optional[Path] = None) -> Plan:
+    """What is missing: each study's runs (of ``methods`` only, if given; of part ``shard`` = (i, n) only, if
+    given: :func:`shard_keys`) that its file lacks, each copied from another study's file of ``out`` that holds
+    it (same key), else wanted for training. ``base``: a paper-scale study's recipe (``paper_studies``)."""
     out, mode = Path(out), ("quick" if quick else "full")
     paths = {n: out / f"{n}.json" for n in names}
     datas = {n: load_results(p) for n, p in paths.items()}
@@ -160,7 +97,7 @@ def plan(names: list[str], out: Path, quick: bool = False, seeds: Optional[int] 
             raise ValueError(f"{paths[n]} holds {data['mode']}-mode results; write {mode}-mode runs elsewhere "
                              f"(--out DIR)")
     if methods is not None:
-        offered = sorted({s.method for n in names for s in study_runs(n, quick, seeds, protocol)})
+        offered = sorted({s.method for n in names for s in runs_of(n, quick, seeds, protocol, base)})
         unknown = [m for m in methods if m not in offered]
         if unknown:
             raise ValueError(f"methods: unknown method {unknown[0]!r} for {', '.join(names)}; choose from: "
@@ -168,9 +105,12 @@ def plan(names: list[str], out: Path, quick: bool = False, seeds: Optional[int] 
     known = _known(out)
     mine: dict[str, dict[str, Any]] = {n: {"study": n, "mode": mode, "runs": {}, "sessions": []} for n in names}
     wanted: dict[str, list[RunSpec]] = {}
+    named = {n: [s for s in runs_of(n, quick, seeds, protocol, base) if methods is None or s.method in methods]
+             for n in names}
+    share = shard_keys([s for specs in named.values() for s in specs], shard) if shard else None
     for n in names:
-        for spec in study_runs(n, quick, seeds, protocol):
-            if (methods is not None and spec.method not in methods) or spec.key in datas[n]["runs"]:
+        for spec in named[n]:
+            if spec.key in datas[n]["runs"] or (share is not None and spec.key not in share):
                 continue
             if spec.key in known:
                 mine[n]["runs"][spec.key] = _as_run_of(spec, known[spec.key])
@@ -179,83 +119,57 @@ def plan(names: list[str], out: Path, quick: bool = False, seeds: Optional[int] 
     return Plan(list(names), paths, datas, mine, wanted)
 
 
-def _command(names: list[str], quick: bool, seeds: Optional[int], jobs: int, protocol: str,
-             methods: Optional[list[str]], curve_every: int) -> str:
+def _command(names: list[str], quick: bool, seeds: Seeds, jobs: int, protocol: str,
+             methods: Optional[list[str]], curve_every: int, shard: Optional[tuple[int, int]] = None,
+             executor: str = "local", base: Optional[Path] = None) -> str:
     """The call as typed, for its session line."""
     return " ".join(["python -m lab study", *names] + (["--quick"] if quick else []) +
-                    ([f"--protocol {protocol}"] if protocol != "v1" else []) + [f"--jobs {jobs}"]
-                    + ([f"--seeds {seeds}"] if seeds is not None else [])
+                    ([f"--protocol {protocol}"] if protocol != "v1" else [])
+                    + ([f"--jobs {jobs}"] if executor == "local" else [f"--executor {executor}"])
+                    + ([f"--seeds {seeds_text(seeds)}"] if seeds is not None else [])
                     + ([f"--methods {','.join(methods)}"] if methods is not None else [])
+                    + ([f"--shard {shard[0]}/{shard[1]}"] if shard else [])
+                    + ([f"--base {base}"] if base is not None else [])
                     + ([f"--curve-every {curve_every}"] if curve_every else []))
 
 
-def run_studies(names: list[str], out: Path, quick: bool = False, seeds: Optional[int] = None, jobs: int = 1,
+def run_studies(names: list[str], out: Path, quick: bool = False, seeds: Seeds = None, jobs: int = 1,
                 threads: int = 1, log: Callable[[str], None] = print, protocol: str = "v1",
-                device: Optional[str] = None, methods: Optional[list[str]] = None,
-                curve_every: int = 0) -> dict[str, dict[str, Any]]:
+                device: Optional[str] = None, methods: Optional[list[str]] = None, curve_every: int = 0,
+                shard: Optional[tuple[int, int]] = None, executor: str = "local",
+                cluster: Optional["ClusterConfig"] = None, base: Optional[Path] = None) -> dict[str, dict[str, Any]]:
     """Train every missing run of the studies ``names`` under ``protocol`` into ``out/NAME.json``, study by
     study in that order and seed by seed, each config once whichever studies need it; a run that fails
     (e.g. diverges) is listed under "failed" and retried by the next call. ``methods``: train only the runs
-    of these methods (a power plan's losses), the others stay missing. ``curve_every``: see ``execute``.
-    Returns {name: the file's data}."""
-    todo = plan(names, out, quick, seeds, protocol, methods)
+    of these methods (a power plan's losses), the others stay missing. ``shard`` = (i, n): only part i of n
+    (:func:`shard_keys`). ``executor``: "local" (``jobs`` processes here) or "submitit" (one job per run,
+    ``cluster`` its parameters: :mod:`.cluster`). ``base``: a paper-scale study's recipe (:mod:`.paper_studies`).
+    ``curve_every``: see ``execute``. Returns {name: the file's data}."""
+    if executor not in EXECUTORS:
+        raise ValueError(f"--executor must be one of {', '.join(EXECUTORS)}, got {executor!r}")
+    if executor == "submitit":  # before anything is written: without submitit, one line naming the extra
+        require("python -m lab study --executor submitit")
+    todo = plan(names, out, quick, seeds, protocol, methods, shard, base)
     for n in names:
         todo.datas[n] = add_results(todo.paths[n], todo.mine[n])
-        log(f"{n}: {len(study_runs(n, quick, seeds, protocol))} runs, {todo.to_train(n)} to train"
-            + (f" (methods {', '.join(methods)})" if methods is not None else ""))
-    command = _command(names, quick, seeds, jobs, protocol, methods, curve_every)
-    return train(todo, command, jobs, threads, log, device, curve_every)
-
-
-class _Session:
-    """This call's line in each file it trains runs of, written at its start and updated run by run: a call
-    killed part-way (a session's end) keeps its line, "stopped", with what it finished until then."""
-
-    def __init__(self, todo: Plan, command: str, jobs: int, threads: int) -> None:
-        # Names this call in each record it trains, and its line in each file (merged by it): unique also for
-        # two calls in one process within a second, or two machines' processes of one pid.
-        self.id = f"{time.strftime('%Y-%m-%dT%H:%M:%S')}-{os.getpid()}-{secrets.token_hex(3)}"
-        self.todo, self.start = todo, time.perf_counter()
-        machine = f"{platform.machine()}, {os.cpu_count()} cores, python {sys.version.split()[0]}"
-        self.lines = {n: {"id": self.id, "finished": time.strftime("%Y-%m-%d %H:%M:%S"), "trained": 0, "jobs": jobs,
-                          "threads": threads, "elapsed_seconds": 0.0, "command": command, "stopped": True,
-                          "machine": machine} for n in todo.names if todo.to_train(n)}
-        for n, line in self.lines.items():
-            todo.mine[n]["sessions"].append(line)
-            self.write(n)
-
-    def write(self, name: str) -> None:
-        self.todo.datas[name] = add_results(self.todo.paths[name], self.todo.mine[name])
-
-    def update(self, name: str, **changes: Any) -> None:
-        self.lines[name].update(finished=time.strftime("%Y-%m-%d %H:%M:%S"),
-                                elapsed_seconds=round(time.perf_counter() - self.start, 1), **changes)
-
-    def record(self, key: str, rec: Optional[dict[str, Any]], error: str = "") -> None:
-        """A run finished (``rec``) or failed (``error``): into each study's file that wanted it."""
-        for spec in self.todo.wanted[key]:
-            part = self.todo.mine[spec.study]
-            # runs this call finished (not those it set out to train)
-            self.update(spec.study, trained=self.lines[spec.study]["trained"] + (rec is not None))
-            if rec is None:
-                part.setdefault("failed", {})[key] = {"method": spec.method, "params": spec.params,
-                                                      "seed": spec.seed, "error": error}
-            else:  # the file drops its "failed" entry of a run it records
-                part["runs"][key] = _as_run_of(spec, rec)
-                part.get("failed", {}).pop(key, None)
-            self.write(spec.study)
-
-    def end(self, stopped: bool) -> None:
-        for n in self.lines:
-            self.update(n, stopped=stopped)
-            self.write(n)
+        log(f"{n}: {len(runs_of(n, quick, seeds, protocol, base))} runs, {todo.to_train(n)} to train"
+            + (f" (methods {', '.join(methods)})" if methods is not None else "")
+            + (f" (shard {shard[0]}/{shard[1]})" if shard else ""))
+    command = _command(names, quick, seeds, jobs, protocol, methods, curve_every, shard, executor, base)
+    return train(todo, command, jobs, threads, log, device, curve_every, executor, cluster)
 
 
 def train(todo: Plan, command: str, jobs: int = 1, threads: int = 1, log: Callable[[str], None] = print,
-          device: Optional[str] = None, curve_every: int = 0) -> dict[str, dict[str, Any]]:
-    """Train it: every run ``todo`` wants, in ``jobs`` processes, each into its studies' files as it ends (see
-    :func:`run_studies`); ``command`` names the call in its session line. Returns {name: the file's data}."""
-    session = _Session(todo, command, jobs, threads)
+          device: Optional[str] = None, curve_every: int = 0, executor: str = "local",
+          cluster: Optional["ClusterConfig"] = None) -> dict[str, dict[str, Any]]:
+    """Train it: every run ``todo`` wants, in ``jobs`` processes here or one submitit job each, each into its
+    studies' files as it ends (see :func:`run_studies`); ``command`` names the call in its session line.
+    Returns {name: the file's data}."""
+    if executor == "submitit":
+        from .cluster import ClusterConfig
+
+        cluster = cluster or ClusterConfig()
+    session = Session(todo, command, cluster.array_parallelism if executor == "submitit" else jobs, threads)
 
     def record(key: str, rec: Optional[dict[str, Any]], error: str = "") -> None:
         session.record(key, rec, error)
@@ -271,8 +185,13 @@ def train(todo: Plan, command: str, jobs: int = 1, threads: int = 1, log: Callab
                   key=lambda spec: (todo.names.index(spec.study), spec.seed))
     # A run's failure is caught around execute() only: an error of record() (two writers' records of one
     # run that disagree) is not the run's, and stops the call.
-    broken = 0  # runs a broken worker pool left unfinished
-    if jobs <= 1 or len(runs) <= 1:
+    broken = 0  # runs a broken worker pool (or a job that ended without its result) left unfinished
+    if executor == "submitit" and runs:
+        from .submitit_runs import train_as_jobs
+
+        broken = train_as_jobs(runs, record, cluster, work_folder(todo), threads, device, session.id, curve_every,
+                               log)
+    elif jobs <= 1 or len(runs) <= 1:
         for spec in runs:
             try:
                 rec, error = execute(spec, threads, device, session=session.id, curve_every=curve_every), ""
@@ -288,15 +207,24 @@ def train(todo: Plan, command: str, jobs: int = 1, threads: int = 1, log: Callab
     return todo.datas
 
 
+def work_folder(todo: Plan) -> Path:
+    """Where the jobs of a call keep their runs' checkpoints while they train (``.work/KEY/`` beside the results
+    files: on the cluster's shared folder, so that a run requeued onto another node resumes there)."""
+    return next(iter(todo.paths.values())).parent / ".work"
+
+
 def _train_in_pool(runs: list[RunSpec], record: Callable[..., None], jobs: int, threads: int,
                    device: Optional[str], session: str, curve_every: int) -> int:
-    """``runs`` in ``jobs`` worker processes, each recorded as it ends; the number a broken pool left."""
+    """``runs`` in ``jobs`` worker processes (each on its own GPU where ``device`` is ``cuda`` on a node with
+    several: :mod:`.local_pool`), each recorded as it ends; the number a broken pool left."""
     broken = 0
     # spawn: a forked child would inherit the parent's torch thread pools in an unknown state.
     ctx = multiprocessing.get_context("spawn")
-    with futures.ProcessPoolExecutor(jobs, mp_context=ctx, initializer=_worker_init, initargs=(threads,)) as pool:
-        running = {pool.submit(execute, spec, threads, device, session=session, curve_every=curve_every): spec.key
-                   for spec in runs}
+    devices = device_queue(ctx, device, jobs)
+    with futures.ProcessPoolExecutor(jobs, mp_context=ctx, initializer=worker_init,
+                                     initargs=(threads, devices)) as pool:
+        running = {pool.submit(pool_execute, spec, threads, device, session=session, curve_every=curve_every):
+                   spec.key for spec in runs}
         for done in futures.as_completed(running):
             try:
                 rec, error = done.result(), ""

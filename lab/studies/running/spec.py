@@ -11,7 +11,7 @@ import hashlib
 import inspect
 import json
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Union
 
 from ... import train  # train.TrainConfig read at each call: the tests grow it (tests/test_study_provenance.py)
 from ...losses import LOSSES
@@ -84,8 +84,10 @@ class RunSpec:
 
     @property
     def setting(self) -> str:
-        """'ROADMAP, batch_size = 64': the method and the varied params, as the page names a setting."""
-        return ", ".join([self.method] + [f"{k} = {v}" for k, v in sorted(self.params.items())])
+        """'ROADMAP, batch_size = 64': the method and the varied params, as the page names a setting ('CUB,
+        ResNet-50: ROADMAP' for a paper-scale study's run, whose params name its recipe's setting)."""
+        varied = ", ".join([self.method] + [f"{k} = {v}" for k, v in sorted(self.params.items()) if k != "setting"])
+        return f"{self.params['setting']}: {varied}" if "setting" in self.params else varied
 
     @property
     def key(self) -> str:
@@ -236,15 +238,54 @@ def base_config(quick: bool = False, protocol: str = "v1") -> dict[str, Any]:
     return dict(V2_BASE, steps=V2_STEPS)
 
 
-def study_runs(name: str, quick: bool = False, seeds: int | None = None, protocol: str = "v1") -> list[RunSpec]:
-    """The runs of study ``name`` (see STUDIES) under ``protocol``, for ``seeds`` seeds (default: v1 3,
-    v2 5, quick 2)."""
+# The seeds of a call: a count N (seeds 0..N-1), a range (``--seeds A-B``: A..B, e.g. a node's share of more
+# seeds), or None (the study's default count).
+Seeds = Union[int, range, None]
+
+
+def seed_range(seeds: Seeds, default: int) -> range:
+    """``seeds`` as the range of seeds it names (``default`` seeds 0..default-1 for None)."""
+    if isinstance(seeds, range):
+        if len(seeds) < 1 or seeds.start < 0 or seeds.step != 1:
+            raise ValueError(f"seeds must be a range A-B with 0 <= A <= B, got {seeds}")
+        return seeds
+    n = default if seeds is None else seeds
+    if n < 1:
+        raise ValueError(f"seeds must be >= 1, got {n}")
+    return range(n)
+
+
+def parse_seeds(text: str) -> int | range:
+    """``--seeds``: N (seeds 0..N-1) or A-B (seeds A..B, both included); one line naming the flag otherwise."""
+    count, dash, last = text.strip().partition("-")
+    try:
+        first, end = int(count), int(last) if dash else None
+    except ValueError:
+        first, end = -1, None
+    if (dash and (end is None or not 0 <= first <= end)) or (not dash and first < 1):
+        raise ValueError(f"--seeds expects N (seeds 0..N-1, N >= 1) or A-B (seeds A..B, 0 <= A <= B), got {text!r}")
+    return range(first, end + 1) if dash else first
+
+
+def seeds_text(seeds: Seeds) -> str:
+    """The flag's value that names ``seeds`` (``3``, ``5-9``)."""
+    if isinstance(seeds, range):
+        return str(seeds.stop) if seeds.start == 0 else f"{seeds.start}-{seeds.stop - 1}"
+    return str(seeds)
+
+
+def study_runs(name: str, quick: bool = False, seeds: Seeds = None, protocol: str = "v1") -> list[RunSpec]:
+    """The runs of study ``name`` (see STUDIES) under ``protocol``, for ``seeds`` (a count N: seeds 0..N-1, or a
+    range of seeds; default: v1 3, v2 5, quick 2)."""
     if name not in STUDIES:
         raise ValueError(f"unknown study {name!r}; choose one of: {', '.join(ORDER)} (or all)")
     if protocol == "v2" and name not in V2_STUDIES:
         raise ValueError(f"protocol v2 re-runs {', '.join(V2_STUDIES)}; {name!r} stays a v1 study")
     default = QUICK_SEEDS if quick else (V2_SEEDS if protocol == "v2" else FULL_SEEDS)
-    n = seeds if seeds is not None else default
-    if n < 1:
-        raise ValueError(f"seeds must be >= 1, got {n}")
-    return STUDIES[name](base_config(quick, protocol), range(n), quick)
+    return STUDIES[name](base_config(quick, protocol), seed_range(seeds, default), quick)
+
+
+def missing_runs(name: str, data: dict[str, Any], quick: bool = False, seeds: Seeds = None,
+                 protocol: str = "v1") -> list[RunSpec]:
+    """The runs of study ``name`` that ``data`` (its raw results) does not hold yet."""
+    return [s for s in study_runs(name, quick, seeds, protocol) if s.key not in data.get("runs", {})]
