@@ -1,6 +1,6 @@
 """Protocol v2's primary table (issue 33): the papers' claims as data, each tested by paired t and Holm within
-its family (against a by-hand computation), the power plan's figure (against a by-hand t-distribution
-integral), the verdicts the dashboard reads, and the README's headline (generated, word for word)."""
+its family (against a by-hand computation), the verdicts the dashboard reads, and the README's headline
+(generated, word for word)."""
 from __future__ import annotations
 
 import math
@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from lab.studies.reporting import paper_claims as pc
-from lab.studies.reporting import plan_table, power
 from lab.studies.running import spec as study_spec
 from lab.studies.reporting.sweeps import cpu_per_step
 
@@ -112,54 +111,6 @@ def test_a_claim_whose_loss_was_not_run_is_left_out_and_holm_counts_only_the_tes
     family = [t for t in tests if t.claim.family == "ROADMAP vs each baseline"]
     assert [t.p_holm for t in family] == pytest.approx(holm_by_hand([t.test.p for t in family]))
     assert "Holm over 3" in pc.families_text(tests)
-
-
-def power_by_hand(effect: float, n: int, alpha: float) -> float:
-    """P(|T| > c), T = (Z + effect √n) / √(V / df), integrating over V ~ chi² (df = n - 1)."""
-    from scipy.integrate import quad
-    from scipy.stats import chi2, norm, t
-
-    df, nc = n - 1, effect * math.sqrt(n)
-    c = float(t.ppf(1 - alpha / 2, df))
-    upper = quad(lambda v: norm.sf(c * math.sqrt(v / df) - nc) * chi2.pdf(v, df), 0, math.inf)[0]
-    lower = quad(lambda v: norm.cdf(-c * math.sqrt(v / df) - nc) * chi2.pdf(v, df), 0, math.inf)[0]
-    return upper + lower
-
-
-@pytest.mark.parametrize("effect, n, alpha", [(0.8, 5, 0.05), (0.93, 10, 0.0125), (1.1, 15, 0.0125), (3.0, 5, 0.01),
-                                              (0.0, 8, 0.05)])
-def test_power_is_the_t_distributions(effect, n, alpha):
-    assert power.paired_power(effect, n, alpha) == pytest.approx(power_by_hand(effect, n, alpha), abs=1e-6)
-    assert power.paired_power(-effect, n, alpha) == pytest.approx(power.paired_power(effect, n, alpha))
-
-
-def test_seeds_for_power_is_the_first_n_that_reaches_it():
-    n = power.seeds_for_power(1.0, 0.025)
-    assert power_by_hand(1.0, n, 0.025) >= 0.8 > power_by_hand(1.0, n - 1, 0.025)
-    assert power.seeds_for_power(0.01, 0.05, most=50) is None
-
-
-def test_the_plan_is_fixed_before_its_runs_and_sized_by_the_unresolved_claims():
-    assert power.LOOKS == (10, 15) and power.MAX_SEEDS == 15 and power.LOOK_ALPHA == 0.025
-    tests = pc.claim_tests(synthetic())
-    open_ = [t for t in tests if t.verdict == pc.UNRESOLVED]
-    rows = plan_table.plan_rows(tests)
-    assert [r[0] for r in rows] == [f"{t.claim.better} > {t.claim.worse}" for t in open_]
-    for t, row in zip(open_, rows):
-        m = sum(o.claim.family == t.claim.family for o in open_)
-        diffs = t.diffs
-        mean = sum(diffs) / len(diffs)
-        effect = abs(mean) / math.sqrt(sum((d - mean) ** 2 for d in diffs) / (len(diffs) - 1))
-        assert row[3] == f"{effect:.2f}" and row[4] == f"{0.05 / m:.4g} / {0.025 / m:.4g}"
-        assert row[5:8] == [f"{100 * power_by_hand(effect, n, a):.0f} %"
-                            for n, a in ((5, 0.05 / m), (10, 0.025 / m), (15, 0.025 / m))]
-    text = plan_table.plan_section(tests)
-    assert power.POWER_PLAN in text and "No other looks" in text
-    losses = {m for t in open_ for m in (t.claim.better, t.claim.worse)}
-    assert f"{5 * len(losses)} runs per look, {10 * len(losses)} at most" in text
-    resolved = [{**r, "mAP@R": r["mAP@R"] + (0.05 if r["method"] in ("ROADMAP", "SupAP") else 0)} for r in synthetic()]
-    settled = [t for t in pc.claim_tests(resolved) if t.verdict != pc.UNRESOLVED]
-    assert "no further seeds" in plan_table.plan_section(settled)
 
 
 def test_claims_rows_for_the_dashboard_are_the_pages_table(tmp_path, fake, monkeypatch):  # noqa: F811

@@ -15,7 +15,7 @@ from lab.studies.running import pilot as study_pilot
 from lab.studies.running import results_file, runner
 from lab.studies.running import spec as study_spec
 from lab.studies.running.paths import RESULTS
-from lab.studies.reporting.looks import pending_look
+from lab.studies.reporting.replication import replicate, status_line
 from lab.studies.reporting.ordering import analyse_methods_v2, claims_verdict, measured_order
 from lab.studies.reporting.paper_claims import CLAIMS, claim_tests, claims_headline
 from lab.studies.reporting.compute import compute_paragraph, expected_cost
@@ -139,14 +139,14 @@ def test_methods_v2_tests_the_papers_claims_not_their_row_order(monkeypatch):
     assert "| SoftBinAP > FastAP |" not in section.body and "not a claim of the papers" in section.body
     # fake_execute: ROADMAP +3 pt, SupAP +1 pt over the other AP losses (equal up to noise).
     assert measured_order(records)[:2] == ["ROADMAP", "SupAP"]
-    assert section.verdict == claims_verdict(tests, pending_look(records))
+    assert section.verdict == claims_verdict(tests, status_line(replicate(records)))
     assert section.verdict.startswith(claims_headline(tests))
     assert section.measured not in section.verdict and section.verdict not in section.measured
-    assert "Holm" in section.body and "95 %" in section.body and "**Power plan**" in section.body
+    assert "Holm" in section.body and "95 %" in section.body and "**Replication on seeds 5-14**" in section.body
     extra = [r for r in records if r["method"] == "FastAP"][:1]  # one more seed of one loss: the claims' n is unchanged
     uneven = analyse_methods_v2(records + [{**extra[0], "seed": 99}])
     n = len({r["seed"] for r in records})
-    assert any(f"Holm within each family, n = {n}{end}" in uneven.verdict for end in (")", "; the look at"))
+    assert any(f"Holm within each family, n = {n}{end}" in uneven.verdict for end in (")", "; the replication"))
 
 
 @pytest.mark.slow
@@ -169,9 +169,9 @@ def test_page_with_v2_results_supersedes_v1s_studies(tmp_path, fake, monkeypatch
     assert "## 1. Rank losses compared" not in v1 and "## 2. Batch size" not in v1 and "## 5." not in v1
     assert "## 3. Hyper-parameters" in v1 and "## 4. Number of bins" in v1 and "## 6. Memory bank" in v1
     assert "superseded by protocol v2" in v1 and "**Trust these.**" in v2
-    # complete studies: nothing provisional but the power plan's look, which has no run yet
+    # complete studies: nothing provisional; the replication's look 1 has no run yet, and says so
     assert "Verdict so far" not in page and "In progress" not in page
-    assert "n = 10: provisional, 0 of " in page
+    assert "look 1 (seeds 5-9): 0 of 20 runs done, not read" in page
     assert "runs left" not in page
     for name in ("study_methods_v2", "study_ranks_v2", "study_batch_size_v2", "study_gap_v2", "study_pilot_v2"):
         assert (tmp_path / "d" / "figures" / f"{name}.png").stat().st_size > 1000

@@ -7,9 +7,9 @@ from pathlib import Path
 from typing import Optional
 
 from ..running.spec import PAPER_ORDER
-from .looks import final_tests, pending_look
 from .ordering import seed_positions
-from .paper_claims import claims_headline
+from .paper_claims import claim_tests, claims_headline
+from .replication import replicate
 from .stats import HOLDS, fmt_p, gains_by, mean_std
 from .study_sections import every_seed, read_study
 from .sweeps import analyse_bins, analyse_hparams, analyse_memory
@@ -21,13 +21,12 @@ def _listing(values: list[str]) -> str:
 
 
 def study1(records: list[dict], protocol: str = "v2", every: Optional[list[dict]] = None) -> str:
-    """``every``: the runs of every seed (the power plan's looks decide the claims); default ``records``."""
-    everything = records if every is None else every
-    tests = final_tests(everything)
+    """``records``: seeds 0-4 (the primary verdicts); ``every``: the runs of every seed (the replication's)."""
+    tests = claim_tests(records)
     n = sorted({t.test.n for t in tests})
-    pending = pending_look(everything)  # its count of runs stays on the page: the README changes once a look ends
-    later = (f"; the power plan's look at n = {pending.n}, written before its runs, is not complete yet"
-             if pending else "")
+    rep = replicate(records if every is None else every)  # its run count stays on the page: the README changes
+    later = ("; the registered replication on seeds 5-14 is not read yet: look 1 is not complete" if not rep.results
+             else "; the registered replication on seeds 5-14 is on the results page, beside these")
     histogram = [m for m in ("FastAP", "SoftBinAP") if any(r["method"] == m for r in records)]
     order = [m for m in PAPER_ORDER if any(r["method"] == m for r in records)]
     return (f"Study 1 (protocol {protocol}, {len(records)} runs): {claims_headline(tests)} (mAP@R, paired t-test, "

@@ -1,8 +1,8 @@
 """Protocol v2's study 1: the papers' claims that one loss beats another, and the pilot that fixed its budget.
 
-The primary table is one row per claim (:mod:`.paper_claims`: the claims as data, Holm within each family),
-followed by the power plan for the claims 5 seeds leave unresolved (:mod:`.plan_table`) and its looks
-(:mod:`.looks`).
+The primary table is one row per claim (:mod:`.paper_claims`: the claims as data, Holm within each family) on
+seeds 0-4, followed by the registered replication on seeds 5-14 (:mod:`.replication`), beside it and never merged
+into it.
 The row order of the papers' tables is not a claim: the losses' means and ranks are shown as a description,
 never tested.
 """
@@ -15,11 +15,9 @@ from ...core.hparams import DELTA, TAU
 from ...losses import FastAP, SoftBinAP
 from ...losses.base import constructor_parameters
 from ..running.spec import PAPER_ORDER, PILOT_FIRST_STEPS, PLATEAU_GAIN, PLATEAU_WINDOW
-from .looks import Look, claim_status, looks_section, pending_look, primary_rows
 from .paper_claims import (PAPER_METHODS, PAPER_TABLES, ClaimTest, adjacent_row_differences, below_in, claim_tests,
-                           claims_headline, delta_cell, families_text, said)
-from .plan_table import plan_section
-from .power import FIRST_SEEDS
+                           claims_headline, claims_table_rows, delta_cell, families_text, said)
+from .replication import replicate, replication_section, status_line
 from .section import Section
 from .stats import (CONTRADICTED, HOLDS, SIGNIFICANCE, UNRESOLVED, Records, fmt, fmt_seeds, mean_std, seed_ranks,
                     summarise, table)
@@ -35,15 +33,15 @@ def _n(tests: Sequence[ClaimTest]) -> str:
     return f"{counts[0]}" if len(counts) == 1 else f"{counts[0]}-{counts[-1]}"
 
 
-def claims_verdict(tests: Sequence[ClaimTest], pending: Optional[Look] = None) -> str:
-    """The study's verdict line: the claims headline with the rule it applies, and the look in progress."""
+def claims_verdict(tests: Sequence[ClaimTest], replication: str = "") -> str:
+    """The study's verdict line: the claims headline with the rule it applies, and where the replication stands."""
     return (f"{claims_headline(tests)} (mAP@R, paired t, Holm within each family, n = {_n(tests)}"
-            + (f"; the look at {pending.status}" if pending else "") + ")")
+            + (f"; {replication}" if replication else "") + ")")
 
 
 def analyse_methods_v2(records: Records, all_records: Optional[Records] = None) -> Section:
-    """``records``: the runs of seeds 0-4 (the descriptive table, the figures); ``all_records``: every seed found
-    (the power plan's looks decide the claims; default ``records``)."""
+    """``records``: the runs of seeds 0-4 (the claims' primary tests, the descriptive table, the figures);
+    ``all_records``: every seed found (the replication reads seeds 5-14; default ``records``)."""
     everything = records if all_records is None else all_records
     methods = list(dict.fromkeys(r["method"] for r in records))
     order = [m for m in PAPER_ORDER if m in methods]
@@ -58,9 +56,7 @@ def analyse_methods_v2(records: Records, all_records: Optional[Records] = None) 
                      f"{best_first.index(m) + 1} of {len(order)}" if m in order else "—",
                      f"{rank.mean:.1f} ± {rank.std:.1f}" if rank and rank.n > 1 else "—",
                      f"{ref[0]} / {ref[1]} ({ref[2]})" if ref else "—"])
-    first = claim_tests([r for r in everything if r["seed"] < FIRST_SEEDS])  # the look the plan was written at
-    statuses = claim_status(everything)
-    tests = [s.test for s in statuses]
+    tests = claim_tests(records)
     seeds = sorted({r["seed"] for r in records})
     below, settings = below_in("BlackBoxAP", "SoftBinAP")
     body = "\n\n".join([
@@ -74,14 +70,13 @@ def analyse_methods_v2(records: Records, all_records: Optional[Records] = None) 
         f"{CONTRADICTED} when Δ < 0; otherwise {UNRESOLVED}. The paper's numbers are mAP@R (%) of the claimed-better "
         "vs the claimed-worse loss. The claims of studies 2, 4 and 5 (FastAP's bins, the batch size, the gap) are the "
         "primary table's other families, in the next section.",
-        "Each row gives the test of the look that decided it, or of the last complete look (the column *look*: "
-        f"n = {FIRST_SEEDS} is final; a later look stays provisional until all its runs are done).",
-        table(["family", "claim", "source", "paper mAP@R", "Δ mAP@R (pt) [95 % CI]", "p", "p (Holm)", "n", "look",
-               "verdict"], primary_rows(statuses)),
-        plan_section(first),
-        *([later] if (later := looks_section(everything)) else []),
+        f"These verdicts read seeds {fmt_seeds(seeds)} only (n = {len(seeds)}), whatever later seeds exist: the "
+        "replication below reads seeds 5-14 and is reported beside them.",
+        table(["family", "claim", "source", "paper mAP@R", "Δ mAP@R (pt) [95 % CI]", "p", "p (Holm)", "n",
+               "verdict"], claims_table_rows(tests)),
+        replication_section(everything),
         f"**Descriptive, not a claim of the papers** (seeds {fmt_seeds(seeds)}, n = {len(seeds)}, whatever later seeds "
-        "the power plan adds): every loss's mean over seeds and its rank (1 = best everywhere "
+        "the replication adds): every loss's mean over seeds and its rank (1 = best everywhere "
         f"on this page). The row order of the papers' tables ({' > '.join(reversed(order))}) is not a ranking "
         f"the papers claim: their own mAP@R puts BlackBoxAP below SoftBinAP in {below} of {settings} dataset × "
         "backbone settings (ROADMAP Table 1, supp. Table 4, SupRank Table I), so it is shown, not tested.",
@@ -96,7 +91,8 @@ def analyse_methods_v2(records: Records, all_records: Optional[Records] = None) 
         f"{m} {100 * summarise(records, 'mAP@R', method=m).mean:.1f}"
         for m in sorted(methods, key=lambda m: -summarise(records, "mAP@R", method=m).mean))
     return Section("1. Rank losses compared (ROADMAP Tables 1-2, supp. Table 4; SupRank Tables I-II)", claim,
-                   measured, claims_verdict(tests, pending_look(everything)), body, why_not_v2(records, tests, order))
+                   measured, claims_verdict(tests, status_line(replicate(everything))), body,
+                   why_not_v2(records, tests, order))
 
 
 def _kernel_widths() -> dict[str, float]:
@@ -137,9 +133,10 @@ def why_not_v2(records: Records, tests: Sequence[ClaimTest], order: Sequence[str
         parts.append(
             f"Not resolved ({'; '.join(f'{said(t)}: Δ {delta_cell(t.interval)} pt' for t in open_)}): each mean "
             + (f"is {min(effects):.1f}-{max(effects):.1f} times" if effects else "is within")
-            + " the paired seed-to-seed spread, too little for 5 seeds after Holm (the power plan gives the seeds "
-            f"that would resolve it). The papers' own gaps on these claims are {min(gaps):+.1f} to {max(gaps):+.1f} pt "
-            "of mAP@R (pretrained ResNet-50, 100+ epochs), and their differences between losses change size and "
+            + " the paired seed-to-seed spread, too little for 5 seeds after Holm (the registered replication on "
+            "seeds 5-14 tests the open claims again). The papers' own gaps on these claims are "
+            f"{min(gaps):+.1f} to {max(gaps):+.1f} pt of mAP@R (pretrained ResNet-50, 100+ epochs), and their "
+            "differences between losses change size and "
             f"sign from one setting to the next: adjacent rows of supp. Table 4 (ResNet-50) differ by {low:+.1f} to "
             f"{high:+.1f} pt, and across the papers' {len(PAPER_TABLES)} settings by {all_low:+.1f} to "
             f"{all_high:+.1f} pt.")

@@ -25,9 +25,8 @@ from .compute import GPU_RESULTS, compute_paragraph, gpu_runs
 from .curves import curves_lines
 from .figures import plot_pilot
 from .ordering import pilot_section
-from .power import MAX_SEEDS
 from .stats import fmt_seeds, table
-from .study_sections import PAGE, TITLES, analyse, section_figures, study_records, v2_complete
+from .study_sections import EVERY_SEED, PAGE, TITLES, analyse, section_figures, study_records, v2_complete
 from .trend_claims import trend_section, trend_tests
 
 
@@ -93,8 +92,8 @@ def _section(name: str, data: dict[str, Any], quick: bool, seeds: Optional[int],
     if not records:
         lines += [f"**Not run yet.** Complete with `{command}` ({len(missing)} runs).", ""]
         return "\n".join(lines), [TITLES[name], "—", "not run", "not run"]
-    # Study 1's claims read every seed the power plan added; its descriptive numbers and figures keep seeds 0-4.
-    extended = study_records(name, data, quick, MAX_SEEDS, protocol) if (protocol, name) == ("v2", "methods") else None
+    # Study 1's replication reads seeds 5-14; its claims, descriptive numbers and figures keep seeds 0-4.
+    extended = study_records(name, data, quick, EVERY_SEED, protocol) if (protocol, name) == ("v2", "methods") else None
     s = analyse(name, records, protocol, extended)
     per_setting: dict[str, set] = {}  # a study cut short has more seeds of some settings than of others
     for r in records:
@@ -166,7 +165,7 @@ def _v2_part(out: Path, docs: Path, seeds: Optional[int]) -> tuple[list[str], se
         path = save_png(plot_pilot(pilot["curve"], pilot.get("plateau_step")), docs / "figures" / "study_pilot_v2.png")
         lines += [f"![Pilot learning curve]({path.relative_to(docs).as_posix()})", ""]
     if spec.V2_STEPS is not None:
-        lines += curves_lines(study_records("methods", datas["methods"], False, MAX_SEEDS, "v2"), pilot, docs)
+        lines += curves_lines(study_records("methods", datas["methods"], False, EVERY_SEED, "v2"), pilot, docs)
     lines += ["### Summary (v2)", "", table(["study", "measured", "verdict", "runs done"], summary), "",
               compute_paragraph(datas, list(distinct.values()), gpu_runs(out / GPU_RESULTS / "v2")), "", *sections]
     return lines, complete

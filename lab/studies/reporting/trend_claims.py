@@ -167,7 +167,7 @@ def trend_section(tests: Sequence[TrendTest]) -> str:
         "The claims of studies 2, 4 and 5, each a paper's statement turned into a per-seed difference that is "
         "positive when the paper is right, tested by a two-sided paired t-test (same seed, same initial weights "
         "and batches) with its 95 % t interval, Holm within its family, resolved at 0.05 as study 1's claims are. "
-        "Tested once, at the n of their studies: the power plan adds seeds to study 1's claims only. The families, "
+        "Tested once, at the n of their studies. The families, "
         "fixed from the papers' text:",
         "\n".join(f"- *{f}* (Holm over {n}): {FAMILIES[f]}." for f, n in sizes.items()),
         table(["family", "claim", "source", "paper", "Δ [95 % CI]", "p", "p (Holm)", "n", "verdict"],

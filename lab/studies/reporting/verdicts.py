@@ -19,8 +19,7 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from ...experiments.cached import rows_of
-from .looks import final_tests
-from .paper_claims import claim_records, claims_table_rows
+from .paper_claims import claim_records, claim_tests, claims_table_rows
 from .section import comparison_rows
 from .stats import table
 from .study_sections import analyse, every_seed, read_study, section_figures
@@ -86,8 +85,8 @@ def _claim_tests(name: str, results: Optional[Path], families: Optional[Sequence
     records, protocol, _ = read_study(name, results)
     if name != "methods" or not records:  # the claims of one loss beating another are study 1's
         return [], protocol, 0
-    # Holm over each whole family, as on the page, before any row is left out; each claim from its deciding look
-    tests = final_tests(every_seed(name, records, protocol, results))
+    # Holm over each whole family, as on the page, before any row is left out; seeds 0-4 (the primary verdicts)
+    tests = claim_tests(records)
     keep = [t for t in tests if families is None or t.claim.family in families]
     return keep, protocol, len({r["seed"] for r in records})
 
