@@ -164,7 +164,8 @@ def test_claims_rows_for_the_dashboard_are_the_pages_table(tmp_path, fake, monke
     assert claims_rows("gap", tmp_path) == []
     ablation = claims_markdown("methods", ("ablation",), tmp_path)
     assert ablation.startswith("Protocol v2 (`results/v2/methods.json`, 5 seeds)")
-    assert ablation.count("| ablation |") == 2 and "| SupRank |" not in ablation
+    assert ablation.count("| ablation |") == 2 and "| SupRank Table II |" not in ablation
+    assert len({line.count("|") for line in ablation.splitlines() if line.startswith("|")}) == 1  # header = rows
 
 
 def test_the_memory_claim_compares_cpu_time():
