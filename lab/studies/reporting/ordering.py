@@ -18,6 +18,7 @@ from ..running.spec import PAPER_ORDER, PILOT_FIRST_STEPS, PLATEAU_GAIN, PLATEAU
 from .paper_claims import (CLAIMS_HEADER, PAPER_METHODS, PAPER_TABLES, ClaimTest, adjacent_row_differences, below_in,
                            claim_tests, claim_verdicts, claims_headline, claims_table_rows, delta_cell, families_text,
                            planned_claims, said)
+from .registered import registered_section
 from .replication import replicate, replication_section, status_line
 from .section import Section
 from .stats import (CONTRADICTED, HOLDS, SIGNIFICANCE, UNRESOLVED, Records, fmt, fmt_seeds, mean_std, seed_ranks,
@@ -86,6 +87,7 @@ def analyse_methods_v2(records: Records, all_records: Optional[Records] = None) 
            f"{len(runs)} runs ({'; '.join(f'{r.method} seed {r.seed}: key {r.key}' for r in runs)}), study 1's "
            "config with the loss of `lab.studies.running.spec.PLANNED_METHODS`; none is trained yet, and the claim "
            "will join its family's Holm once they are (changing that family's adjusted p)."] if runs else []),
+        registered_section(records),
         replication_section(everything),
         f"**Descriptive, not a claim of the papers** (seeds {fmt_seeds(seeds)}, n = {len(seeds)}, whatever later seeds "
         "the replication adds): every loss's mean over seeds and its rank (1 = best everywhere "
