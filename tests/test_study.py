@@ -321,7 +321,7 @@ def test_the_gap_reasons_name_the_batch_sizes_the_seeds_resolve():
                                      f"B = 32 ({dec32.mean:.1f} %); ")
     assert f"at B = 128 (the studies' default batch) the decrease ({dec128.mean:.1f} %)" in section.if_not
     assert f"by {dec128.std:.1f} % (std)" in section.if_not
-    assert section.verdict.startswith("of the papers' 2 claims, 1 hold, 0 contradicted, 1 not resolved")
+    assert section.verdict.startswith("of the papers' 2 claims, 1 holds, 0 contradicted, 1 not resolved")
     assert "below what" not in section.if_not
     assert "B = 32: " in section.measured and "B = 128: " in section.measured and "n = 5" in section.measured
 

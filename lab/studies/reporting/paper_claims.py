@@ -199,7 +199,8 @@ def claims_headline(tests: Sequence[ClaimTest]) -> str:
     with its verdict over its metrics (:func:`claim_verdicts`)."""
     verdicts = claim_verdicts(tests)
     against = [f"{c.worse} > {c.better}" for c, v in verdicts if v == CONTRADICTED]
-    return (f"of the papers' {len(verdicts)} claims, {_holds(sum(v == HOLDS for _, v in verdicts))}, "
+    return (f"of the papers' {len(verdicts)} claim{'' if len(verdicts) == 1 else 's'}, "
+            f"{_holds(sum(v == HOLDS for _, v in verdicts))}, "
             f"{len(against)} contradicted" + (f" ({', '.join(against)})" if against else "")
             + f", {sum(v == UNRESOLVED for _, v in verdicts)} not resolved")
 
