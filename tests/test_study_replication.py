@@ -203,3 +203,20 @@ def test_study_1s_section_shows_the_replication_in_either_state(complete):
         assert section.body.count("| H1 |") >= 1 and "By claim: ROADMAP > SoftBinAP:" in section.body
     # the primary verdicts read seeds 0-4 whatever the replication holds
     assert section.verdict.split(";")[0] == analyse_methods_v2(first, first).verdict.split(";")[0]
+
+
+def test_study_1s_time_counts_the_replications_runs_apart_and_says_where_it_stands():
+    """Issue 43: '1088 min over the 45 runs' left out the look's runs, and 'every run of this study is done' was
+    said while look 1 had 11 of 20."""
+    from lab.studies.reporting.results_page import _timing
+
+    first = [{"key": f"a{i}", "seed": i % 5, "seconds": 600.0} for i in range(10)]
+    later = [{"key": f"b{i}", "seed": 5 + i % 3, "seconds": 1200.0} for i in range(3)]
+    data = {"sessions": [{"command": "python -m lab study methods", "jobs": 2, "threads": 1, "trained": 3,
+                          "elapsed_seconds": 3600.0, "finished": "2026-11-27 05:23:58", "stopped": True}]}
+    text = _timing(data, first, True, later, "look 1 (seeds 5-9): 3 of 20 runs done, not read")
+    assert text.startswith("100 min of run time summed over the 10 runs of seeds 0-4 trained for it, + 60 min over "
+                           "the 3 runs of the replication's seeds 5-7 so far")
+    assert text.endswith("every run of seeds 0-4 is done; look 1 (seeds 5-9): 3 of 20 runs done, not read)")
+    assert "every run of this study is done" not in text
+    assert "every run of this study is done" in _timing(data, first, True)  # another study: as before

@@ -375,3 +375,20 @@ def test_the_reasons_name_the_contradicted_claims_and_what_they_share(monkeypatc
     assert "SmoothAP > ROADMAP by " in text and "histogram" not in text
 
     assert analyse_methods_v2(shifted(dict(zip(order, [0.60, 0.61, 0.62, 0.63, 0.64, 0.65])))).if_not == ""
+
+
+def test_the_wall_time_divides_each_run_by_the_jobs_of_its_call():
+    """Issue 43: 7 runs of study 1 were trained with --jobs 1; a run's session (its provenance) gives its call's
+    --jobs, an id-less session line (older runs) the one --jobs of its file's id-less lines."""
+    old = {f"o{i}": {"seconds": 3600.0} for i in range(4)}  # no provenance: the id-less lines say --jobs 2
+    new = {f"n{i}": {"seconds": 3600.0, "provenance": {"session": "s1"}} for i in range(3)}
+    sessions = [{"jobs": 2, "command": "a"}, {"jobs": 2, "command": "b"}, {"id": "s1", "jobs": 1, "command": "c"}]
+    datas = {"methods": {"runs": {**old, **new}, "sessions": sessions}}
+    from lab.studies.reporting.compute import run_jobs
+
+    assert run_jobs(datas) == {**{k: 2 for k in old}, **{k: 1 for k in new}}
+    text = compute_paragraph(datas)
+    assert "7.0 h of run time summed (1 torch thread each), about 5.0 h of wall time" in text  # 4/2 + 3/1
+    assert "(4 with --jobs 2, 3 with --jobs 1;" in text
+    mixed = {"methods": {"runs": old, "sessions": [{"jobs": 2}, {"jobs": 1}]}}  # id-less lines disagree: unknown
+    assert "4 of an unknown --jobs, counted as 1" in compute_paragraph(mixed)

@@ -20,8 +20,16 @@ def compute_paragraph(datas: dict[str, dict[str, Any]], wanted: Optional[list[Ru
         return ""
     wall = sum(r["seconds"] for r in runs.values()) / 3600
     cpu = sum(r.get("train_cpu_seconds", 0.0) for r in runs.values()) / 3600
-    text = (f"**Compute.** {len(runs)} distinct runs: {wall:.1f} h of run time summed (1 torch thread each, 2 in "
-            f"parallel on 2 cores: about {wall / 2:.1f} h of wall time), of which {cpu:.1f} h of CPU time in training.")
+    jobs = run_jobs(datas)
+    by_jobs: dict[Optional[int], list[float]] = {}
+    for key, r in runs.items():
+        by_jobs.setdefault(jobs.get(key), []).append(r["seconds"])
+    elapsed = sum(sum(v) / (j or 1) for j, v in by_jobs.items()) / 3600  # an unknown --jobs counted as 1
+    counts = ", ".join(f"{len(v)} {'of an unknown --jobs, counted as 1' if j is None else f'with --jobs {j}'}"
+                       for j, v in sorted(by_jobs.items(), key=lambda kv: -(kv[0] or 0)))
+    text = (f"**Compute.** {len(runs)} distinct runs: {wall:.1f} h of run time summed (1 torch thread each), about "
+            f"{elapsed:.1f} h of wall time with each run's time divided by the --jobs of the call that trained it "
+            f"({counts}; the calls ran on 2 shared cores), of which {cpu:.1f} h of CPU time in training.")
     left = [s for s in wanted or [] if s.key not in runs]
     if left:
         more = [expected_cost(s, list(runs.values())) for s in left]
@@ -38,6 +46,22 @@ def compute_paragraph(datas: dict[str, dict[str, Any]], wanted: Optional[list[Ru
                    "(one seed of study 1, "
                    "`python -m lab study methods --protocol v2 --seeds 1 --device cuda --out "
                    f"results/{GPU_RESULTS} --no-render`, puts it here).")
+
+
+def run_jobs(datas: dict[str, dict[str, Any]]) -> dict[str, Optional[int]]:
+    """{run key: the --jobs of the call that trained it}: the session its provenance names, else (records from
+    before sessions had ids) the one --jobs every id-less session line of its file gives, else None."""
+    out: dict[str, Optional[int]] = {}
+    for data in datas.values():
+        lines = data.get("sessions", [])
+        by_id = {line["id"]: line.get("jobs") for line in lines if "id" in line}
+        anonymous = {line.get("jobs") for line in lines if "id" not in line}
+        for key, r in data.get("runs", {}).items():
+            session = (r.get("provenance") or {}).get("session")
+            jobs = by_id.get(session) if session else (next(iter(anonymous)) if len(anonymous) == 1 else None)
+            if out.get(key) is None:
+                out[key] = jobs
+    return out
 
 
 GPU_RESULTS = "gpu"  # results/gpu/v2/*.json: runs of protocol v2 trained with --device cuda, for their time only

@@ -187,8 +187,9 @@ def why_not_v2(records: Records, tests: Sequence[ClaimTest], order: Sequence[str
             f"negative more than δ = {DELTA.default} above a positive). A hypothesis this study does not test: "
             "a small CNN trained from scratch starts from unsorted lists, where a gradient on every item counts "
             "most, while the papers' ResNet-50 starts pretrained, with lists already nearly sorted. A pretrained "
-            "backbone (`docs/reproduce-on-gpu.md`) would test it. The budget is also the plateau of ROADMAP's "
-            "learning curve alone (the pilot): a loss that learns faster from scratch is favoured by it.")
+            "backbone (`docs/reproduce-on-gpu.md`) would test it. The budget is the plateau of ROADMAP's "
+            "learning curve alone (the pilot); the learning curves above set each loss's curve against the "
+            "pilot's along the way.")
     return " ".join(parts + [text.strip()])
 
 

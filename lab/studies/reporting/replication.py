@@ -97,6 +97,12 @@ def replicate(records: Records) -> Replication:
     return Replication((first, second), tuple(results))
 
 
+def unread_seeds(rep: Replication) -> tuple[int, ...]:
+    """The seeds of the looks not read yet (their runs show no number on the page)."""
+    read = [look for look in rep.looks if look.complete and rep.results]
+    return tuple(s for s in LOOK_SEEDS[-1] if not any(s in look.seeds for look in read))
+
+
 def claim_verdicts(rep: Replication) -> dict[str, str]:
     """{claim: verdict}: a claim of two metrics (H1, H2) is contradicted when either is, replicated when both
     are, open while either is, otherwise not resolved; before look 1 is read, its look's status."""

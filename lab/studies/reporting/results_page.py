@@ -25,6 +25,7 @@ from .compute import GPU_RESULTS, compute_paragraph, gpu_runs
 from .curves import curves_lines
 from .figures import plot_pilot
 from .ordering import pilot_section
+from .replication import replicate, status_line, unread_seeds
 from .stats import fmt_seeds, table
 from .study_sections import EVERY_SEED, PAGE, TITLES, analyse, section_figures, study_records, v2_complete
 from .trend_claims import trend_section, trend_tests
@@ -50,30 +51,40 @@ def _missing_settings(missing: list) -> str:
                      for k in sorted(seeds))
 
 
-def _timing(data: dict[str, Any], records: list[dict[str, Any]], complete: bool = False) -> str:
+def _timing(data: dict[str, Any], records: list[dict[str, Any]], complete: bool = False,
+            beyond: Optional[list[dict[str, Any]]] = None, beyond_status: str = "") -> str:
+    """The study's run time and the call that trained it. ``beyond``: its runs outside ``records`` (study 1's
+    replication seeds), counted apart, with ``beyond_status`` (where the replication stands)."""
     records = list({r["key"]: r for r in records}.values())  # a run that is several sweep points counts once
     own = [r for r in records if "shared_from" not in r]
     shared = sorted({r["shared_from"] for r in records if "shared_from" in r})
+    seeds = _seed_list(records)
     if own:
-        text = f"{_minutes(sum(r['seconds'] for r in own))} of run time summed over the {len(own)} runs trained for it"
+        text = (f"{_minutes(sum(r['seconds'] for r in own))} of run time summed over the {len(own)} runs "
+                + (f"of seeds {seeds} " if beyond is not None else "") + "trained for it")
         text += f" (+ {len(records) - len(own)} runs shared with {', '.join(shared)}, not counted)" if shared else ""
     else:
         text = f"no run of its own: all {len(records)} runs were trained for {', '.join(shared)}"
+    if beyond:
+        text += (f", + {_minutes(sum(r['seconds'] for r in beyond))} over the {len(beyond)} runs of the replication's "
+                 f"seeds {_seed_list(beyond)} so far")
     sessions = data.get("sessions", [])
     if sessions:
         last = sessions[-1]
-        text += f"; trained by `{last['command']}` (jobs = {last['jobs']}, threads = {last['threads']}; "
+        text += f"; its last call: `{last['command']}` (jobs = {last['jobs']}, threads = {last['threads']}; "
         n = last.get("trained", 0)
+        done = (f"every run of seeds {seeds} is done" + (f"; {beyond_status}" if beyond_status else "")
+                if beyond is not None else "every run of this study is done")
         if last.get("stopped") and complete:  # the invocation recorded no end, but this study lacks no run
             text += (f"its last record: {n} run{'' if n == 1 else 's'} finished in {_minutes(last['elapsed_seconds'])} "
-                     f"of wall time, the last at {last['finished']}; every run of this study is done)")
+                     f"of wall time, the last at {last['finished']}; {done})")
         elif last.get("stopped"):  # killed part-way (its runs in flight were lost), or rendered while it runs
             text += (f"that invocation has not recorded its end (stopped, or still running at this render): "
                      f"{n} run{'' if n == 1 else 's'} finished in "
                      f"{_minutes(last['elapsed_seconds'])} of wall time, the last at {last['finished']})")
         else:
             text += (f"that whole invocation took {_minutes(last['elapsed_seconds'])} of wall time, finished "
-                     f"{last['finished']})")
+                     f"{last['finished']}" + (f"; {done}" if complete else "") + ")")
     return text
 
 
@@ -111,7 +122,9 @@ def _section(name: str, data: dict[str, Any], quick: bool, seeds: Optional[int],
         for stem, fig in section_figures(name, records, protocol).items():
             path = save_png(fig, figures / f"{stem}.png")
             lines += [f"![{s.title}]({path.relative_to(docs).as_posix()})", ""]
-    lines.append(f"**Command and time.** `{command}`: {_timing(data, records, complete=not missing)}.")
+    beyond = [r for r in extended if r["seed"] not in {x["seed"] for x in records}] if extended else None
+    status = status_line(replicate(extended)) if extended else ""
+    lines.append(f"**Command and time.** `{command}`: {_timing(data, records, not missing, beyond, status)}.")
     if protocol == "v2":
         lines += ["", code_versions(extended or records)]
     if missing or failed:
@@ -165,7 +178,9 @@ def _v2_part(out: Path, docs: Path, seeds: Optional[int]) -> tuple[list[str], se
         path = save_png(plot_pilot(pilot["curve"], pilot.get("plateau_step")), docs / "figures" / "study_pilot_v2.png")
         lines += [f"![Pilot learning curve]({path.relative_to(docs).as_posix()})", ""]
     if spec.V2_STEPS is not None:
-        lines += curves_lines(study_records("methods", datas["methods"], False, EVERY_SEED, "v2"), pilot, docs)
+        every = study_records("methods", datas["methods"], False, EVERY_SEED, "v2")
+        rep = replicate(every)
+        lines += curves_lines(every, pilot, docs, unread_seeds(rep), "; ".join(look.status for look in rep.looks))
     lines += ["### Summary (v2)", "", table(["study", "measured", "verdict", "runs done"], summary), "",
               compute_paragraph(datas, list(distinct.values()), gpu_runs(out / GPU_RESULTS / "v2")), "", *sections]
     return lines, complete
