@@ -26,6 +26,7 @@ from typing import Any, Callable, Optional
 import torch
 
 from ...core.provenance import provenance
+from ...data import build_dataset
 from ...experiments.runs import heldout_gap
 from ...train import Trainer, TrainConfig
 from .results_file import add_results, load_results
@@ -48,7 +49,7 @@ def execute(spec: RunSpec, threads: int = 1, device: Optional[str] = None, sessi
     cfg = TrainConfig.from_dict({**spec.config, **({"device": device} if device else {})})
     started = time.strftime("%Y-%m-%d %H:%M:%S")
     # Read before training: the code that trains the run is the code on disk when it starts.
-    origin = {**provenance(cfg.device, threads), "session": session}
+    origin = {**provenance(cfg.device, threads, run_datasets(cfg)), "session": session}
     load = os.getloadavg()[0]
     wall, cpu = time.perf_counter(), time.process_time()
     trainer = Trainer(cfg)
@@ -88,6 +89,13 @@ def execute(spec: RunSpec, threads: int = 1, device: Optional[str] = None, sessi
         "started": started, "finished": time.strftime("%Y-%m-%d %H:%M:%S"), "provenance": origin,
         **({"curve": curve, "curve_every": curve_every} if curve else {}),
     }
+
+
+def run_datasets(cfg: TrainConfig) -> dict[str, Any]:
+    """The config's train and test splits, without transforms: what :func:`lab.core.provenance.dataset_hash`
+    fingerprints (built apart from the trainer's, so that hashing them touches nothing the run reads)."""
+    return {split: build_dataset(cfg.dataset, split=split, root=cfg.data_root, **cfg.dataset_kwargs)
+            for split in ("train", "test")}
 
 
 def curve_point(trainer: Trainer, seconds: float) -> dict[str, Any]:
