@@ -3,7 +3,7 @@ same pace, and its time on a GPU (runs trained again with ``--device cuda``, ``r
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 from ..running.results_file import load_results
 from ..running.spec import RunSpec
@@ -11,10 +11,11 @@ from .gpu_time import gpu_time
 
 
 def compute_paragraph(datas: dict[str, dict[str, Any]], wanted: Optional[list[RunSpec]] = None,
-             gpu: Optional[list[dict[str, Any]]] = None) -> str:
+                      gpu: Optional[list[dict[str, Any]]] = None, held: Sequence[int] = ()) -> str:
     """What a protocol's finished runs cost (wall time with 1 torch thread per run, and CPU time, summed)
     and, with ``wanted`` (its distinct runs), what the runs left should cost at the same pace; ``gpu``:
-    runs of the protocol trained with ``--device cuda`` (:func:`gpu_runs`), for its time on a GPU."""
+    runs of the protocol trained with ``--device cuda`` (:func:`gpu_runs`), for its time on a GPU; ``held``: seeds of
+    a replication look not read yet, whose runs give no metric to the GPU comparison."""
     runs = {key: rec for data in datas.values() for key, rec in data.get("runs", {}).items()}
     if not runs:
         return ""
@@ -40,7 +41,8 @@ def compute_paragraph(datas: dict[str, dict[str, Any]], wanted: Optional[list[Ru
                  f"loss and batch size: the whole protocol about {wall + more_wall:.0f} h of run time, "
                  f"{cpu + more_cpu:.0f} h of training CPU.")
     if gpu:
-        return text + " " + _gpu_compute(gpu, runs, wanted or []) + "\n\n" + gpu_time(gpu, runs)
+        shown = {k: r for k, r in runs.items() if r.get("seed") not in held}  # an unread look's runs: no metric
+        return text + " " + _gpu_compute(gpu, runs, wanted or []) + "\n\n" + gpu_time(gpu, shown)
     return text + (" On a GPU the same protocol runs unchanged with `--device cuda` (the device is not part of a run's "
                    "key); its time there is not measured: no study run has been made on a GPU yet "
                    "(one seed of study 1, "

@@ -18,6 +18,7 @@ from ..running.spec import PAPER_ORDER, PILOT_FIRST_STEPS, PLATEAU_GAIN, PLATEAU
 from .paper_claims import (CLAIMS_HEADER, PAPER_METHODS, PAPER_TABLES, ClaimTest, adjacent_row_differences, below_in,
                            claim_tests, claim_verdicts, claims_headline, claims_table_rows, delta_cell, families_text,
                            planned_claims, said)
+from .protocol_history import registered_text, registration
 from .registered import registered_section
 from .replication import replicate, replication_section, status_line
 from .section import Section
@@ -204,7 +205,8 @@ def pilot_section(data: dict[str, Any]) -> str:
     return "\n\n".join([
         f"**Pilot** (`python -m lab study pilot`, `results/v2/pilot.json`): {cfg['loss']} (the papers' best), seed "
         f"{cfg['seed']}, the v2 budget otherwise, evaluated on the whole test split every {data['every']} steps. Rule, "
-        f"fixed before the pilot ran: the budget is the first evaluated step after which mAP@R never gains more "
+        f"registered with the pilot's code ({registered_text(registration('99d6fb1'))}): the budget is the first "
+        "evaluated step after which mAP@R never gains more "
         f"than {100 * PLATEAU_GAIN:.1f} point at any evaluation within the next {PLATEAU_WINDOW:,} steps. "
         + (f"**Plateau from step {plateau:,}.**" if plateau is not None else "**No plateau within the pilot.**")
         + (f" The pilot was first set to {PILOT_FIRST_STEPS:,} steps, where the rule had no answer yet; it was "

@@ -12,6 +12,7 @@ from typing import Any, Sequence
 
 from ..running.spec import PAPER_ORDER
 from .error_rates import family_error
+from .protocol_history import registered_text, registration
 from .stats import (RESOLVED, REVERSED, UNRESOLVED, Records, adjacent_pairs, adjacent_verdict, fmt_p, holm, paired,
                     paired_interval, paired_ttest, table)
 
@@ -63,7 +64,7 @@ def registered_section(records: Records) -> str:
     err = family_error([(b, w, "mAP@R") for w, b in zip(order, order[1:])], n)
     header = ["registered pair: better > worse", "Δ mAP@R (pt) [95 % CI]", "t", "p", "p (Holm)", "verdict"]
     return "\n\n".join([
-        f"**The analysis registered with protocol v2** ({COMMIT}, 2026-11-24 19:48 UTC, before any of its runs), "
+        f"**The analysis registered with protocol v2** ({registered_text(registration(COMMIT))}), "
         "on the same runs: each adjacent pair of the papers' row order ("
         f"{' < '.join(order)}, ROADMAP supp. Table 4) by a paired t-test on mAP@R over n = {n} seeds, Holm over the "
         f"{len(pairs)} pairs, resolved at 0.05 in the papers' direction when Δ > 0; SupRank Table II's 2 claims a "

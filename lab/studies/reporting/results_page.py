@@ -23,8 +23,10 @@ from .budget_table import budget_table, train_images
 from .code_versions import code_versions, pilot_replay
 from .compute import GPU_RESULTS, compute_paragraph, gpu_runs
 from .curves import curves_lines
+from .deviations import deviations_section
 from .figures import plot_pilot
 from .ordering import pilot_section
+from .protocol_history import registered_text, registration
 from .replication import replicate, status_line, unread_seeds
 from .stats import fmt_seeds, table
 from .study_sections import EVERY_SEED, PAGE, TITLES, analyse, section_figures, study_records, v2_complete
@@ -164,8 +166,11 @@ def _v2_part(out: Path, docs: Path, seeds: Optional[int]) -> tuple[list[str], se
         trust = (f"**In progress: {done} of {total} runs done.** A study's v2 verdict is final once all its runs "
                  "are done; until then its numbers here are provisional, and its v1 section below stays the one to "
                  "read, with v1's caveats. A complete v2 study replaces its v1 section.")
-    lines = ["## Protocol v2: which AP loss is better", "", trust + " Protocol v2 was fixed before any of its results "
-             "were seen:", "",
+    lines = ["## Protocol v2: which AP loss is better", "", trust + " Protocol v2 was registered in "
+             f"{registered_text(registration('99d6fb1'))}; its analysis changed after some results had been seen, and "
+             "every such change is listed, with its commit, in [Deviations from the protocol]"
+             "(#deviations-from-the-protocol) at the end of this part ([what protocol v3 would fix]"
+             "(plans/protocol-v3.md)). As registered:", "",
              "- every image of the whole test split queries all the others (14,672 images of 1,834 classes never "
              "trained on), not a 2,000-image subset;",
              "- mAP@R is the primary metric, R@1 secondary;",
@@ -177,12 +182,17 @@ def _v2_part(out: Path, docs: Path, seeds: Optional[int]) -> tuple[list[str], se
     if pilot.get("curve"):
         path = save_png(plot_pilot(pilot["curve"], pilot.get("plateau_step")), docs / "figures" / "study_pilot_v2.png")
         lines += [f"![Pilot learning curve]({path.relative_to(docs).as_posix()})", ""]
+    every = study_records("methods", datas["methods"], False, EVERY_SEED, "v2") if spec.V2_STEPS is not None else []
+    rep = replicate(every)
+    held = unread_seeds(rep)  # the seeds of a replication look not read yet: none of their numbers is shown
     if spec.V2_STEPS is not None:
-        every = study_records("methods", datas["methods"], False, EVERY_SEED, "v2")
-        rep = replicate(every)
-        lines += curves_lines(every, pilot, docs, unread_seeds(rep), "; ".join(look.status for look in rep.looks))
+        lines += curves_lines(every, pilot, docs, held, "; ".join(look.status for look in rep.looks))
     lines += ["### Summary (v2)", "", table(["study", "measured", "verdict", "runs done"], summary), "",
-              compute_paragraph(datas, list(distinct.values()), gpu_runs(out / GPU_RESULTS / "v2")), "", *sections]
+              compute_paragraph(datas, list(distinct.values()), gpu_runs(out / GPU_RESULTS / "v2"), held), "",
+              *sections]
+    if spec.V2_STEPS is not None:
+        files = {f"v2/{n}.json": datas[n] for n in V2_STUDIES} | {"bins.json": load_results(out / "bins.json")}
+        lines += [deviations_section(files, [r for r in every if r["seed"] not in held], pilot.get("curve", [])), ""]
     return lines, complete
 
 
@@ -234,7 +244,8 @@ def render(out: Path, docs: Path, seeds: Optional[int] = None) -> Path:
         "",
         banner + "Every claim below is re-measured on the glyphs benchmark (`lab.data`, classes of the test split "
         "never seen in training) with the small CNN on CPU, through `lab.train.Trainer`, with one budget for "
-        "every method, fixed before any result was seen, and no per-method tuning. A verdict is computed by a "
+        "every method (protocol v2's chosen by a pilot run on the test split: see its deviations) and no per-method "
+        "tuning. A verdict is computed by a "
         "rule written in `lab/studies` (paired t-test at p < 0.05 for an A-beats-B claim, Holm-corrected over "
         "a family of comparisons in protocol v2, the shape of the curve for a trend) and applies to this scale "
         "only: a small network trained from scratch, not a pretrained ResNet-50 trained for 100 epochs. "
