@@ -10,7 +10,7 @@ rules (seeded, so the page gives the same number at every render) and the page p
 * :func:`old_looks_error`: the power plan's looks of 2026-11-26 (seeds 0..n-1, 0.05 at n = 5, then 0.025 at
   n = 10 and 15), for one claim null in truth;
 * :func:`tost_error`: two one-sided tests at the margin (declaring equivalence when the true difference is the
-  margin).
+  margin); :func:`equivalence_error`: a family of them with Holm.
 
 Each simulates the losses' values per seed, not the statistics, so that claims sharing a loss (ROADMAP in three
 of them) or a run (R@1 and mAP@R of one run) are as dependent as they are in the study.
@@ -86,6 +86,25 @@ def family_error(claims: Sequence[tuple[str, str, str]], n: int, alpha: float = 
     losses = sorted({m for b, w, _ in claims for m in (b, w)})
     diffs = _diffs(_values(losses, n, sims, np.random.default_rng(seed), {}), losses, claims)
     p = 2 * t.sf(np.abs(t_statistics(diffs)), n - 1)
+    return _rate(_holm_reject(p, alpha).any(1))
+
+
+def equivalence_error(pairs: Sequence[tuple[str, str]], n: int, alpha: float = ALPHA, sims: int = SIMS,
+                      seed: int = SEED) -> ErrorRate:
+    """Two one-sided t-tests of each pair ((one side, the other)) over ``n`` seeds, Holm at ``alpha`` over the
+    pairs, when every pair differs by exactly the margin (one standard deviation of a difference, as
+    :func:`tost_error`; the first sides shifted up): the chance of calling at least one pair equivalent. Pairs
+    sharing a side (10 bins against 5, 20 and 40) are as dependent as in the study."""
+    from scipy.stats import t
+
+    first, second = {a for a, _ in pairs}, {b for _, b in pairs}
+    if first & second:
+        raise ValueError(f"a side both shifted and not: {sorted(first & second)}")
+    losses, margin = sorted(first | second), math.sqrt(2)  # a difference of two losses has sd sqrt(2)
+    diffs = _diffs(_values(losses, n, sims, np.random.default_rng(seed), dict.fromkeys(first, margin)), losses,
+                   [(a, b, "mAP@R") for a, b in pairs])
+    mean, se = diffs.mean(-1), diffs.std(-1, ddof=1) / math.sqrt(n)
+    p = np.maximum(t.sf((mean + margin) / se, n - 1), t.cdf((mean - margin) / se, n - 1))
     return _rate(_holm_reject(p, alpha).any(1))
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from typing import Any, NamedTuple, Sequence
 
+from .error_rates import family_error
 from .stats import (CONTRADICTED, HOLDS, SIGNIFICANCE, UNRESOLVED, Interval, Records, TTest, claim_verdict, fmt_p,
                     holm, paired, paired_interval, paired_ttest)
 
@@ -232,8 +233,13 @@ def claims_table_rows(tests: Sequence[ClaimTest], planned: Sequence[Claim] = ())
 
 
 def families_text(tests: Sequence[ClaimTest]) -> str:
-    """The families of the tested claims, each with its size (its tests: claims x metrics) and its reason."""
-    sizes: dict[str, int] = {}
+    """The families of the tested claims, each with its size (its tests: claims x metrics), its reason, and the
+    chance, simulated, that Holm over it resolves a claim when every loss is equal (:func:`.error_rates.family_error`,
+    the family's own losses and metrics)."""
+    mine: dict[str, list[ClaimTest]] = {}
     for t in tests:
-        sizes[t.claim.family] = sizes.get(t.claim.family, 0) + 1
-    return "\n".join(f"- *{f}* (Holm over {n}): {FAMILIES[f]}." for f, n in sizes.items())
+        mine.setdefault(t.claim.family, []).append(t)
+    return "\n".join(
+        f"- *{f}* (Holm over {len(ts)}; simulated chance of resolving one of them when all are null: "
+        f"{family_error([(t.claim.better, t.claim.worse, t.metric) for t in ts], max(t.test.n for t in ts))}): "
+        f"{FAMILIES[f]}." for f, ts in mine.items())

@@ -70,6 +70,6 @@ def registered_section(records: Records) -> str:
         f"{len(pairs)} pairs, resolved at 0.05 in the papers' direction when Δ > 0; SupRank Table II's 2 claims a "
         "second family under the same rule. It was replaced by the claims above after its results (dcab6d1), "
         "because the row order is not a claim the papers make; it stays here, unchanged, as the registered "
-        f"primary analysis. The chance that it resolves a pair when all losses are equal: {err} (simulated).",
+        f"primary analysis. The chance that it resolves a pair when all losses are equal, simulated: {err}.",
         table(header, _rows(pairs) + _rows(suprank)),
         f"Outcome as registered: {registered_outcome(records)}."])
