@@ -93,9 +93,9 @@ def _claim_tests(name: str, results: Optional[Path], families: Optional[Sequence
 
 def claims_rows(name: str, results: Optional[Path] = None,
                 families: Optional[Sequence[str]] = None) -> list[dict[str, Any]]:
-    """The papers' claims study ``name`` tests, one dict per claim as in the page's primary table: family,
-    claim, source, the paper's numbers, Δ mAP@R and its 95 % interval (points), p, Holm p within the family,
-    n, verdict. Read where :func:`study_verdict` reads; [] for a study that tests no such claim."""
+    """The papers' claims study ``name`` tests, one dict per test of a claim as in the page's primary table:
+    family, claim, metric, source, the paper's numbers, Δ on the metric and its 95 % interval (points), p, Holm p
+    within the family, n, verdict. Read where :func:`study_verdict` reads; [] for a study that tests no such claim."""
     return claim_records(_claim_tests(name, results, families)[0])
 
 
