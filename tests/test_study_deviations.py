@@ -124,3 +124,18 @@ def test_the_section_says_after_which_runs_each_deviation_came(tmp_path):
     assert ("When it was written, 1 run of the look (seed 5) was on the page as provisional differences with "
             "95 % intervals (its last render, 2026-11-27 05:27 UTC), and 1 more had finished (ROADMAP seed 8 at "
             "18:35 UTC on the 28th)") in text
+
+
+def test_the_page_gives_protocol_v3s_plan_section_by_section(tmp_path):
+    """Issue 43, build 8: the plan is on the page, its numbered sections by title, and the page's paragraph
+    follows the plan file (a section added there is on the page at the next render)."""
+    plan = ROOT / "docs" / "plans" / "protocol-v3.md"
+    titles = re.findall(r"^## (\d+\. .+)$", plan.read_text(), re.MULTILINE)
+    assert len(titles) >= 3 and titles[0].startswith("1. A validation split")
+    page = (ROOT / "docs" / "results.md").read_text()
+    section = page.split("### Deviations from the protocol", 1)[1].split("\n## ", 1)[0]
+    assert dv.protocol_v3_text() in section and all(t in section for t in titles)
+    other = tmp_path / "plan.md"
+    other.write_text(plan.read_text() + "\n## 5. Another point\n\nText.\n")
+    assert dv.protocol_v3_text(other).endswith("; 5. Another point.")
+    assert dv.protocol_v3_text(tmp_path / "absent.md") == ""

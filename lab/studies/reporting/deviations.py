@@ -4,8 +4,11 @@ date, commit and reason, and the runs it came after, computed from the runs' "fi
 """
 from __future__ import annotations
 
+import re
+from pathlib import Path
 from typing import Any, Sequence
 
+from ..running.paths import DOCS
 from .error_rates import old_looks_error
 from .protocol_history import DEVIATIONS, Concern, look_runs
 from .stats import Records
@@ -43,6 +46,17 @@ def _before_plan(records: Records) -> str:
     return text + "."
 
 
+def protocol_v3_text(plan: Path = DOCS / "plans" / "protocol-v3.md") -> str:
+    """The page's paragraph on protocol v3 (issue 43): the plan's numbered sections, by their titles, linked; ""
+    where the plan is not there (an installed copy)."""
+    if not plan.exists():
+        return ""
+    titles = re.findall(r"^## (\d+\. .+)$", plan.read_text(), re.MULTILINE)
+    return ("**What protocol v3 would fix** ([docs/plans/protocol-v3.md](plans/protocol-v3.md): a plan written after "
+            "protocol v2's results had been seen, neither registered nor run), in its sections: "
+            + "; ".join(titles) + ".")
+
+
 def evaluation_noise(records: Records, pilot: Sequence[dict[str, Any]], after: int = 3000) -> tuple[float, float]:
     """(smallest, largest) change of mAP@R between consecutive evaluations after step ``after``, over the
     learning curves of ``records`` and the pilot's, in points."""
@@ -77,6 +91,6 @@ def deviations_section(datas: dict[str, dict[str, Any]], shown: Records = (),
         "checked against git's history and the runs' finishing times by tests/test_study_deviations.py). The "
         "analyses they replaced are reported beside the ones that replaced them: the registered adjacent pairs "
         "beside study 1's claims, the replication beside the n = 5 verdicts.",
-        "\n".join(lines)])
+        "\n".join(lines), *filter(None, [protocol_v3_text()])])
 
 
