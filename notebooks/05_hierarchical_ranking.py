@@ -208,7 +208,7 @@ Markdown(tab_ix_sentence(tab_ix_claims(smooth, happier)))
 # %%
 from lab.studies.reporting.verdicts import claims_markdown
 
-Markdown(claims_markdown("methods", ("SupRank",)))
+Markdown(claims_markdown("methods", ("SupRank Table II",)))
 
 # %% [markdown]
 # ## 6. Where the class means go (SupRank Fig. 9)

@@ -138,12 +138,12 @@ plot_recall_study(rows)
 # Whether the direction holds here, beyond the seed-to-seed noise, is one test on one primary
 # metric, mAP@R, as the results page's table of the papers' claims tests it
 # ([docs/results.md](../docs/results.md), study 1: paired t-test over the study's seeds, Holm over
-# SupRank's two claims). R@1 to R@8 above move together (they are one ranking), so five tests of
-# them would count one effect five times; they stay descriptive. Protocol v2's study 1 once
+# SupRank Table II's claims that have runs). R@1 to R@8 above move together (they are one
+# ranking), so five tests of them would count one effect five times; they stay descriptive. Protocol v2's study 1 once
 # complete, v1's until then: the line above the table says which.
 
 # %%
-Markdown(claims_markdown("methods", ("SupRank",)))
+Markdown(claims_markdown("methods", ("SupRank Table II",)))
 
 # %% [markdown]
 # ## Summary

@@ -445,7 +445,7 @@ def test_the_reproduction_views_first_table_for_study_1_is_the_papers_claims_of_
     from lab.studies.reporting.verdicts import claims_rows
 
     rows = claims_rows("methods")
-    assert len(rows) == 8 and claims_rows("bins") == []
+    assert len(rows) == 16 and claims_rows("bins") == []  # supp. B.4's 4 claims on 2 metrics, then 8 more
     at = app()
     at.segmented_control(key="view").set_value("Reproduction").run()
     at.selectbox(key="study").set_value("methods").run()

@@ -31,14 +31,18 @@ def test_every_study_of_the_committed_results_gives_a_row():
     for name in PAGE:
         p = verdict_parts(study_verdict(name))
         assert p is not None and p["verdict"] and p["measured"] and p["protocol"] in ("v1", "v2"), name
-        assert "*" not in p["verdict"] and not p["verdict"].endswith("."), (name, p["verdict"])
+        # no Markdown emphasis; the one asterisk allowed is a loss's name, ROADMAP (L_DG*)
+        assert "*" not in p["verdict"].replace("L_DG*", "") and not p["verdict"].endswith("."), (name, p["verdict"])
     # Study 1's verdict is now its claims' headline, whole (its parentheses included), and so is its badge.
     p = verdict_parts(study_verdict("methods"))
-    assert p["verdict"].startswith("of the papers' 8 claims, ") and p["verdict"].endswith(")"), p["verdict"]
-    rows = claims_rows("methods")
-    held = sum(r["verdict"] == "resolved as in the paper" for r in rows)
-    assert f"8 claims, {held} hold, " in p["verdict"] and p["reasons"].startswith("Not resolved (")
-    assert verdict_tone(p["verdict"]) == ("good" if held == 8 else "bad" if held == 0 else "mixed")
+    assert p["verdict"].startswith("of the papers' 12 claims, ") and p["verdict"].endswith(")"), p["verdict"]
+    claims: dict[tuple[str, str], list[str]] = {}  # a claim holds when each of its metrics' tests does
+    for r in claims_rows("methods"):
+        claims.setdefault((r["family"], r["claim"].removesuffix(f" ({r['metric']})")), []).append(r["verdict"])
+    held = sum(all(v == "resolved as in the paper" for v in vs) for vs in claims.values())
+    assert len(claims) == 12 and f"12 claims, {held} hold, " in p["verdict"]
+    assert p["reasons"].startswith("Not resolved ("), p["reasons"]
+    assert verdict_tone(p["verdict"]) == ("good" if held == 12 else "bad" if held == 0 else "mixed")
 
 
 @pytest.mark.parametrize("verdict, tone", [("reproduces", "good"), ("partly (2 of 4)", "mixed"),
@@ -79,8 +83,9 @@ ROW = {"family": "ablation", "claim": "SupAP > SmoothAP", "source": "ROADMAP Tab
 
 
 def test_a_claim_is_a_row_with_its_verdicts_badge_and_its_numbers():
-    assert claim_cells(ROW) == ["not resolved", "ablation", "SupAP > SmoothAP", "+1.13 [-0.38, +2.64]", "0.140", "5",
-                                "CUB +0.70 · SOP +0.70"]
+    assert claim_cells(ROW) == ["not resolved", "ablation", "SupAP > SmoothAP", "mAP@R", "+1.13 [-0.38, +2.64]",
+                                "0.140", "5", "CUB +0.70 · SOP +0.70"]
+    assert claim_cells({**ROW, "metric": "R@1"})[3] == "R@1"  # supp. B.4's claims are tested on both metrics
     assert claim_badge("resolved as in the paper") == ":green-badge[resolved as in the paper]"
     assert claim_badge("contradicted") == ":red-badge[contradicted]"
     assert claim_badge("not resolved") == ":gray-badge[not resolved]"
@@ -88,7 +93,7 @@ def test_a_claim_is_a_row_with_its_verdicts_badge_and_its_numbers():
     contradicted = {**ROW, "claim": "ROADMAP > FastAP", "delta": -3.14, "low": -4.43, "high": -1.86, "p_holm": 0.0006,
                     "verdict": "contradicted"}
     table = claims_table([ROW, contradicted]).splitlines()
-    assert table[0] == "| verdict | family | claim | Δ mAP@R (pt) [95 % CI] | p (Holm) | n | paper: Δ mAP@R (pt) |"
+    assert table[0] == "| verdict | family | claim | metric | Δ (pt) [95 % CI] | p (Holm) | n | paper: Δ (pt) |"
     assert len(table) == 2 + 2 and table[2].startswith("| :gray-badge[not resolved] | ablation | SupAP \\> SmoothAP |")
     assert table[3].startswith("| :red-badge[contradicted] |") and "| \\< 0\\.001 |" in table[3]
     view = StudyView("methods", "1. Rank losses compared", PARAGRAPH, verdict_parts(PARAGRAPH))
@@ -100,10 +105,13 @@ def test_the_claims_of_the_committed_results_read_as_on_the_page():
     rows = claims_rows("methods")
     # [1:]: after the header
     page = [line.split(" | ") for line in claims_markdown("methods").splitlines() if line.startswith("| ")][1:]
-    assert len(rows) == len(page) == 8 and len(claims_table(rows).splitlines()) == 2 + 8
+    # supp. B.4's 4 claims on R@1 and mAP@R, then the ablation's 2, SupRank Table II's 2 and Table I's 4
+    assert len(rows) == len(page) == 16 and len(claims_table(rows).splitlines()) == 2 + 16
+    assert {row["metric"] for row in rows} == {"mAP@R", "R@1"}
     for row, cells in zip(rows, page):
-        family, claim, _, _, delta, _, holm, n, verdict = [c.strip("| ") for c in cells]
-        assert claim_cells(row)[:6] == [verdict, family, claim, delta, holm, n]
+        family, claim, metric, _, _, delta, _, holm, n, verdict = [c.strip("| ") for c in cells]
+        named = claim if metric == "mAP@R" else f"{claim} ({metric})"
+        assert claim_cells(row)[:7] == [verdict, family, named, metric, delta, holm, n]
 
 
 def test_the_cache_computes_each_study_once_per_state_of_the_results(tmp_path):

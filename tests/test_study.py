@@ -16,8 +16,9 @@ from lab.studies.running import results_file, runner
 from lab.studies.running import spec as study_spec
 from lab.studies.reporting.claims import analyse_batch_size, analyse_gap, analyse_methods, trend_verdict
 from lab.studies.reporting.results_page import render
-from lab.studies.reporting.stats import (compare, fmt, mean_std, paired, paired_ttest, relative_decrease, relative_gain,
-                                         verdict)
+from lab.studies.reporting.trend_claims import trend_tests
+from lab.studies.reporting.stats import (compare, fmt, fmt_p, mean_std, paired, paired_ttest, relative_decrease,
+                                         relative_gain, verdict)
 
 
 # ----------------------------------------------------------------------------- end to end (real training)
@@ -307,10 +308,11 @@ def test_the_gap_reasons_name_the_batch_sizes_the_seeds_resolve():
     records = []
     for seed in range(5):
         for b, road in ((32, 0.27 + 0.001 * seed), (128, 0.24 - (0.03 if seed % 2 else -0.02))):
+            cfg = {"m": 4, "dataset_kwargs": {"instances_per_class": 6}}
             records += [{"method": "SupAP", "batch_size": b, "seed": seed, "gap_heldout": 0.30 if b == 32 else 0.24,
-                         "gap_train_probe": 0.05, "params": {"batch_size": b}},
+                         "gap_train_probe": 0.05, "params": {"batch_size": b}, "config": cfg},
                         {"method": "ROADMAP", "batch_size": b, "seed": seed, "gap_heldout": road,
-                         "gap_train_probe": 0.04, "params": {"batch_size": b}}]
+                         "gap_train_probe": 0.04, "params": {"batch_size": b}, "config": cfg}]
     section = analyse_gap(records)
     c32, c128 = (compare(records, "gap_heldout", {"method": "SupAP", "batch_size": b},
                          {"method": "ROADMAP", "batch_size": b}) for b in (32, 128))
@@ -321,8 +323,16 @@ def test_the_gap_reasons_name_the_batch_sizes_the_seeds_resolve():
                                      f"B = 32 ({dec32.mean:.1f} %); ")
     assert f"at B = 128 (the studies' default batch) the decrease ({dec128.mean:.1f} %)" in section.if_not
     assert f"by {dec128.std:.1f} % (std)" in section.if_not
-    assert section.verdict.startswith("of the papers' 2 claims, 1 hold, 0 contradicted, 1 not resolved")
+    assert section.verdict.startswith("of the papers' 2 claims, 1 holds, 0 contradicted, 1 not resolved")
     assert "below what" not in section.if_not
+    # a query has m - 1 = 3 of its class in its batch, and 6 - 1 = 5 in the data (not 'half')
+    assert "With 4 images per class in a batch and 6 per class in the data, 3 of each query's 5 positives" in \
+        section.if_not
+    # the two tests behind the two p-values of B = 128 are named where each is given
+    holm_128 = trend_tests({"gap": records})[1].p_holm
+    assert f"(Holm p {fmt_p(holm_128)}, of the t-test of the per-seed relative decreases; " \
+           f"the paired t-test of the gaps themselves gives p {fmt_p(c128['p'])})" in section.if_not
+    assert "p of the paired t-test of the gaps at each batch size, uncorrected" in section.measured
     assert "B = 32: " in section.measured and "B = 128: " in section.measured and "n = 5" in section.measured
 
 

@@ -272,3 +272,33 @@ def test_the_page_says_which_losses_plateaued_and_how_much_the_others_still_gain
     flat = [run("FastAP", 5, [0.1, 0.5, 0.6, 0.601, 0.602, 0.603])]
     text, _ = cv.curves_section(flat, list(METHODS))
     assert "1 of the 1 losses with a curve reached a plateau" in text and "still gained" not in text
+
+
+def test_the_runs_of_an_unread_replication_look_show_no_curve():
+    """Seeds of a look not read yet (issue 43): their losses' curves are left out and named, with the look's count;
+    a loss with a curve on another seed keeps that one."""
+    records = RECORDS + [run("SupAP", 0, [0.1, 0.5, 0.55, 0.57, 0.58, 0.58])]
+    text, fig = cv.curves_section(records, list(METHODS), held=range(5, 15), held_note="look 1: 3 of 20 runs done")
+    assert ("Not shown: FastAP, SmoothAP, whose curves were recorded by runs of the replication's seeds 5-14 "
+            "(look 1: 3 of 20 runs done)") in text
+    assert "| FastAP |" not in text and "| SupAP | 1: seed 0 |" in text
+    assert [line.get_label() for line in fig.axes[0].get_lines()][0] == "SupAP (1 seed)"
+    assert "Not shown" not in cv.curves_section(records, list(METHODS))[0]
+
+
+def test_a_loss_above_the_pilot_at_every_step_is_said_so_with_both_gains_at_the_end(monkeypatch):
+    """By hand: FastAP above the pilot at each of 5 steps, gaining +3 pt over the last 1,000 steps against the
+    pilot's +4 pt; then a pilot that gains +2 pt there; then a loss below the pilot at one step."""
+    monkeypatch.setattr(cv.spec, "V2_STEPS", 2500)
+    pilot = [{"step": 250 * i, "mAP@R": v} for i, v in enumerate([0.1, 0.2, 0.3, 0.35, 0.4, 0.42, 0.44, 0.45, 0.46,
+                                                                  0.47, 0.48])]
+    fast = run("FastAP", 0, [0.1, 0.4, 0.5, 0.52, 0.53, 0.55])  # 500 apart, from step 0 (equal there: not compared)
+    text = cv.pilot_comparison(cv.mean_curves([fast]), pilot)
+    assert ("FastAP (1 seed) is above the pilot at every one of the 5 steps both evaluated, from step 500 on; over "
+            "steps 1,500-2,500 it gains +3.00 pt and the pilot +4.00, so the pilot gains more there") in text
+    flatter = [{"step": 250 * i, "mAP@R": v} for i, v in enumerate([0.0, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.305, 0.31,
+                                                                    0.315, 0.32])]  # +2 pt over steps 1,500-2,500
+    assert "it gains +3.00 pt and the pilot +2.00, so it still gains more at the budget's end" in \
+        cv.pilot_comparison(cv.mean_curves([fast]), flatter)
+    behind = run("FastAP", 0, [0.1, 0.15, 0.5, 0.52, 0.53, 0.55])  # below the pilot at step 500
+    assert cv.pilot_comparison(cv.mean_curves([behind]), pilot).startswith("No loss's curve is above")

@@ -15,14 +15,25 @@ ROOT = Path(__file__).resolve().parents[1]
 GPU = ROOT / "results" / "gpu" / "v2"
 
 
+def _held() -> tuple[int, ...]:
+    """The seeds of a replication look not read yet: their runs give the GPU comparison no number (issue 43)."""
+    from lab.studies.reporting.replication import replicate, unread_seeds
+    from lab.studies.reporting.study_sections import EVERY_SEED, study_records
+
+    data = load_results(ROOT / "results" / "v2" / "methods.json")
+    return unread_seeds(replicate(study_records("methods", data, False, EVERY_SEED, "v2")))
+
+
 def _raw() -> tuple[list[dict], list[dict]]:
     gpu = [r for p in sorted(GPU.glob("*.json")) for r in json.loads(p.read_text())["runs"].values()]
-    cpu = list(json.loads((ROOT / "results" / "v2" / "methods.json").read_text())["runs"].values())
+    cpu = [r for r in json.loads((ROOT / "results" / "v2" / "methods.json").read_text())["runs"].values()
+           if r["seed"] not in _held()]
     return gpu, cpu
 
 
 def _rendered() -> str:
-    return gpu_time(gpu_runs(GPU), load_results(ROOT / "results" / "v2" / "methods.json")["runs"])
+    runs = load_results(ROOT / "results" / "v2" / "methods.json")["runs"]
+    return gpu_time(gpu_runs(GPU), {k: r for k, r in runs.items() if r["seed"] not in _held()})
 
 
 def test_the_committed_gpu_runs_are_cuda_runs_of_protocol_v2_with_a_cpu_twin_each():

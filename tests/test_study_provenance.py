@@ -73,6 +73,68 @@ def test_a_trained_run_records_its_code_libraries_device_times_and_session(tmp_p
         assert rec["started"] <= rec["finished"]
         assert rec["trained_config"] == TrainConfig.from_dict({**rec["config"], "device": "cpu"}).to_dict()
         assert study_spec.record_key(rec) == key  # the whole config keys the record as the spec does
+        # issue 43: the libraries the evaluation and data use, the CPU kind, and a fingerprint of the data
+        assert origin["faiss"] == prov.distribution_version("faiss-cpu", "faiss-gpu", "faiss-gpu-cu12",
+                                                            "faiss-gpu-cu11", "faiss")
+        assert origin["torchvision"] == prov.distribution_version("torchvision") and origin["torchvision"]
+        assert origin["cpu_model"] == prov.cpu_model() and origin["cpu_model"]
+        cfg = TrainConfig.from_dict(rec["config"])
+        assert origin["dataset_hash"] == prov.dataset_hash(runner.run_datasets(cfg)) and origin["dataset_hash"]
+
+
+def test_the_cpu_model_is_cpuinfos_model_name(tmp_path):
+    info = tmp_path / "cpuinfo"
+    info.write_text("processor\t: 0\nvendor_id\t: X\nmodel name\t: Some CPU @ 2.00GHz\nflags\t: a b\n")
+    assert prov.cpu_model(info) == "Some CPU @ 2.00GHz"
+    assert prov.cpu_model(tmp_path / "missing") == (__import__("platform").processor() or None)
+
+
+class Images:
+    def __init__(self, n: int, labels=None, change: int | None = None):
+        self.labels = torch.arange(n) // 2 if labels is None else labels
+        self.n, self.change = n, change
+
+    def __len__(self):
+        return self.n
+
+    def image(self, i: int):
+        import numpy as np
+
+        return np.full((4, 4), (i * 7 + (i == self.change)) % 256, dtype=np.uint8)
+
+
+def test_the_dataset_hash_is_the_same_data_and_moves_with_sizes_labels_and_sampled_images():
+    base = prov.dataset_hash({"train": Images(20), "test": Images(10)})
+    assert base == prov.dataset_hash({"test": Images(10), "train": Images(20)})  # the order of the splits aside
+    assert len(base) == 16
+    assert prov.dataset_hash({"train": Images(21), "test": Images(10)}) != base
+    assert prov.dataset_hash({"train": Images(20, labels=torch.arange(20)), "test": Images(10)}) != base
+    assert prov.dataset_hash({"train": Images(20, change=19), "test": Images(10)}) != base  # a sampled image (last)
+    assert prov.dataset_hash({"train": Images(20, change=1), "test": Images(10)}) == base  # one not sampled
+    assert prov.dataset_hash({"train": object()}) is None  # unreadable: no hash, no error
+
+
+def test_the_glyph_datasets_hash_is_stable_and_sees_the_config():
+    cfg = TrainConfig.from_dict({**study_spec.QUICK_BASE, "loss": "roadmap", "loss_kwargs": {}, "seed": 0})
+    first = prov.dataset_hash(runner.run_datasets(cfg))
+    assert first == prov.dataset_hash(runner.run_datasets(cfg)) and first
+    other = TrainConfig.from_dict({**study_spec.QUICK_BASE, "loss": "roadmap", "loss_kwargs": {}, "seed": 0,
+                                   "dataset_kwargs": {"num_classes": 24, "instances_per_class": 6}})
+    assert prov.dataset_hash(runner.run_datasets(other)) != first
+
+
+def test_stored_records_without_the_new_fields_still_load_and_map_to_their_keys():
+    """Issue 43: records from before the faiss, torchvision, CPU and data fields stay valid."""
+    from lab.studies.reporting.code_versions import code_versions
+
+    for path in [RESULTS / "v2" / f"{name}.json" for name in study_spec.V2_STUDIES]:
+        data = json.loads(path.read_text())
+        loaded = runner.load_results(path)["runs"]
+        old = [r for r in data["runs"].values() if "dataset_hash" not in (r.get("provenance") or {})]
+        assert old, path  # every stored record predates the fields
+        assert {study_spec.record_key(r) for r in old} <= set(loaded)
+        assert all(loaded[study_spec.record_key(r)]["key"] == study_spec.record_key(r) for r in old)
+        assert code_versions(list(loaded.values())).startswith("**Code.**")
 
 
 # ---------------------------------------------------------------- same seed, same run
@@ -312,6 +374,19 @@ def test_the_page_counts_the_runs_of_each_code_version_and_those_before_a_defini
     before = sum(r["finished"] < change.date for r in old)  # by hand: 3 on the 25th, and 03:00 on the 26th
     assert before == 4 and f"{before} of the {len(records)} finished before abc1234" in text
     assert f"{len(records) - before} after: it cannot move them" in text
+    # issue 43: how many carry the new fields, and the re-runs as the stronger evidence
+    assert "0 of the 7 record the faiss and torchvision versions, the CPU model and a hash of the data" in text
+    fuller = records + [{"key": "full", "provenance": {**origin, "dataset_hash": "0" * 16, "faiss": None}}]
+    assert "1 of the 8 record the faiss" in code_versions(fuller, [change])
+    rerun = {"provenance": {"commit": "e" * 40}}
+    again = [{**records[0], "method": "FastAP", "seed": 0, "curve_rerun": {**rerun, "exact": ["R@1", "mAP"]}},
+             {**records[1], "method": "Sup-R@k", "seed": 0, "curve_rerun": {**rerun, "exact": [], "checked": {}}},
+             {**records[2], "method": "Smooth-R@k", "seed": 0, "curve_rerun": {**rerun, "exact": [],
+                                                                              "checked": {"train_at": "x"}}}]
+    text = code_versions(again, [change])
+    assert ("Stronger evidence than these fields: 2 stored runs trained again at eeeeeee (1 thread, CPU) reproduced "
+            "their stored numbers (FastAP seed 0: R@1, mAP bit for bit, the rest within the rounding of the "
+            "evaluation's summation change; Smooth-R@k seed 0: the same final weights") in text
 
 
 def test_the_pilot_replay_paragraph_says_which_runs_are_the_same_and_what_threads_moved():

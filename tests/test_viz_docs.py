@@ -35,7 +35,9 @@ def test_every_png_is_linked_with_a_paper_statement():
         if link in results:
             body = _section(results, link, "\n#")  # its own section or subsection
             if png.name == "study_pilot_v2.png":  # a budget, not a claim: the rule, and where it answered
-                assert "Rule, fixed before the pilot ran" in body and "Plateau from step" in body, png.name
+                # registered in 99d6fb1 (issue 43: no longer "fixed before", a claim without its commit)
+                assert "Rule, registered with the pilot's code (99d6fb1" in body, png.name
+                assert "Plateau from step" in body, png.name
             elif png.name == "study_curves_v2.png":  # each loss's curve against that budget: the rule, per loss
                 assert "**Learning curves per loss**" in body and "Plateau by the pilot's rule" in body, png.name
                 assert "plateau from step" in body, png.name

@@ -4,16 +4,22 @@ A study record without this cannot say which code trained it (issue 33: 15 of 45
 finished after a change to the loss definitions, and no record could show it). ``provenance()`` is
 cheap (one ``git`` call and a hash of ``lab``'s own sources, ~50 ms) and never raises: outside a git
 checkout the commit is None and the source hash still identifies the code.
+
+Since issue 43 a record also names faiss's and torchvision's versions (None where not installed), the CPU
+model (``/proc/cpuinfo``'s "model name") and, given the run's datasets, a hash of what they hold
+(:func:`dataset_hash`: their sizes, labels and a sample of rendered images). Records from before lack those
+fields and stay valid: nothing reads them to find a run (a run's key hashes its config).
 """
 from __future__ import annotations
 
 import hashlib
+import importlib.metadata
 import os
 import platform
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Mapping, Optional
 
 PACKAGE = Path(__file__).resolve().parents[1]  # lab/
 CHECKOUT = PACKAGE.parent
@@ -46,14 +52,61 @@ def code_version(checkout: Path = CHECKOUT, package: str = PACKAGE.name) -> dict
             "source_hash": source_hash(checkout / package)}
 
 
-def provenance(device: str = "cpu", threads: Optional[int] = None) -> dict[str, Any]:
-    """Everything a record needs to say what produced it (the run's seed and config are the record's own)."""
+def distribution_version(*names: str) -> Optional[str]:
+    """The installed version of the first of ``names`` (distribution names, e.g. faiss-cpu) found, else None."""
+    for name in names:
+        try:
+            return importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return None
+
+
+def cpu_model(cpuinfo: Path = Path("/proc/cpuinfo")) -> Optional[str]:
+    """The CPU's "model name" (Linux), else what ``platform.processor()`` says, else None."""
+    try:
+        for line in cpuinfo.read_text().splitlines():
+            if line.split(":")[0].strip() == "model name":
+                return line.split(":", 1)[1].strip() or None
+    except OSError:
+        pass
+    return platform.processor() or None
+
+
+def dataset_hash(datasets: Mapping[str, Any], sample: int = 8) -> Optional[str]:
+    """sha1 (16 hex) of what ``datasets`` ({split: dataset with ``labels``, ``len`` and ``image(i)``}) hold: each
+    split's name, size and labels, and ``sample`` of its images evenly spread (their pixels as rendered). Cheap
+    (a few images drawn) and the same in every process for the same data; None if a dataset cannot be read."""
+    import numpy
+
+    digest = hashlib.sha1()
+    try:
+        for split in sorted(datasets):
+            ds = datasets[split]
+            n = len(ds)
+            digest.update(f"{split}:{n}:".encode())
+            digest.update(numpy.ascontiguousarray(numpy.asarray(ds.labels)).tobytes())
+            for i in sorted({round(k * (n - 1) / max(1, sample - 1)) for k in range(sample)} if n else ()):
+                digest.update(numpy.ascontiguousarray(numpy.asarray(ds.image(i))).tobytes())
+    except Exception:  # noqa: BLE001 (provenance never raises: a record without the hash still records the rest)
+        return None
+    return digest.hexdigest()[:16]
+
+
+def provenance(device: str = "cpu", threads: Optional[int] = None,
+               datasets: Optional[Mapping[str, Any]] = None) -> dict[str, Any]:
+    """Everything a record needs to say what produced it (the run's seed and config are the record's own);
+    ``datasets``: the run's {split: dataset}, for :func:`dataset_hash` (None without them)."""
     import numpy
     import torch
 
     out: dict[str, Any] = {
         **code_version(),
         "torch": torch.__version__, "numpy": numpy.__version__, "python": sys.version.split()[0],
+        "torchvision": distribution_version("torchvision"),
+        "faiss": distribution_version("faiss-cpu", "faiss-gpu", "faiss-gpu-cu12", "faiss-gpu-cu11", "faiss"),
+        "cpu_model": cpu_model(),
+        "dataset_hash": dataset_hash(datasets) if datasets is not None else None,
         "device": str(device), "threads": threads if threads is not None else torch.get_num_threads(),
         "machine": f"{platform.machine()}, {os.cpu_count()} cores", "host": platform.node(),
         "deterministic_algorithms": torch.are_deterministic_algorithms_enabled(),

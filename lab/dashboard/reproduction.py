@@ -148,18 +148,20 @@ def _p(p: float) -> str:  # as on the page (lab.studies.reporting.stats.fmt_p)
 
 def claim_cells(row: dict[str, Any]) -> list[str]:
     """One claim (a dict of :func:`lab.studies.reporting.verdicts.claims_rows`) as the table's cells, unescaped:
-    verdict, family, claim, Δ mAP@R [95 % CI], Holm p, n, the paper's gap per dataset (better − worse)."""
+    verdict, family, claim, its metric (mAP@R or R@1, supp. B.4's claims being tested on both), Δ [95 % CI] on
+    that metric, Holm p, n, the paper's gap per dataset on that metric (better − worse)."""
     delta = _pt(row["delta"]) if row["n"] < 2 else f"{_pt(row['delta'])} [{_pt(row['low'])}, {_pt(row['high'])}]"
     paper = " · ".join(f"{d['dataset']} {_pt(d['better'] - d['worse'])}" for d in row["paper"])
-    return [row["verdict"], row["family"], row["claim"], delta, _p(row["p_holm"]), str(row["n"]), paper]
+    return [row["verdict"], row["family"], row["claim"], row.get("metric", "mAP@R"), delta, _p(row["p_holm"]),
+            str(row["n"]), paper]
 
 
 def claims_table(claims: Sequence[dict[str, Any]]) -> str:
-    """One row per claim, in the order given: its verdict's badge, family, claim, Δ mAP@R (points) with
-    its 95 % interval, the Holm-adjusted p, n seeds, and the paper's own gap per dataset (its source and
-    numbers are in the study's tables). Every cell but the badge is escaped Markdown."""
-    rows = ["| verdict | family | claim | Δ mAP@R (pt) [95 % CI] | p (Holm) | n | paper: Δ mAP@R (pt) |",
-            "|---|---|---|---|---|---|---|"]
+    """One row per test of a claim, in the order given: its verdict's badge, family, claim, metric, Δ (points) on
+    that metric with its 95 % interval, the Holm-adjusted p, n seeds, and the paper's own gap per dataset on that
+    metric (its source and numbers are in the study's tables). Every cell but the badge is escaped Markdown."""
+    rows = ["| verdict | family | claim | metric | Δ (pt) [95 % CI] | p (Holm) | n | paper: Δ (pt) |",
+            "|---|---|---|---|---|---|---|---|"]
     for row in claims:
         verdict, *cells = claim_cells(row)
         rows.append("| " + " | ".join([claim_badge(verdict)] + [escape_markdown(c) for c in cells]) + " |")

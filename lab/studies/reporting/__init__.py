@@ -6,13 +6,14 @@ Three floors, each importing only the ones below it (tests/test_layers.py):
 
 1. **Statistics and the claims as data.** ``stats`` (mean ± std, paired t-tests, Holm, the three verdicts of a
    claim, the shared formats), ``paper_claims`` (study 1's claims that one loss beats another, with the papers'
-   numbers), ``trend_claims`` (the claims of studies 2, 4 and 5), ``power`` (the power plan as registered),
-   ``section`` (the :class:`~.section.Section` record a study's section fills in), ``paper_tables`` (the papers'
-   numbers and claims per setting, for the paper-scale studies), ``figures``.
+   numbers), ``trend_claims`` (the claims of studies 2, 4 and 5), ``replication_plan`` (study 1's replication as
+   registered), ``sequential`` (its group-sequential boundaries and Holm's rule over looks), ``error_rates`` (each
+   rule's error by simulation), ``section`` (the :class:`~.section.Section` record a study's section fills in),
+   ``paper_tables`` (the papers' numbers and claims per setting, for the paper-scale studies), ``figures``.
 2. **One section of the page per module**, siblings over the statistics: ``claims`` (studies 1 under protocol
    v1, 2 and 5), ``sweeps`` (studies 3, 4 and 6), ``ordering`` (study 1 under protocol v2: the primary table,
-   the descriptive ranks, and the pilot), ``plan_table`` (the power plan's table), ``looks`` (the plan's looks),
-   ``curves`` (learning curves per loss), ``budget_table``, ``compute``, ``gpu_time``, ``code_versions``,
+   the descriptive ranks, and the pilot), ``replication`` (the replication's looks as they stand), ``curves``
+   (learning curves per loss), ``budget_table``, ``compute``, ``gpu_time``, ``code_versions``,
    ``paper_scale`` (a paper-scale study's section: its settings, claims, Holm and verdicts). A
    section module takes records (or a results file's data) and returns Markdown, a :class:`~.section.Section`
    or a figure; it reads no file and knows no view. ``study_sections`` says, for every view, which records a

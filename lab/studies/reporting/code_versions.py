@@ -50,6 +50,13 @@ def code_versions(records: Sequence[dict[str, Any]], changes: Sequence[Definitio
     if old:
         parts.append(f"{len(old)} run{'s' if len(old) != 1 else ''} trained before records carried their code "
                      f"version ({_span(old)}).")
+    if known:
+        full = [r for r in known if "dataset_hash" in r["provenance"]]
+        parts.append(f"{len(full)} of the {len(records)} record the faiss and torchvision versions, the CPU model and "
+                     "a hash of the data (fields recorded since issue 43; the older records keep theirs and stay "
+                     "valid).")
+    if reruns := rerun_evidence(records):
+        parts.append(reruns)
     for change in changes:
         # A run with provenance is trained from a commit; one without, before it, by its finishing time.
         before = [r for r in records if not r.get("provenance") and r.get("finished", "") < change.date]
@@ -58,6 +65,33 @@ def code_versions(records: Sequence[dict[str, Any]], changes: Sequence[Definitio
                          f"changed the loss definitions ({change.what}), {len(records) - len(before)} after: "
                          f"{change.evidence}.")
     return "**Code.** " + " ".join(parts) if parts else ""
+
+
+def rerun_evidence(records: Sequence[dict[str, Any]]) -> str:
+    """What re-running stored runs showed (``curve_rerun``, written by python -m lab.studies.running.rerun_curves):
+    stronger evidence than a record's fields that the stored runs are what the code trains."""
+    exact = [r for r in records if (r.get("curve_rerun") or {}).get("exact")]
+    checked = [r for r in records if (r.get("curve_rerun") or {}).get("checked") and r not in exact]
+    reruns = exact + checked  # a re-run that reproduced its run one way or the other
+    if not reruns:
+        return ""
+    commits = sorted({(r["curve_rerun"].get("provenance") or {}).get("commit", "?")[:7] for r in reruns})
+
+    def names(rs: Sequence[dict[str, Any]]) -> str:
+        return ", ".join(f"{r['method']} seed {r['seed']}" for r in rs)
+
+    kinds = []
+    if exact:
+        fields = sorted({f for r in exact for f in r["curve_rerun"]["exact"]}, key=str)
+        kinds.append(f"{names(exact)}: {', '.join(fields)} bit for bit, the rest within the rounding of the "
+                     "evaluation's summation change")
+    if checked:
+        kinds.append(f"{names(checked)}: the same final weights, which the stored runs' evaluation code scores bit "
+                     "for bit")
+    return (f"Stronger evidence than these fields: {len(reruns)} stored run{'s' if len(reruns) != 1 else ''} "
+            f"trained again at {', '.join(commits)} (1 thread, CPU) reproduced "
+            f"{'their' if len(reruns) != 1 else 'its'} stored numbers ({'; '.join(kinds)}; "
+            "results/v2/rerun_checks.json, and the learning curves above).")
 
 
 def pilot_replay(data: dict[str, Any]) -> str:

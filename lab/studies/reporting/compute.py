@@ -3,7 +3,7 @@ same pace, and its time on a GPU (runs trained again with ``--device cuda``, ``r
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 from ..running.results_file import load_results
 from ..running.spec import RunSpec
@@ -11,17 +11,26 @@ from .gpu_time import gpu_time
 
 
 def compute_paragraph(datas: dict[str, dict[str, Any]], wanted: Optional[list[RunSpec]] = None,
-             gpu: Optional[list[dict[str, Any]]] = None) -> str:
+                      gpu: Optional[list[dict[str, Any]]] = None, held: Sequence[int] = ()) -> str:
     """What a protocol's finished runs cost (wall time with 1 torch thread per run, and CPU time, summed)
     and, with ``wanted`` (its distinct runs), what the runs left should cost at the same pace; ``gpu``:
-    runs of the protocol trained with ``--device cuda`` (:func:`gpu_runs`), for its time on a GPU."""
+    runs of the protocol trained with ``--device cuda`` (:func:`gpu_runs`), for its time on a GPU; ``held``: seeds of
+    a replication look not read yet, whose runs give no metric to the GPU comparison."""
     runs = {key: rec for data in datas.values() for key, rec in data.get("runs", {}).items()}
     if not runs:
         return ""
     wall = sum(r["seconds"] for r in runs.values()) / 3600
     cpu = sum(r.get("train_cpu_seconds", 0.0) for r in runs.values()) / 3600
-    text = (f"**Compute.** {len(runs)} distinct runs: {wall:.1f} h of run time summed (1 torch thread each, 2 in "
-            f"parallel on 2 cores: about {wall / 2:.1f} h of wall time), of which {cpu:.1f} h of CPU time in training.")
+    jobs = run_jobs(datas)
+    by_jobs: dict[Optional[int], list[float]] = {}
+    for key, r in runs.items():
+        by_jobs.setdefault(jobs.get(key), []).append(r["seconds"])
+    elapsed = sum(sum(v) / (j or 1) for j, v in by_jobs.items()) / 3600  # an unknown --jobs counted as 1
+    counts = ", ".join(f"{len(v)} {'of an unknown --jobs, counted as 1' if j is None else f'with --jobs {j}'}"
+                       for j, v in sorted(by_jobs.items(), key=lambda kv: -(kv[0] or 0)))
+    text = (f"**Compute.** {len(runs)} distinct runs: {wall:.1f} h of run time summed (1 torch thread each), about "
+            f"{elapsed:.1f} h of wall time with each run's time divided by the --jobs of the call that trained it "
+            f"({counts}; the calls ran on 2 shared cores), of which {cpu:.1f} h of CPU time in training.")
     left = [s for s in wanted or [] if s.key not in runs]
     if left:
         more = [expected_cost(s, list(runs.values())) for s in left]
@@ -32,12 +41,29 @@ def compute_paragraph(datas: dict[str, dict[str, Any]], wanted: Optional[list[Ru
                  f"loss and batch size: the whole protocol about {wall + more_wall:.0f} h of run time, "
                  f"{cpu + more_cpu:.0f} h of training CPU.")
     if gpu:
-        return text + " " + _gpu_compute(gpu, runs, wanted or []) + "\n\n" + gpu_time(gpu, runs)
+        shown = {k: r for k, r in runs.items() if r.get("seed") not in held}  # an unread look's runs: no metric
+        return text + " " + _gpu_compute(gpu, runs, wanted or []) + "\n\n" + gpu_time(gpu, shown)
     return text + (" On a GPU the same protocol runs unchanged with `--device cuda` (the device is not part of a run's "
                    "key); its time there is not measured: no study run has been made on a GPU yet "
                    "(one seed of study 1, "
                    "`python -m lab study methods --protocol v2 --seeds 1 --device cuda --out "
                    f"results/{GPU_RESULTS} --no-render`, puts it here).")
+
+
+def run_jobs(datas: dict[str, dict[str, Any]]) -> dict[str, Optional[int]]:
+    """{run key: the --jobs of the call that trained it}: the session its provenance names, else (records from
+    before sessions had ids) the one --jobs every id-less session line of its file gives, else None."""
+    out: dict[str, Optional[int]] = {}
+    for data in datas.values():
+        lines = data.get("sessions", [])
+        by_id = {line["id"]: line.get("jobs") for line in lines if "id" in line}
+        anonymous = {line.get("jobs") for line in lines if "id" not in line}
+        for key, r in data.get("runs", {}).items():
+            session = (r.get("provenance") or {}).get("session")
+            jobs = by_id.get(session) if session else (next(iter(anonymous)) if len(anonymous) == 1 else None)
+            if out.get(key) is None:
+                out[key] = jobs
+    return out
 
 
 GPU_RESULTS = "gpu"  # results/gpu/v2/*.json: runs of protocol v2 trained with --device cuda, for their time only

@@ -5,6 +5,7 @@ and the page says which losses have no curve yet rather than assuming theirs.
 """
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
@@ -31,14 +32,17 @@ def mean_curves(records: Records, metric: str = "mAP@R") -> dict[str, tuple[list
     return out
 
 
-def curves_section(records: Records, losses: Sequence[str], pilot: Optional[dict[str, Any]] = None
-                   ) -> tuple[str, Any]:
+def curves_section(records: Records, losses: Sequence[str], pilot: Optional[dict[str, Any]] = None,
+                   held: Sequence[int] = (), held_note: str = "") -> tuple[str, Any]:
     """(Markdown, figure or None): which of ``losses`` have a learning curve and which do not, each curve's last
-    value and its plateau by the pilot's rule; the figure of the curves, the pilot's too."""
-    found = mean_curves(records)
+    value and its plateau by the pilot's rule; the figure of the curves, the pilot's too. The runs of the seeds
+    ``held`` (a replication look not read yet) are left out, and ``held_note`` says so."""
+    found = mean_curves([r for r in records if r["seed"] not in held])
+    kept_back = [m for m in dict.fromkeys(r["method"] for r in records if r.get("curve") and r["seed"] in held)
+                 if m not in found]
     curves = {m: found[m] for m in [*losses, *found] if m in found}  # the study's order of the losses
     pilot_curve = (pilot or {}).get("curve", [])
-    lacking = [m for m in losses if m not in curves]
+    lacking = [m for m in losses if m not in curves and m not in kept_back]
     rule = (f"the pilot's rule: the first evaluated step after which mAP@R never gains more than "
             f"{100 * PLATEAU_GAIN:.1f} point within the next {PLATEAU_WINDOW:,} steps")
     if not curves:
@@ -55,11 +59,15 @@ def curves_section(records: Records, losses: Sequence[str], pilot: Optional[dict
     text = "\n\n".join([
         "**Learning curves per loss** (mAP@R on the whole test split, recorded by the runs themselves"
         + (f" every {', '.join(map(str, every))} steps" if every else "") + f"; the mean over the seeds with a curve). "
-        f"Plateau by {rule}. "
-        + (f"No curve yet: {', '.join(lacking)}: their plateau is not measured." if lacking
-           else "Every loss of the study has a curve.") + _reruns_sentence(records),
+        f"Plateau by {rule}. " + " ".join(part for part in [
+            f"No curve yet: {', '.join(lacking)}: their plateau is not measured." if lacking else "",
+            f"Not shown: {', '.join(kept_back)}, whose curves were recorded by runs of the replication's seeds "
+            f"{min(held)}-{max(held)} ({held_note}); a look's runs show no number before it is read."
+            if kept_back else "",
+            "Every loss of the study has a curve shown." if not lacking and not kept_back else "",
+            _reruns_sentence(records).strip()] if part),
         table(["loss", "seeds with a curve (their ids)", "last step", "mAP@R there", "plateau from step"], rows),
-        _budget_sentence(curves)])
+        _budget_sentence(curves), pilot_comparison(curves, pilot_curve)])
     labels = {f"{loss} ({len(seeds)} seed{'' if len(seeds) == 1 else 's'})": points
               for loss, (seeds, points) in curves.items()}
     return text, plot_curves(labels, pilot_curve, spec.V2_STEPS)
@@ -87,8 +95,38 @@ def _budget_sentence(curves: dict[str, tuple[list[int], list[tuple[int, float]]]
         text += (f" The other {len(rising)} ({', '.join(rising)}) still gained {100 * lo:+.2f} to {100 * hi:+.2f} "
                  f"point of mAP@R {span} (their best in that span minus their value at its start), at least the "
                  f"rule's {100 * PLATEAU_GAIN:.1f}: whether they level off after it is not measured. Study 1 compares "
-                 f"the losses at the budget fixed in advance; a longer one could change their order.")
+                 "the losses at the budget the pilot chose (on the test split: see the deviations); a longer one "
+                 "could change their order.")
     return text
+
+
+def pilot_comparison(curves: dict[str, tuple[list[int], list[tuple[int, float]]]],
+                     pilot: Sequence[dict[str, Any]]) -> str:
+    """Whether a loss that ends above ROADMAP got there by learning faster early (which a budget chosen on
+    ROADMAP's curve would favour) or stays above along the way: each loss's curve against the pilot's (ROADMAP,
+    seed 0) at the steps both evaluated, and each one's gain over the budget's last window."""
+    if not pilot or spec.V2_STEPS is None:
+        return ""
+    ref = {p["step"]: float(p["mAP@R"]) for p in pilot}
+    end, start = spec.V2_STEPS, spec.V2_STEPS - PLATEAU_WINDOW
+    parts = []
+    for loss, (seeds, points) in curves.items():
+        mine = dict(points)
+        shared = [s for s in mine if s in ref and 0 < s <= end]
+        if not shared or not all(mine[s] > ref[s] for s in shared):
+            continue
+        both = {start, end} <= set(mine) and {start, end} <= set(ref)
+        mine_gain, ref_gain = (mine[end] - mine[start], ref[end] - ref[start]) if both else (math.nan, math.nan)
+        gain = (f"; over steps {start:,}-{end:,} it gains {100 * mine_gain:+.2f} pt and the pilot "
+                f"{100 * ref_gain:+.2f}, " + ("so it still gains more at the budget's end" if mine_gain > ref_gain
+                                              else "so the pilot gains more there: whether a longer budget closes "
+                                              "the gap is not measured") if both else "")
+        parts.append(f"{loss} ({len(seeds)} seed{'' if len(seeds) == 1 else 's'}) is above the pilot at every one of "
+                     f"the {len(shared)} steps both evaluated, from step {min(shared):,} on{gain}")
+    if not parts:
+        return "No loss's curve is above the pilot's (ROADMAP, seed 0) at every step both evaluated."
+    return ("Against the pilot's curve (ROADMAP, seed 0, the curve the budget was read from): " + "; ".join(parts)
+            + ". A lead held from the first evaluation on is not that of a loss that merely learns faster early.")
 
 
 def _reruns_sentence(records: Records) -> str:
@@ -124,10 +162,11 @@ def _reruns_sentence(records: Records) -> str:
     return text + (" `python -m lab.studies.running.rerun_curves` refuses a curve otherwise." if text else "")
 
 
-def curves_lines(records: Records, pilot: dict[str, Any], docs: Path) -> list[str]:
+def curves_lines(records: Records, pilot: dict[str, Any], docs: Path, held: Sequence[int] = (),
+                 held_note: str = "") -> list[str]:
     """The page's lines: the paragraph of study 1's curves and their figure (docs/figures/study_curves_v2.png);
-    with no curve, no figure, and a stale one is removed."""
-    text, fig = curves_section(records, list(METHODS), pilot)
+    with no curve, no figure, and a stale one is removed. ``held``: seeds whose runs show no curve yet."""
+    text, fig = curves_section(records, list(METHODS), pilot, held, held_note)
     target = docs / "figures" / "study_curves_v2.png"
     if fig is None:
         target.unlink(missing_ok=True)

@@ -22,12 +22,14 @@ from .budget_table import budget_table, train_images
 from .code_versions import code_versions, pilot_replay
 from .compute import GPU_RESULTS, compute_paragraph, gpu_runs
 from .curves import curves_lines
+from .deviations import deviations_section
 from .figures import plot_pilot
 from .ordering import pilot_section
 from .paper_scale import paper_part
-from .power import MAX_SEEDS
+from .protocol_history import registered_text, registration
+from .replication import replicate, status_line, unread_seeds
 from .stats import fmt_seeds, table
-from .study_sections import PAGE, TITLES, analyse, section_figures, study_records, v2_complete
+from .study_sections import EVERY_SEED, PAGE, TITLES, analyse, section_figures, study_records, v2_complete
 from .trend_claims import trend_section, trend_tests
 
 
@@ -51,30 +53,40 @@ def _missing_settings(missing: list) -> str:
                      for k in sorted(seeds))
 
 
-def _timing(data: dict[str, Any], records: list[dict[str, Any]], complete: bool = False) -> str:
+def _timing(data: dict[str, Any], records: list[dict[str, Any]], complete: bool = False,
+            beyond: Optional[list[dict[str, Any]]] = None, beyond_status: str = "") -> str:
+    """The study's run time and the call that trained it. ``beyond``: its runs outside ``records`` (study 1's
+    replication seeds), counted apart, with ``beyond_status`` (where the replication stands)."""
     records = list({r["key"]: r for r in records}.values())  # a run that is several sweep points counts once
     own = [r for r in records if "shared_from" not in r]
     shared = sorted({r["shared_from"] for r in records if "shared_from" in r})
+    seeds = _seed_list(records)
     if own:
-        text = f"{_minutes(sum(r['seconds'] for r in own))} of run time summed over the {len(own)} runs trained for it"
+        text = (f"{_minutes(sum(r['seconds'] for r in own))} of run time summed over the {len(own)} runs "
+                + (f"of seeds {seeds} " if beyond is not None else "") + "trained for it")
         text += f" (+ {len(records) - len(own)} runs shared with {', '.join(shared)}, not counted)" if shared else ""
     else:
         text = f"no run of its own: all {len(records)} runs were trained for {', '.join(shared)}"
+    if beyond:
+        text += (f", + {_minutes(sum(r['seconds'] for r in beyond))} over the {len(beyond)} runs of the replication's "
+                 f"seeds {_seed_list(beyond)} so far")
     sessions = data.get("sessions", [])
     if sessions:
         last = sessions[-1]
-        text += f"; trained by `{last['command']}` (jobs = {last['jobs']}, threads = {last['threads']}; "
+        text += f"; its last call: `{last['command']}` (jobs = {last['jobs']}, threads = {last['threads']}; "
         n = last.get("trained", 0)
+        done = (f"every run of seeds {seeds} is done" + (f"; {beyond_status}" if beyond_status else "")
+                if beyond is not None else "every run of this study is done")
         if last.get("stopped") and complete:  # the invocation recorded no end, but this study lacks no run
             text += (f"its last record: {n} run{'' if n == 1 else 's'} finished in {_minutes(last['elapsed_seconds'])} "
-                     f"of wall time, the last at {last['finished']}; every run of this study is done)")
+                     f"of wall time, the last at {last['finished']}; {done})")
         elif last.get("stopped"):  # killed part-way (its runs in flight were lost), or rendered while it runs
             text += (f"that invocation has not recorded its end (stopped, or still running at this render): "
                      f"{n} run{'' if n == 1 else 's'} finished in "
                      f"{_minutes(last['elapsed_seconds'])} of wall time, the last at {last['finished']})")
         else:
             text += (f"that whole invocation took {_minutes(last['elapsed_seconds'])} of wall time, finished "
-                     f"{last['finished']})")
+                     f"{last['finished']}" + (f"; {done}" if complete else "") + ")")
     return text
 
 
@@ -93,8 +105,8 @@ def _section(name: str, data: dict[str, Any], quick: bool, seeds: Optional[int],
     if not records:
         lines += [f"**Not run yet.** Complete with `{command}` ({len(missing)} runs).", ""]
         return "\n".join(lines), [TITLES[name], "—", "not run", "not run"]
-    # Study 1's claims read every seed the power plan added; its descriptive numbers and figures keep seeds 0-4.
-    extended = study_records(name, data, quick, MAX_SEEDS, protocol) if (protocol, name) == ("v2", "methods") else None
+    # Study 1's replication reads seeds 5-14; its claims, descriptive numbers and figures keep seeds 0-4.
+    extended = study_records(name, data, quick, EVERY_SEED, protocol) if (protocol, name) == ("v2", "methods") else None
     s = analyse(name, records, protocol, extended)
     per_setting: dict[str, set] = {}  # a study cut short has more seeds of some settings than of others
     for r in records:
@@ -112,7 +124,9 @@ def _section(name: str, data: dict[str, Any], quick: bool, seeds: Optional[int],
         for stem, fig in section_figures(name, records, protocol).items():
             path = save_png(fig, figures / f"{stem}.png")
             lines += [f"![{s.title}]({path.relative_to(docs).as_posix()})", ""]
-    lines.append(f"**Command and time.** `{command}`: {_timing(data, records, complete=not missing)}.")
+    beyond = [r for r in extended if r["seed"] not in {x["seed"] for x in records}] if extended else None
+    status = status_line(replicate(extended)) if extended else ""
+    lines.append(f"**Command and time.** `{command}`: {_timing(data, records, not missing, beyond, status)}.")
     if protocol == "v2":
         lines += ["", code_versions(extended or records)]
     if missing or failed:
@@ -152,8 +166,11 @@ def _v2_part(out: Path, docs: Path, seeds: Optional[int]) -> tuple[list[str], se
         trust = (f"**In progress: {done} of {total} runs done.** A study's v2 verdict is final once all its runs "
                  "are done; until then its numbers here are provisional, and its v1 section below stays the one to "
                  "read, with v1's caveats. A complete v2 study replaces its v1 section.")
-    lines = ["## Protocol v2: which AP loss is better", "", trust + " Protocol v2 was fixed before any of its results "
-             "were seen:", "",
+    lines = ["## Protocol v2: which AP loss is better", "", trust + " Protocol v2 was registered in "
+             f"{registered_text(registration('99d6fb1'))}; its analysis changed after some results had been seen, and "
+             "every such change is listed, with its commit, in [Deviations from the protocol]"
+             "(#deviations-from-the-protocol) at the end of this part ([what protocol v3 would fix]"
+             "(plans/protocol-v3.md)). As registered:", "",
              "- every image of the whole test split queries all the others (14,672 images of 1,834 classes never "
              "trained on), not a 2,000-image subset;",
              "- mAP@R is the primary metric, R@1 secondary;",
@@ -165,10 +182,17 @@ def _v2_part(out: Path, docs: Path, seeds: Optional[int]) -> tuple[list[str], se
     if pilot.get("curve"):
         path = save_png(plot_pilot(pilot["curve"], pilot.get("plateau_step")), docs / "figures" / "study_pilot_v2.png")
         lines += [f"![Pilot learning curve]({path.relative_to(docs).as_posix()})", ""]
+    every = study_records("methods", datas["methods"], False, EVERY_SEED, "v2") if spec.V2_STEPS is not None else []
+    rep = replicate(every)
+    held = unread_seeds(rep)  # the seeds of a replication look not read yet: none of their numbers is shown
     if spec.V2_STEPS is not None:
-        lines += curves_lines(study_records("methods", datas["methods"], False, MAX_SEEDS, "v2"), pilot, docs)
+        lines += curves_lines(every, pilot, docs, held, "; ".join(look.status for look in rep.looks))
     lines += ["### Summary (v2)", "", table(["study", "measured", "verdict", "runs done"], summary), "",
-              compute_paragraph(datas, list(distinct.values()), gpu_runs(out / GPU_RESULTS / "v2")), "", *sections]
+              compute_paragraph(datas, list(distinct.values()), gpu_runs(out / GPU_RESULTS / "v2"), held), "",
+              *sections]
+    if spec.V2_STEPS is not None:
+        files = {f"v2/{n}.json": datas[n] for n in V2_STUDIES} | {"bins.json": load_results(out / "bins.json")}
+        lines += [deviations_section(files, [r for r in every if r["seed"] not in held], pilot.get("curve", [])), ""]
     return lines, complete
 
 
@@ -220,7 +244,8 @@ def render(out: Path, docs: Path, seeds: Optional[int] = None) -> Path:
         "",
         banner + "Every claim below is re-measured on the glyphs benchmark (`lab.data`, classes of the test split "
         "never seen in training) with the small CNN on CPU, through `lab.train.Trainer`, with one budget for "
-        "every method, fixed before any result was seen, and no per-method tuning. A verdict is computed by a "
+        "every method (protocol v2's chosen by a pilot run on the test split: see its deviations) and no per-method "
+        "tuning. A verdict is computed by a "
         "rule written in `lab/studies` (paired t-test at p < 0.05 for an A-beats-B claim, Holm-corrected over "
         "a family of comparisons in protocol v2, the shape of the curve for a trend) and applies to this scale "
         "only: a small network trained from scratch, not a pretrained ResNet-50 trained for 100 epochs. "

@@ -16,7 +16,9 @@ from ..running.spec import missing_runs, study_runs
 from . import figures as plots
 from .claims import analyse_batch_size, analyse_gap, analyse_methods
 from .ordering import analyse_methods_v2
-from .power import MAX_SEEDS
+from .replication_plan import SEEDS as REPLICATION_SEEDS
+
+EVERY_SEED = REPLICATION_SEEDS[-1] + 1  # study 1's seeds 0-14: the primary five and the replication's ten
 from .section import Section
 from .sweeps import analyse_bins, analyse_hparams, analyse_memory, hparam_baseline
 
@@ -32,7 +34,7 @@ TITLES = {"methods": "1. Rank losses compared", "batch_size": "2. Batch size", "
 def analyse(name: str, records: list[dict[str, Any]], protocol: str = "v1",
             every_seed: Optional[list[dict[str, Any]]] = None) -> Section:
     """Study ``name``'s section from its records (seeds 0-4 in v2); ``every_seed``: study 1's runs of every seed
-    found, whose claims the power plan's looks decide (v2 only)."""
+    found, whose seeds 5-14 the replication reads (v2 only)."""
     if protocol == "v2" and name == "methods":
         return analyse_methods_v2(records, every_seed)
     return (ANALYSE_V2 if protocol == "v2" else ANALYSE)[name](records)
@@ -84,8 +86,8 @@ def read_study(name: str, results: Optional[Path] = None) -> tuple[list[dict], s
 
 
 def every_seed(name: str, records: list[dict], protocol: str, results: Optional[Path]) -> list[dict]:
-    """Study 1's runs of every seed the power plan added (v2), else ``records``: what its claims' looks read."""
+    """Study 1's runs of every seed the replication added (v2), else ``records``: what the replication reads."""
     if (name, protocol) != ("methods", "v2"):
         return records
     data = load_results(Path(results or RESULTS) / "v2" / f"{name}.json")
-    return study_records(name, data, False, MAX_SEEDS, "v2")
+    return study_records(name, data, False, EVERY_SEED, "v2")

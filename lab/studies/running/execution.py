@@ -20,6 +20,7 @@ import torch
 
 from ...core.files import write_text_atomic
 from ...core.provenance import provenance, where_it_ran
+from ...data import build_dataset
 from ...experiments.runs import heldout_gap
 from ...train import Trainer, TrainConfig
 from ...train.checkpoint import state_digest
@@ -53,7 +54,7 @@ def execute(spec: RunSpec, threads: int = 1, device: Optional[str] = None, sessi
     torch.set_num_threads(threads)
     cfg = TrainConfig.from_dict({**spec.config, **({"device": device} if device else {})})
     # Read before training: the code that trains the run is the code on disk when it starts.
-    origin = {**provenance(cfg.device, threads), **where_it_ran(cfg.device), "session": session}
+    origin = {**provenance(cfg.device, threads, run_datasets(cfg)), **where_it_ran(cfg.device), "session": session}
     load = os.getloadavg()[0]
     wall, cpu = time.perf_counter(), time.process_time()
     trainer = Trainer(cfg)
@@ -138,6 +139,13 @@ def _save(trainer: Trainer, work: Path, so_far: dict[str, Any], started: str, cu
                 "seconds": so_far.get("seconds", 0.0) + seconds}
     write_text_atomic(Path(work) / "progress.json", json.dumps(progress))
     trainer.save(Path(work) / "checkpoint.pt")
+
+
+def run_datasets(cfg: TrainConfig) -> dict[str, Any]:
+    """The config's train and test splits, without transforms: what :func:`lab.core.provenance.dataset_hash`
+    fingerprints (built apart from the trainer's, so that hashing them touches nothing the run reads)."""
+    return {split: build_dataset(cfg.dataset, split=split, root=cfg.data_root, **cfg.dataset_kwargs)
+            for split in ("train", "test")}
 
 
 def curve_point(trainer: Trainer, seconds: float) -> dict[str, Any]:

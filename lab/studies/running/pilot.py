@@ -12,7 +12,7 @@ import torch
 from ...core.provenance import provenance
 from ...train import Trainer, TrainConfig
 from .results_file import load_results, save_results
-from .execution import curve_point
+from .execution import curve_point, run_datasets
 from .spec import PILOT, PILOT_EVERY, config_key, plateau_step, record_key
 
 
@@ -39,7 +39,8 @@ def run_pilot(out: Path, config: Optional[dict[str, Any]] = None, every: int = P
     elif data["curve"]:
         data["curve"], data["provenance"] = [], []  # evaluations without their checkpoint: start over
     # The code of each call that extended the curve, with the step it started from.
-    data.setdefault("provenance", []).append({**provenance(cfg.device, threads), "from_step": trainer.step_count})
+    data.setdefault("provenance", []).append({**provenance(cfg.device, threads, run_datasets(cfg)),
+                                                "from_step": trainer.step_count})
     if not data["curve"]:
         data["curve"].append(curve_point(trainer, 0.0))
     while trainer.step_count < cfg.steps and data.get("plateau_step") is None:  # until the rule answers
