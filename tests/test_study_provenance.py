@@ -13,7 +13,7 @@ import torch
 
 import lab.train
 from lab.core import provenance as prov
-from lab.studies.running import runner
+from lab.studies.running import execution, runner
 from lab.studies.running import spec as study_spec
 from lab.train import Trainer, TrainConfig
 
@@ -79,7 +79,7 @@ def test_a_trained_run_records_its_code_libraries_device_times_and_session(tmp_p
         assert origin["torchvision"] == prov.distribution_version("torchvision") and origin["torchvision"]
         assert origin["cpu_model"] == prov.cpu_model() and origin["cpu_model"]
         cfg = TrainConfig.from_dict(rec["config"])
-        assert origin["dataset_hash"] == prov.dataset_hash(runner.run_datasets(cfg)) and origin["dataset_hash"]
+        assert origin["dataset_hash"] == prov.dataset_hash(execution.run_datasets(cfg)) and origin["dataset_hash"]
 
 
 def test_the_cpu_model_is_cpuinfos_model_name(tmp_path):
@@ -116,11 +116,11 @@ def test_the_dataset_hash_is_the_same_data_and_moves_with_sizes_labels_and_sampl
 
 def test_the_glyph_datasets_hash_is_stable_and_sees_the_config():
     cfg = TrainConfig.from_dict({**study_spec.QUICK_BASE, "loss": "roadmap", "loss_kwargs": {}, "seed": 0})
-    first = prov.dataset_hash(runner.run_datasets(cfg))
-    assert first == prov.dataset_hash(runner.run_datasets(cfg)) and first
+    first = prov.dataset_hash(execution.run_datasets(cfg))
+    assert first == prov.dataset_hash(execution.run_datasets(cfg)) and first
     other = TrainConfig.from_dict({**study_spec.QUICK_BASE, "loss": "roadmap", "loss_kwargs": {}, "seed": 0,
                                    "dataset_kwargs": {"num_classes": 24, "instances_per_class": 6}})
-    assert prov.dataset_hash(runner.run_datasets(other)) != first
+    assert prov.dataset_hash(execution.run_datasets(other)) != first
 
 
 def test_stored_records_without_the_new_fields_still_load_and_map_to_their_keys():
