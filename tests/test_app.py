@@ -289,6 +289,20 @@ def test_a_link_never_replaces_a_value_without_a_visible_note(params, config, va
     assert not at.error and not at.button(key="start").disabled  # the page can train what it says
 
 
+@pytest.mark.parametrize("offered, why, datasets", [
+    ("", "this server does not offer the dataset 'folder' (it offers: glyphs, digits)", 2),
+    ("folder=/data/class_photos", "this server does not read folder data from that folder (the operator offers: "
+                                  "/data/class_photos)", 3)])
+def test_a_link_to_a_folder_the_server_does_not_offer_is_refused_in_one_line(offered, why, datasets, monkeypatch):
+    # Before: dataset=folder&root=/proc/self passed validation and the server looked there (issue 46).
+    monkeypatch.setenv("RANKLAB_APP_DATA", offered)
+    at = app(dataset="folder", root="/proc/self")
+    refused = [w for w in warnings(at) if "dataset='folder'" in w]
+    assert refused == [f"Link: dataset='folder' root='/proc/self': {why}: using the default glyphs"]
+    assert session(at).runs[0].config.dataset == "glyphs" and session(at).runs[0].config.data_root is None
+    assert not at.error and len(at.selectbox(key="w_dataset").options) == datasets  # what the operator offers
+
+
 def test_link_notes_stay_until_dismissed():
     at = app(**TINY, loss="nope")
     click(at, "step")  # the first click does not hide them

@@ -10,6 +10,7 @@ reads is named here, with the function that reads it.
 - ``RANKLAB_DATA``, ``RANKLAB_CACHE``: where disk datasets are looked for, where glyphs are cached;
 - ``RANKLAB_SUBMISSION``: the submission the autograder grades;
 - ``RANKLAB_REPRODUCTION_CACHE``: the app's store of reproduction results;
+- ``RANKLAB_APP_DATA``: the disk datasets and folders a dashboard server offers (:mod:`lab.dashboard.served`);
 - ``HF_HUB_OFFLINE`` and the proxy variables: whether pretrained weights are fetched;
 - torchrun's ``LOCAL_RANK``, ``WORLD_SIZE``, ``LOCAL_WORLD_SIZE``.
 
@@ -34,6 +35,7 @@ DATA_ENV = "RANKLAB_DATA"
 CACHE_ENV = "RANKLAB_CACHE"
 SUBMISSION_ENV = "RANKLAB_SUBMISSION"
 REPRODUCTION_CACHE_ENV = "RANKLAB_REPRODUCTION_CACHE"
+APP_DATA_ENV = "RANKLAB_APP_DATA"
 HUB_OFFLINE_ENV = "HF_HUB_OFFLINE"
 PROXY_ENVS = ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")
 _FALSE = ("", "0", "false", "no")
@@ -57,6 +59,11 @@ def dashboard_threads(default: int = 1) -> int:
         return max(1, int(os.environ.get(THREADS_ENV, default)))
     except ValueError:
         return default
+
+
+def app_data_text() -> str:
+    """``RANKLAB_APP_DATA`` as written ("" when unset), parsed by :func:`lab.dashboard.served.offered`."""
+    return _text(APP_DATA_ENV) or ""
 
 
 def memory_budget_text() -> Optional[str]:
