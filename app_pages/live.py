@@ -48,31 +48,40 @@ NO_FADE = ('<style>.st-key-live [data-testid="stElementContainer"][data-stale="t
            "{opacity: 1 !important; transition: none !important;}</style>")
 
 
+def _ticking(v: View) -> bool:
+    """The panel redraws on its own while the run trains or a worker process prepares what it shows."""
+    return v.running or v.busy is not None
+
+
 def live_panel(view: str) -> None:
     session: Optional[TrainingSession] = st.session_state.get("session")
-    running = session is not None and session.view.running
+    ticking = session is not None and _ticking(session.view)
     st.html(NO_FADE)  # only a style: Streamlit puts it where it takes no space
     with st.container(key="live"):
-        st.fragment(run_every=TICK_SECONDS if running else None)(_panel)(view, running)
+        st.fragment(run_every=TICK_SECONDS if ticking else None)(_panel)(view, ticking)
 
 
-def _panel(view: str, page_running: bool) -> None:
+def _panel(view: str, page_ticking: bool) -> None:
     session: Optional[TrainingSession] = st.session_state.get("session")
     if session is None:
         return
     session.touch()
     reattach.seen()
     v = session.view
-    if page_running and not v.running:
-        st.rerun()  # finished, failed or paused: redraw the whole page (buttons, timer off)
+    if page_ticking and not _ticking(v):
+        st.rerun()  # finished, failed, paused or ready: redraw the whole page (buttons, timer off)
     _status(v)
     if view == "Training":
         _training(v)
     elif view in analysis.VIEWS:
         if session.built or session.build():
             analysis.VIEWS[view](session)
+        elif not session.view.error:
+            st.info("Building the model in a training process…")
         else:
             _status(session.view, only_error=True)
+    if not page_ticking and _ticking(session.view):
+        st.rerun()  # this run asked a training process for something (a model, embeddings): tick until it is here
 
 
 def _status(v: View, only_error: bool = False) -> None:
@@ -81,6 +90,12 @@ def _status(v: View, only_error: bool = False) -> None:
     if only_error:
         return
     text = f"Step {v.step_count} / {v.target_steps} · {STATUS[v.status]}"
+    if v.queue:
+        text += f" · {v.queue}"
+    elif v.running and not v.has_model:
+        text += " · building the model"
+    elif v.busy:
+        text += f" · {v.busy}…"
     ahead = max(r.step_count for r in v.runs)
     if ahead > v.step_count:
         behind = " and ".join(r.label for r in v.runs if r.step_count < ahead)
@@ -95,7 +110,8 @@ def _training(v: View) -> None:
     (issue 36, D-8). The latest numbers are in the panel titles (the metrics row they replace took
     the height of the held-out panels); the step is in the progress text above."""
     if not v.has_model:
-        st.info("Nothing trained yet: press **Start** (continuous) or **Step** (one tick) in the sidebar.")
+        st.info("Building the model in a training process…" if v.running or v.busy else
+                "Nothing trained yet: press **Start** (continuous) or **Step** (one tick) in the sidebar.")
         return
     compare = len(v.runs) > 1
     version = tuple((r.label, len(r.history), r.step_count) for r in v.runs)

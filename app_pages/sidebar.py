@@ -6,7 +6,8 @@ from typing import Any, Optional
 
 import streamlit as st
 
-from lab.dashboard import Settings, TrainingSession, from_query, loss_sliders, run_labels, to_configs, to_query
+from lab.dashboard import (Settings, TrainingSession, from_query, loss_sliders, new_session, run_labels, to_configs,
+                           to_query)
 from lab.dashboard.served import offered
 from lab.dashboard.settings import BOUNDS, LR_SLIDER, MODEL_EXAMPLES
 from lab.dashboard.urlstate import SID
@@ -119,7 +120,7 @@ def sync_session(settings: Settings, errors: list[str]) -> Optional[TrainingSess
         return session
     configs, labels = to_configs(settings), run_labels(settings)
     if session is None:
-        session = TrainingSession(configs, labels, settings.steps, settings.steps_per_tick, settings.eval_every)
+        session = new_session(configs, labels, settings.steps, settings.steps_per_tick, settings.eval_every)
         st.session_state["session"] = session
         reattach.keep(session)
         return session

@@ -1,9 +1,12 @@
 """The Streamlit dashboard (app.py) through streamlit.testing's AppTest, in fast mode (conftest).
 
-Training runs in the session's background thread: after Start the tests wait on the session
-(``wait``: a condition, not a sleep) and each ``run()`` draws what it has reached. AppTest does
-not tick ``st.fragment(run_every=...)`` by itself. Every page's session stays in the server's
-registry (a reload finds it), so each test ends by pausing and dropping them.
+The page's logic, with training in a background thread of the test's process (``RANKLAB_WORKERS=0``),
+so that a test can look inside a run (its trainer) or make it fail; tests/test_dashboard_pool.py
+drives the sessions of the server's worker processes (the default) and tests/test_app_class.py their
+pages. After Start the tests wait on the session (``wait``: a condition, not a sleep) and each
+``run()`` draws what it has reached. AppTest does not tick ``st.fragment(run_every=...)`` by itself.
+Every page's session stays in the server's registry (a reload finds it), so each test ends by pausing
+and dropping them.
 """
 import json
 import os
@@ -11,6 +14,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import tomllib
 from pathlib import Path
 
@@ -40,7 +44,8 @@ def app(**params: str) -> AppTest:
 
 
 @pytest.fixture(autouse=True)
-def _no_training_left_behind():
+def _no_training_left_behind(monkeypatch):
+    monkeypatch.setenv("RANKLAB_WORKERS", "0")  # training in this process's threads (see the module's doc)
     yield
     REGISTRY.clear()
 
@@ -192,6 +197,57 @@ def test_compare_mode_trains_two_losses_side_by_side():
     titles = [a["text"] for a in compare["layout"]["annotations"]]
     assert titles[3].startswith("decomp. gap: B − A = ")  # a display name, not the raw key (issue 36, D-9)
     assert at.query_params["compare"] == "1" and at.query_params["loss_b"] == "smooth_ap"
+
+
+def train_losses(run) -> list[float]:
+    return [r["loss"] for r in run.history if r["kind"] == "train"]
+
+
+def alone(settings, steps: int) -> list[list[float]]:
+    """Each run's losses trained alone in this process (the app set its torch threads: the same here)."""
+    from lab.dashboard import TrainingSession, run_labels, to_configs
+
+    solo = TrainingSession(to_configs(settings), run_labels(settings), 10**5, 1, 4, background=False)
+    solo.advance(steps)
+    return [train_losses(r) for r in solo.runs]
+
+
+def test_compare_mode_trains_the_solo_runs_while_another_page_trains(monkeypatch):
+    # Issue 46: every page trained in a thread of the one server, from torch's one process-wide generator;
+    # one of four pages that pressed Start together began at R@1 0.4825 instead of 0.4025. Here the other
+    # page and run A build their models together, after both took their seeds (a spy holds the first two
+    # model builds until both are there), then train side by side.
+    import lab.models
+    from lab.dashboard import Settings
+
+    build_model, together, builds = lab.models.build_model, threading.Barrier(2), []
+
+    def built_together(*args, **kwargs):
+        builds.append(threading.current_thread().name)
+        if len(builds) <= 2:
+            together.wait(timeout=120)
+        return build_model(*args, **kwargs)
+
+    monkeypatch.setattr(lab.models, "build_model", built_together)
+    other = app(**TINY, seed="3", loss="proxy_dg", steps=LONG)
+    starting = threading.Thread(target=session(other).start, name="other-page")  # builds here, then trains
+    starting.start()
+    at = app(**TINY, loss="roadmap")
+    at.toggle(key="w_compare").set_value(True).run()
+    at.selectbox(key="w_loss_b").set_value("smooth_ap").run()
+    click(at, "step")
+    click(at, "step")
+    starting.join(timeout=120)
+    wait_steps(other, 6)
+    other.run()  # the page as it is now: training, its Pause enabled
+    click(other, "pause")
+    session(other).worker.thread.join(timeout=60)
+    assert "other-page" in builds[:2]  # the two builds did meet
+    base = {k: int(v) for k, v in TINY.items() if k != "batch"} | {"batch_size": int(TINY["batch"])}
+    pair = Settings(**base, compare=True, loss="roadmap", loss_b="smooth_ap")
+    assert [train_losses(r) for r in session(at).runs] == alone(pair, 2 * session(at).steps_per_tick)
+    mine = session(other).runs[0]
+    assert train_losses(mine) == alone(Settings(**base, seed=3, loss="proxy_dg", steps=int(LONG)), mine.step_count)[0]
 
 
 def test_invalid_inputs_are_refused_with_a_message():
