@@ -21,6 +21,8 @@ from lab import studies
 from lab.core import env
 from lab.dashboard.reproduction import (StudyCache, StudyView, claims_table, png_bytes, study_heading, verdict_parts,
                                         verdict_table)
+from lab.dashboard.settings import escape_markdown
+from lab.experiments.plain_verdicts import plain_verdict, seeds_in_progress
 from lab.studies.reporting.study_sections import PAGE, TITLES
 from lab.studies.reporting.verdicts import claims_rows, study_details, study_verdict
 from lab.studies.running.paths import RESULTS
@@ -73,8 +75,12 @@ def results_view() -> None:
     with st.container(key="repro_figure"):
         for i, png in enumerate(shown.figures):
             st.image(png, caption=f"{shown.title}: figure {i + 1} of {len(shown.figures)}")
+    progress = seeds_in_progress(shown.verdict)
+    if progress:  # a study still adding seeds: said in the details, in words a class reads
+        with st.expander(f"{shown.title}: more seeds in progress"):
+            st.markdown(escape_markdown(progress))
     with st.expander(f"{shown.title}: the paper's claim, the measurement and the reasons"):
-        st.markdown(shown.verdict)
+        st.markdown(plain_verdict(shown.verdict))
     if shown.body:
         with st.expander(f"{shown.title}: tables"):
             st.markdown(shown.body)

@@ -485,6 +485,7 @@ def test_the_toy_explorer_redraws_from_its_sliders():
 
 def test_the_reproduction_view_shows_the_studys_verdict_tables_and_figures():
     """The view reads results/ through lab.studies.reporting.verdicts, the notebooks' and the page's source."""
+    from lab.experiments.plain_verdicts import plain_verdict
     from lab.studies.reporting.study_sections import PAGE
     from lab.studies.reporting.verdicts import study_details, study_verdict
 
@@ -495,7 +496,7 @@ def test_the_reproduction_view_shows_the_studys_verdict_tables_and_figures():
         body, figures = study_details(name)
         assert body and figures  # the committed results hold both studies in full mode
         shown = [m.value for m in at.markdown]
-        assert study_verdict(name) in shown and body in shown
+        assert plain_verdict(study_verdict(name)) in shown and body in shown  # the extra seeds: their own expander
         assert len(at.get("image")) == len(figures) and not at.exception
         if name == "methods":
             continue  # its first table is the papers' claims (the next test)
@@ -535,6 +536,29 @@ def test_the_reproduction_views_first_table_for_study_1_is_the_papers_claims_of_
     at.selectbox(key="study").set_value("gap").run()
     assert not any("| verdict | family | claim |" in m.value for m in at.markdown)
     assert any(m.value.startswith("| study | verdict |") for m in at.markdown)
+
+
+def test_the_first_reproduction_screen_states_the_verdicts_plainly_and_the_extra_seeds_in_the_details():
+    # Issue 46: the first screen said "the look at n = 10: provisional, 11 of 20 runs done", research state a
+    # student cannot interpret. The committed results are mid-way through study 1's extra seeds.
+    from lab.experiments.plain_verdicts import seeds_in_progress
+    from lab.studies.reporting.verdicts import study_verdict
+
+    progress = seeds_in_progress(study_verdict("methods"))
+    assert progress is not None and "of those" in progress  # the committed results: extra seeds in progress
+    at = app()
+    at.segmented_control(key="view").set_value("Reproduction").run()
+    first = at.markdown[0].value if at.markdown[0].value.startswith("▶") else next(
+        m.value for m in at.markdown if m.value.startswith("▶"))
+    heading = first.split("\n\n")[0]
+    assert "look" not in first and "provisional" not in first, heading
+    assert "n = 5" in heading and "not resolved" in heading  # the verdicts of the 5 seeds, plainly
+    details = {e.label: [m.value for m in e.markdown] for e in at.expander}
+    extra = next(label for label in details if label.endswith("more seeds in progress"))
+    assert read(details[extra][0]) == progress
+    # The tables' expander is the research record (docs/results.md's text, which explains the looks); the others
+    # are worded for a class.
+    assert all("the look at" not in m for label, ms in details.items() if not label.endswith(": tables") for m in ms)
 
 
 # A page that trains, in a process of its own: Start, one more run, then wait until the thread has
