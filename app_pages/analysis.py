@@ -17,7 +17,7 @@ from lab.dashboard import TrainingSession, calibration_thresholds, escape_markdo
 from lab.dashboard.heldout import (describe_item, neighbours, pair_similarities, per_query_ap, project,
                                    selected_row, thumbnail)
 from lab.viz.dashboard_figures import (plot_ap_histograms, plot_embedding_map, plot_retrieval_strip,
-                                       plot_score_histograms)
+                                       plot_score_histograms, score_caption)
 
 from .widgets import paced_figure
 
@@ -148,7 +148,7 @@ def _score_figures(snapshots):
         samples[run.label] = pair_similarities(h, seed=run.config.seed)
         thresholds[run.label] = calibration_thresholds(run.config.loss, run.config.loss_kwargs)
         aps[run.label] = per_query_ap(h)
-    return plot_score_histograms(samples, thresholds), plot_ap_histograms(aps)
+    return plot_score_histograms(samples, thresholds), plot_ap_histograms(aps), score_caption(thresholds)
 
 
 def scores_view(session: TrainingSession) -> None:
@@ -156,10 +156,9 @@ def scores_view(session: TrainingSession) -> None:
     if not snapshots:
         return
     version = tuple(h for _, h in snapshots)  # snapshots compare by identity: a new model, a new snapshot
-    scores, aps = paced_figure("scores", version, session.running, functools.partial(_score_figures, snapshots))
-    st.caption("Cosine similarity of every held-out query to every other held-out image. ROADMAP's calibration "
-               "loss pushes positives above α and negatives below β, in every batch, so that scores are comparable "
-               "across batches (dashed lines: the loss has no calibration term; ROADMAP's defaults for reference).")
+    scores, aps, caption = paced_figure("scores", version, session.running,
+                                        functools.partial(_score_figures, snapshots))
+    st.caption(caption)  # of the losses shown: solid lines are a loss's own thresholds, dashed ROADMAP's
     st.plotly_chart(scores, key="scores")
     st.plotly_chart(aps, key="aps")
 

@@ -25,6 +25,7 @@ from lab.dashboard import TrainingSession
 from lab.dashboard.view import View
 from lab.experiments.cached import seed_spread
 from lab.viz.dashboard_figures import comparison_note, plot_run_comparison, plot_training_curves, spread_note
+from lab.viz.training_curves import LATEST_STYLE, latest_numbers_html
 
 from . import analysis, reattach
 from .widgets import paced_figure
@@ -100,7 +101,13 @@ def _status(v: View, only_error: bool = False) -> None:
     if ahead > v.step_count:
         behind = " and ".join(r.label for r in v.runs if r.step_count < ahead)
         text += f" · {behind} catching up (the other run waits at step {ahead})"
-    st.progress(v.progress, text=text)
+    # The latest held-out numbers, large, beside the progress: read from the back of a room (issue 46).
+    progress, latest = st.columns([3, 2], vertical_alignment="center")
+    progress.progress(v.progress, text=text)
+    numbers = latest_numbers_html({r.label: r.last_eval for r in v.runs})
+    if numbers:
+        with latest.container(key="latest"):
+            st.html(LATEST_STYLE + numbers)
     if v.notice:
         st.info(v.notice)
 
