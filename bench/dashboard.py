@@ -22,7 +22,7 @@ and max per view, the load averages seen; ``--note`` says what else ran beside i
 
 ``--reproduction`` times the Reproduction view at 1280 x 720 instead, from the click to the chosen
 study marked (its row of the studies' table, or for study 1 the line above its claims table) and its
-figure on the page (``tests._browser.show_study``): its first open on a new
+figure on the page (``bench.browser.show_study``): its first open on a new
 server with nothing stored (the warm-up thread still computing), then ``--trials`` opens (from the
 Training view) and switches through every study, then the first open on a second server reading
 what the first stored; and counts the frames where a figure of another study was visible. Writes
@@ -44,7 +44,7 @@ from urllib.parse import urlencode
 
 ROOT = Path(__file__).resolve().parents[1]
 from bench.measure import machine, publish
-from tests._browser import CHROMIUM, INSTALL_HINT, chromium_page, show_study, streamlit_server, wait_idle
+from bench.browser import CHROMIUM, INSTALL_HINT, chromium_page, show_study, streamlit_server, wait_idle
 
 VIEWS = ("Training", "Retrievals", "Embeddings", "Scores")
 PROGRESS = '[data-testid="stProgress"]'

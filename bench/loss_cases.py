@@ -15,14 +15,14 @@ from torch import Tensor
 import lab.losses as L
 from lab.losses.base import pairwise_inputs
 from lab.models import build_model
-from tests import frozen_autograd_engine as frozen
+from bench import frozen_autograd_engine as frozen
 
 PER_CLASS, DIM = 4, 64
 
 
 def build(name: str, num_classes: int, engine: str = "new") -> torch.nn.Module:
     """The loss ``name``; with engine="today", the frozen old engine's score-level functions in every part
-    (tests/frozen_autograd_engine.py: "today" is the label the benchmark tables print)."""
+    (bench/frozen_autograd_engine.py: "today" is the label the benchmark tables print)."""
     cls = L.LOSSES[name]
     params = inspect.signature(cls).parameters
     extra = {k: v for k, v in (("num_classes", num_classes), ("embed_dim", DIM)) if k in params}

@@ -1,4 +1,4 @@
-"""The loss engine against the old one (tests/frozen_autograd_engine.py) and against pytorch-metric-learning,
+"""The loss engine against the old one (bench/frozen_autograd_engine.py) and against pytorch-metric-learning,
 on CPU, in one run of a few minutes; writes the "losses" section of docs/benchmarks.md.
 
     python -m bench.losses                       # B = 1024 and 4096, 64-d embeddings (~6 minutes)
@@ -59,7 +59,7 @@ def engines(sizes: list[int], others_max: int) -> tuple[str, dict]:
             lines.append(f"| {name} | {b} | {ms(t['today'])} | {ms(t['new'])} | {ratio:.1f}x{mark} | {dv:.1e} | "
                          f"{dg:.1e} |")
             print(lines[-1], flush=True)
-    return ("### The new engine against the old one (`tests/frozen_autograd_engine.py`, commit 802a172), "
+    return ("### The new engine against the old one (`bench/frozen_autograd_engine.py`, commit 802a172), "
             "4 samples per class\n\n"
             "The loss alone, from precomputed cosine scores (the embedding layer costs the same for both: "
             + ", ".join(f"{ms(cosine[b])} ms at B = {b}" for b in sizes) + " for normalise + cosine, forward + "

@@ -18,7 +18,7 @@ from pathlib import Path
 from urllib.parse import urlencode
 
 ROOT = Path(__file__).resolve().parents[1]
-from tests._browser import CHROMIUM, INSTALL_HINT, chromium_page, streamlit_server, wait_idle
+from bench.browser import CHROMIUM, INSTALL_HINT, chromium_page, streamlit_server, wait_idle
 
 MAX_BYTES = 400_000
 VIEWS = ("Training", "Retrievals", "Embeddings", "Scores", "Toy explorer", "Reproduction")

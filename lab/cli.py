@@ -16,7 +16,7 @@ import sys
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable, NoReturn, Optional
 
 from .core.convert import to_type
 from .core.extras import MissingExtraError, install_hint
@@ -29,6 +29,14 @@ NOT_GIVEN = object()  # a flag's default that no value given on the command line
 
 # Extra spellings of a flag: torchrun itself reads --m; --chunk-size is stage_size's old name.
 ALIASES = {"m": ["--per-class"], "stage_size": ["--chunk-size"]}
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse whose errors are one line, like every other refusal of the CLI: by default a bad flag printed
+    the whole usage first (37 lines for ``train``) and the error last."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
 def _typed(name: str, hint: Any):
@@ -60,17 +68,16 @@ def add_config_flags(parser: argparse.ArgumentParser) -> None:
     """One flag per TrainConfig field, default None (= not given, keep the recipe's value)."""
     from .models import POOLINGS
     from .train import TrainConfig, config
-    from .train.config import FIELD_HELP, field_type, hints
+    from .train.config import FIELD_HELP, field_default, field_type, hints
 
     choices = {"optimizer": config.OPTIMIZERS, "scheduler": config.SCHEDULERS, "sampler": config.SAMPLERS,
                "amp": config.AMP, "transform": config.TRANSFORMS, "eval_backend": config.EVAL_BACKENDS,
                "matmul_precision": config.MATMUL_PRECISIONS,
                "pooling": POOLINGS, "eval_split": ("train", "test")}
-    defaults = TrainConfig()
     group = parser.add_argument_group("config (each overrides --config)")
     for f in dataclasses.fields(TrainConfig):
         flags = [f"--{f.name.replace('_', '-')}"] + ALIASES.get(f.name, [])
-        kind, default = field_type(f.name), getattr(defaults, f.name)
+        kind, default = field_type(f.name), field_default(f)
         # One source with TrainConfig's docstring; "%" doubled: argparse %-formats help strings ("70%").
         help_text = f"{FIELD_HELP[f.name]} (default: {default!r})".replace("%", "%%")
         kw: dict[str, Any] = dict(dest=f.name, default=None, help=help_text)
@@ -116,7 +123,7 @@ def run_config(args: argparse.Namespace):
     """
     from .train import TrainConfig, field_names
     from .train.checkpoint import load_with_fallback
-    from .train.config import check_loss_values, check_out_dir, merge_overrides, read_recipe
+    from .train.config import check_out_dir, merge_overrides, read_recipe
     from .train.runtime import interactive_eval_items
 
     overrides = {name: getattr(args, name) for name in field_names()}
@@ -137,7 +144,6 @@ def run_config(args: argparse.Namespace):
     cfg = TrainConfig.from_dict(values)
     # Checked here, in well under a second, rather than after the datasets and the model are built.
     check_out_dir(cfg.out)
-    check_loss_values(cfg)
     return cfg, amp_from
 
 
@@ -193,8 +199,9 @@ def train(args: argparse.Namespace) -> None:
 
 def evaluate(args: argparse.Namespace) -> None:
     from .train import TrainConfig, export_embeddings, load_checkpoint
-    from .train.checkpoint import check_format
+    from .train.checkpoint import check_format, load_weights
     from .train.evaluation import describe_subset, evaluate_split
+    from .train.footprint import check_fits
     from .train.loading import build_split, model_for
     from .train.optim import select_device
 
@@ -202,8 +209,9 @@ def evaluate(args: argparse.Namespace) -> None:
     cfg = TrainConfig.from_dict(state["config"])
     dataset = build_split(cfg, args.split, data_root=args.data_root)
     device = select_device(args.device)
-    model = model_for(cfg, int(dataset[0][0].shape[0]), pretrained=False)  # the checkpoint's weights replace any
-    model.load_state_dict(state["model"])
+    in_chans = check_fits(cfg, device, dataset, training=False)
+    model = model_for(cfg, in_chans, pretrained=False)  # the checkpoint's weights replace any
+    load_weights(model, state["model"], args.checkpoint)
     model.to(device)
     result, emb, labels = evaluate_split(model, dataset, device, cfg, max_items=args.max_items, ks=args.ks,
                                          backend=args.backend, progress=True)
@@ -342,8 +350,8 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]] = {
 
 def build_parser(command: Optional[str] = None) -> argparse.ArgumentParser:
     """The parser of ``python -m lab``, with the flags of ``command`` only ("" none; None every command's)."""
-    parser = argparse.ArgumentParser(prog="python -m lab", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = OneLineParser(prog="python -m lab", description=__doc__,
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
     for name, (help_line, add_flags) in COMMANDS.items():
         p = sub.add_parser(name, help=help_line)

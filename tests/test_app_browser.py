@@ -10,8 +10,8 @@ from urllib.parse import urlencode, urlparse
 import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
-import tests._browser
-from tests._browser import (ARTIFACTS, ROOT, chromium_page, require_browser, show_study, streamlit_process,
+import bench.browser
+from bench.browser import (ARTIFACTS, ROOT, chromium_page, require_browser, show_study, streamlit_process,
                             streamlit_server, wait_idle, wait_visible)
 
 pytestmark = pytest.mark.slow
@@ -236,7 +236,7 @@ def test_a_training_server_stops_on_a_signal_without_an_abort(sig):
 
 
 def test_a_missing_browser_skips_locally_and_fails_in_ci(monkeypatch):
-    monkeypatch.setattr(tests._browser, "CHROMIUM", ROOT / "no-such-chromium")
+    monkeypatch.setattr(bench.browser, "CHROMIUM", ROOT / "no-such-chromium")
     monkeypatch.delenv("RANKLAB_REQUIRE_BROWSER", raising=False)
     with pytest.raises(pytest.skip.Exception, match="apt-get install -y chromium"):
         require_browser()

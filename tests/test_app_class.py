@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from lab.dashboard import Settings, TrainingSession, run_labels, to_configs
-from tests._browser import ARTIFACTS, chromium_page, require_browser, streamlit_process, wait_idle, wait_visible
+from bench.browser import ARTIFACTS, chromium_page, require_browser, streamlit_process, wait_idle, wait_visible
 
 pytestmark = pytest.mark.slow
 PAUSE_MS = 2000  # the bound for every Pause with three pages training (measured: 1.5-16 s before)

@@ -1,5 +1,5 @@
 """bench/losses.py measures what it says: its "today" engine really is the frozen one
-(tests/frozen_autograd_engine.py), the new one really is lab.losses, the same batch goes to both,
+(bench/frozen_autograd_engine.py), the new one really is lab.losses, the same batch goes to both,
 peaks are seen, and only its own section of docs/benchmarks.md is rewritten. (Timings themselves are never asserted.)"""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import torch
 
 import lab.losses.functional as new_functional
 from bench import loss_cases, measure
-from tests import frozen_autograd_engine
+from bench import frozen_autograd_engine
 
 TARGETS = ["smooth_ap", "sup_ap", "roadmap", "fast_ap", "soft_bin_ap"]
 

@@ -99,9 +99,9 @@ def test_folder_layouts(tmp_path):
 def test_corrupt_image_is_skipped_counted_and_replaced(cub_root):
     bad = cub_root / "images" / "001.Bird_number_1" / "Bird_Number_1_0001_2.jpg"
     bad.write_bytes(b"this is not a jpeg")
-    ds = build_dataset("cub", root=str(cub_root))
-    with pytest.warns(RuntimeWarning, match="unreadable"):
-        x, y, i = ds[1]
+    with pytest.warns(RuntimeWarning, match="unreadable"):  # found as the dataset is built: every file is checked
+        ds = build_dataset("cub", root=str(cub_root))
+    x, y, i = ds[1]
     assert ds.num_skipped == 1 and i == 1 and y.tolist() == [0] and x.shape == (3, 30, 40)
     assert close(ds.image(1).getpixel((0, 0)), (1, 120, 0))  # the next image of the same class
     with warnings.catch_warnings():
@@ -134,11 +134,50 @@ def test_a_class_without_any_readable_image_is_dropped_with_one_warning(cub_root
         build_dataset("cub", root=str(cub_root))
 
 
-def test_a_class_whose_files_open_but_do_not_decode_stops_with_its_name(cub_root):
-    # Cut short after the header: found only when read; a black image would be trained as the class.
+@pytest.mark.parametrize("cut", [10, 200])
+def test_a_class_whose_files_are_all_cut_short_is_dropped_when_the_dataset_is_built(cub_root, cut):
+    # Issue 47: such a class was kept (its first header opened) and stopped the run when the sampler first
+    # drew it, possibly hours in. Every file is checked now: cut short after its header, it is skipped.
+    folder = cub_root / "images" / "001.Bird_number_1"
+    for path in folder.iterdir():
+        path.write_bytes(path.read_bytes()[:-cut])
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        ds = build_dataset("cub", root=str(cub_root))
+        images = [ds[j][0] for j in range(len(ds))]  # no draw stops: class 1 is gone
+    assert [str(w.message) for w in record] == [
+        "train split: dropped 1 class(es) with no readable image ('Bird number 1'; e.g. "
+        f"{folder / 'Bird_Number_1_0000_1.jpg'}): 3 images of 1 classes remain (dataset.dropped_classes)"]
+    assert ds.dropped_classes == {0: "Bird number 1"} and ds.num_skipped == 3 and len(images) == 3
+
+
+def test_one_file_cut_short_is_skipped_at_build_and_its_class_kept(cub_root):
+    path = cub_root / "images" / "002.Bird_number_2" / "Bird_Number_2_0001_5.jpg"
+    path.write_bytes(path.read_bytes()[:-10])
+    with pytest.warns(RuntimeWarning, match=f"skipping unreadable image {path}"):
+        ds = build_dataset("cub", root=str(cub_root))
+    assert ds.num_skipped == 1 and path in ds.skipped_paths and ds.dropped_classes == {}
+    assert close(ds.image(4).getpixel((0, 0)), (2, 120, 0))  # the file after it stands in
+
+
+@pytest.mark.parametrize("fmt", ["JPEG", "PNG", "GIF", "BMP", "WEBP", "TIFF"])
+def test_whole_files_of_every_format_pass_and_cut_ones_fail_the_build_check(tmp_path, fmt):
+    from lab.data.disk import _complete
+
+    path = tmp_path / f"x.{fmt.lower()}"
+    Image.effect_noise((64, 48), 40).convert("RGB").save(path, fmt)
+    assert _complete(path)
+    padded = tmp_path / f"padded.{fmt.lower()}"
+    padded.write_bytes(path.read_bytes() + b"\0" * 8)  # bytes after the end marker: still whole
+    assert _complete(padded)
+    path.write_bytes(path.read_bytes()[: len(path.read_bytes()) // 2])
+    assert not _complete(path)
+
+
+def test_a_file_changed_on_disk_after_the_build_still_stops_with_its_class_name(cub_root):
+    ds = build_dataset("cub", root=str(cub_root))
     for path in (cub_root / "images" / "001.Bird_number_1").iterdir():
         path.write_bytes(path.read_bytes()[:-10])
-    ds = build_dataset("cub", root=str(cub_root))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         with pytest.raises(ValueError, match="every image of class 'Bird number 1' of the train split is unreadable"):

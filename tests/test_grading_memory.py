@@ -38,13 +38,12 @@ try:
         for n in range(step, total + 1, step):
             m.write(b"\1" * step)
             say(n)
-    elif form in ("dev_shm", "dev", "root", "tmp"):
-        path = {"dev_shm": "/dev/shm/x", "dev": "/dev/x", "root": "/x", "tmp": "/tmp/x"}[form]
-        with open(path, "wb") as f:
-            for n in range(step, total + 1, step):
+    elif form in ("dev_shm", "dev", "root", "tmp"):  # a file each step: RLIMIT_FSIZE bounds one file, not many
+        folder = {"dev_shm": "/dev/shm", "dev": "/dev", "root": "", "tmp": "/tmp"}[form]
+        for n in range(step, total + 1, step):
+            with open(f"{folder}/x{n}", "wb") as f:
                 f.write(b"\1" * step)
-                f.flush()
-                say(n)
+            say(n)
     elif form == "memfds":  # one file would meet RLIMIT_FSIZE: many files do not
         n = 0
         while n < total:

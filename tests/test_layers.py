@@ -3,10 +3,8 @@ including imports inside functions (a loop hidden in a function is still a loop)
 from __future__ import annotations
 
 import ast
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-LAB = ROOT / "lab"
+from tests._imports import LAB, graph, imported_modules
 
 # Bottom up. A package may import its own modules and any package of a lower layer, never one of
 # its own layer (siblings stay independent) or of a higher one.
@@ -24,46 +22,10 @@ RANK = {package: i for i, layer in enumerate(LAYERS) for package in layer}
 UNIT = {"lab.ranking": "lab.core", "lab.__main__": "lab.cli"}
 
 
-def module_name(path: Path) -> str:
-    parts = path.relative_to(ROOT).with_suffix("").parts
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-
-
 def package_of(module: str) -> str:
     """The unit of layering: lab.<first part> (lab itself for lab/__init__.py)."""
     first = ".".join(module.split(".")[:2])
     return UNIT.get(first, first)
-
-
-def imported_modules(path: Path) -> set[str]:
-    """Every lab module ``path`` imports, at any depth of its code."""
-    name = module_name(path)
-    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
-    found = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        if isinstance(node, ast.Import):
-            found |= {a.name for a in node.names if a.name == "lab" or a.name.startswith("lab.")}
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.split(".")
-                base = base[: len(base) - (node.level - 1)]
-                target = ".".join(base + ([node.module] if node.module else []))
-            else:
-                target = node.module or ""
-            if not (target == "lab" or target.startswith("lab.")):
-                continue
-            found.add(target)
-            for alias in node.names:  # `from . import x` may name a submodule
-                sub = f"{target}.{alias.name}"
-                path = ROOT / Path(*sub.split("."))
-                if path.with_suffix(".py").exists() or path.is_dir():
-                    found.add(sub)
-    found.discard(name)
-    return found
-
-
-def graph() -> dict[str, set[str]]:
-    return {module_name(p): imported_modules(p) for p in sorted(LAB.rglob("*.py"))}
 
 
 def test_every_package_has_a_layer():
@@ -227,3 +189,37 @@ def test_the_studies_run_below_what_reports_them_and_stay_shallow():
         f"{RUNNING}.runner imports {REPORTING}.verdicts (the running side imports no reporting and no command line)"]
     tower = {f"m{i}": {f"m{i + 1}"} for i in range(7)} | {"m7": set(), "other": {"m7"}}
     assert floors(tower) == [f"m{i}" for i in range(8)]
+
+
+# lab.core holds two kinds of modules (its docstring lists them): the maths under the losses and metrics, and
+# the process helpers that training, data, studies, grading and the CLI share. Each module is in one group.
+CORE_MATHS = {"checks", "steps", "relevance", "graded_ranks", "normalize", "budget", "hparams"}
+CORE_PROCESS = {"env", "extras", "files", "provenance", "convert", "frozen", "precision"}
+
+
+def core_group_violations(edges: dict[str, set[str]]) -> list[str]:
+    """Imports across lab.core's groups: a maths helper importing a process helper other than env (the
+    environment's switches), a process helper importing a maths helper."""
+    wrong = []
+    for module, targets in edges.items():
+        if module.startswith("lab.core."):
+            mine = module.split(".")[2]
+            for target in targets:
+                theirs = target.split(".")[2] if target.startswith("lab.core.") else None
+                if (mine in CORE_MATHS and theirs in CORE_PROCESS - {"env"}) or \
+                        (mine in CORE_PROCESS and theirs in CORE_MATHS):
+                    wrong.append(f"{module} imports {target}")
+    return sorted(wrong)
+
+
+def test_lab_core_is_its_two_groups_as_its_docstring_says():
+    modules = {p.stem for p in (LAB / "core").glob("*.py") if p.stem != "__init__"}
+    assert CORE_MATHS | CORE_PROCESS == modules and not CORE_MATHS & CORE_PROCESS, \
+        f"a lab/core module in no group or two: {sorted(modules ^ (CORE_MATHS | CORE_PROCESS))}"
+    doc = ast.get_docstring(ast.parse((LAB / "core" / "__init__.py").read_text()))
+    maths, process = doc.split("Process helpers", 1)
+    assert all(f"``{m}``" in maths for m in CORE_MATHS) and all(f"``{m}``" in process for m in CORE_PROCESS)
+    assert core_group_violations(graph()) == []
+    # The check can fail: a maths helper importing the atomic writer is reported.
+    assert core_group_violations({"lab.core.steps": {"lab.core.files", "lab.core.env"}}) == \
+        ["lab.core.steps imports lab.core.files"]

@@ -1,4 +1,4 @@
-"""The fused loss engine against the old autograd engine, frozen in tests/frozen_autograd_engine.py: the same
+"""The fused loss engine against the old autograd engine, frozen in bench/frozen_autograd_engine.py: the same
 values and gradients on random data with ties, on batches of one and two classes, and memory that
 does not grow with the number of positives (asserted on tensor sizes, never on seconds)."""
 from __future__ import annotations
@@ -18,7 +18,7 @@ from lab.core.steps import h_minus, kernel_bins, soft_histogram
 from lab.losses import functional as LF
 from lab.losses.engine import pair_sums, plan
 
-from . import frozen_autograd_engine as R
+from bench import frozen_autograd_engine as R
 from .test_losses_inputs import LargestTensor
 
 # Score-level losses on the engine, each with its defaults and with other hyper-parameters.

@@ -13,7 +13,7 @@ import shutil
 import pytest
 
 from lab.viz.controls import EXPLORER_CLASS
-from tests._browser import (ARTIFACTS, ROOT, chromium_page, fail_with_screenshot, jupyterlab_server, require_browser,
+from bench.browser import (ARTIFACTS, ROOT, chromium_page, fail_with_screenshot, jupyterlab_server, require_browser,
                             wait_visible)
 
 pytestmark = pytest.mark.slow

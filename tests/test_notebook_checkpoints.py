@@ -226,3 +226,17 @@ def test_the_two_gaps_of_one_model_report_each_batch_size(capsys):
     printed = capsys.readouterr().out
     assert [r["batch_size"] for r in rows] == [8, 16]
     assert "batches of B = 8…" in printed and "batches of B = 16…" in printed
+
+
+def test_the_loss_tolerance_is_rounding_on_the_first_step_and_a_flipped_rank_later(monkeypatch):
+    """Another processor of one model name rounds the first loss within 1e-7 and the third within 1.2e-4 (the
+    exact rank step amplifies a last-bit difference): that is the same recipe; a 1 % change is not."""
+    stored = ck.read("roadmap")["fingerprint"]["losses"]
+
+    def now(*moved):
+        monkeypatch.setattr(ck, "first_steps", lambda config, steps: (None, {
+            "losses": [x * (1 + m) for x, m in zip(stored, moved)], "torch": "other", "processor": "other",
+            "digest": ""}))
+        return ck.check("roadmap")["losses"]
+
+    assert now(1e-7, 2e-4, 2e-4) and not now(1e-4, 0, 0) and not now(0, 0, 1e-2)

@@ -1,7 +1,8 @@
 """What every notebook shows, run in a real kernel (nbclient, fast mode from conftest).
 
-nbmake only checks that cells run; here each notebook runs to its end and its kernel stays alive
-so the tests can ask it what a student would see: every cell that draws shows an image or a plot
+This is where the notebooks of notebooks/ run (once: nbmake runs only assignments/): each runs to its
+end, a cell's error fails its tests, and its kernel stays alive so the tests can ask it what a student
+would see: every cell that draws shows an image or a plot
 (not a figure's repr such as "<Figure size 850x760 with 42 Axes>"), no plot has a fixed width
 (cut off in a narrow JupyterLab window), one slider block per ``explore(`` cell (not the block
 twice, not an empty output), a figure in the block's output area, and a figure that changes when

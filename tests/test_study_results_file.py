@@ -213,3 +213,64 @@ def test_merge_refuses_a_conflict_in_one_line_and_writes_nothing(tmp_path, capsy
     with pytest.raises(SystemExit):
         main(["study", "merge", str(tmp_path / "nowhere.json"), "--out", str(out)])
     assert "merge: part" in capsys.readouterr().err
+
+
+# ----------------------------------------------------------- a results file validated record by record
+def _file(tmp_path, runs=None, **top):
+    from lab.studies.running.spec import study_runs
+
+    spec = study_runs("methods", quick=True)[0]
+    good = {"key": spec.key, "method": spec.method, "seed": spec.seed, "config": spec.config, "R@1": 0.5,
+            "mAP@R": 0.25}
+    path = tmp_path / "methods.json"
+    path.write_text(json.dumps({"study": "methods", "mode": "quick", "sessions": [], "runs": runs or {spec.key: good},
+                                **top}))
+    return path, good, spec.key
+
+
+@pytest.mark.parametrize("change, phrase", [
+    (dict(metric=float("nan")), "mAP@R is nan, not a finite number"),
+    (dict(metric="0.5"), "mAP@R is 0.5, not a finite number"),
+    (dict(seed=-1), "its seed is '-1', not an integer >= 0"),
+    (dict(method=None), "its method is 'None', not a name"),
+    (dict(record="junk"), "is a str, not a run's record"),
+    (dict(top={"sessions": 5}), "'sessions' is 5, not a list of session lines"),
+    (dict(top={"failed": [1]}), "'failed' is [1], not a mapping of failed runs"),
+], ids=["nan", "text", "seed", "method", "junk", "sessions", "failed"])
+def test_a_results_file_is_checked_record_by_record_in_one_line(tmp_path, change, phrase):
+    """Issue 47, point 7: a NaN rendered a verdict ('+nan pt ... does not reproduce'), "sessions": 5 or
+    "failed": [1] made --render crash with a traceback, a junk record was kept."""
+    from lab.studies.running.results_file import load_results
+
+    path, good, key = _file(tmp_path)
+    load_results(path)  # the good one loads
+    rec = dict(good, **{k: v for k, v in change.items() if k in ("seed", "method")})
+    if "metric" in change:
+        rec["mAP@R"] = change["metric"]
+    runs = {key: change.get("record", rec)}
+    path, _, _ = _file(tmp_path, runs, **change.get("top", {}))
+    with pytest.raises(ValueError) as info:
+        load_results(path)
+    assert phrase in str(info.value) and "\n" not in str(info.value) and str(path) in str(info.value)
+
+
+def test_every_stored_results_file_passes_the_checks():
+    from lab.studies.running.paths import RESULTS
+    from lab.studies.running.results_file import load_results
+
+    files = [p for p in sorted(RESULTS.rglob("*.json")) if "runs" in json.loads(p.read_text())
+             and isinstance(json.loads(p.read_text())["runs"], dict) and p.name != "replay_fingerprint.json"]
+    assert len(files) >= 10
+    for path in files:
+        load_results(path)
+
+
+def test_render_of_a_file_with_a_nan_is_one_line(tmp_path, capsys):
+    path, good, key = _file(tmp_path)
+    data = json.loads(path.read_text())
+    data["runs"][key]["R@1"] = float("nan")
+    path.write_text(json.dumps(data))
+    with pytest.raises(SystemExit) as info:
+        main(["study", "methods", "--render", "--out", str(tmp_path)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert info.value.code != 0 and len(err) == 1 and "R@1 is nan" in err[0]

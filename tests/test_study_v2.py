@@ -312,10 +312,11 @@ def test_the_compute_line_gives_the_gpu_time_once_runs_were_made_there(tmp_path,
     cpu = {s.key: {"config": s.config, "seconds": 3600.0, "train_cpu_seconds": 1800.0} for s in wanted}
     assert "not measured" in compute_paragraph({"methods": {"runs": cpu}}, wanted, [])
     measured = [s for s in study_spec.study_runs("methods", protocol="v2") if s.seed == 0]  # a GPU session's runs
-    records = {s.key: {"key": s.key, "loss": s.config["loss"], "device": "cuda", "accelerator": "NVIDIA H100",
+    records = {s.key: {"key": s.key, "method": s.method, "seed": s.seed, "config": s.config,
+                       "loss": s.config["loss"], "device": "cuda", "accelerator": "NVIDIA H100",
                        "seconds": 40.0 + i, "train_seconds": 30.0 + i, "seconds_per_step": (30.0 + i) / 1000}
                for i, s in enumerate(measured)}
-    cpu_only = {"key": "elsewhere", "loss": "roadmap", "device": "cpu", "seconds": 1.0}
+    cpu_only = {"key": "elsewhere", "method": "ROADMAP", "seed": 0, "loss": "roadmap", "device": "cpu", "seconds": 1.0}
     results_file.save_results(tmp_path / "methods.json", {"mode": "full", "runs": {**records, "elsewhere": cpu_only}})
     gpu = gpu_runs(tmp_path)
     assert sorted(r["key"] for r in gpu) == sorted(records)  # the CPU run is not a GPU time

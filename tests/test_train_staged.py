@@ -13,9 +13,9 @@ from tests._train_fixtures import DropoutMLP, small_model, tiny_config, tiny_spl
 
 def gradients_after_one_step(model_fn, loss_name="roadmap", **changes):
     train, test = tiny_splits()
-    trainer = Trainer(tiny_config(lr=0.0, **changes), train_set=train, test_set=test, model=model_fn(),
+    trainer = Trainer(tiny_config(**changes), train_set=train, test_set=test, model=model_fn(),
                       loss=build_loss(loss_name))
-    trainer.step()  # lr 0: the gradients are there to compare, the parameters do not move
+    trainer.step()  # the optimizer step moves the parameters, not the gradients it read: those compare
     return {n: p.grad.clone() for n, p in trainer.model.named_parameters() if p.grad is not None}, trainer
 
 
@@ -41,7 +41,7 @@ def test_staged_replays_dropout_exactly():
     """Stage 3 must re-draw stage 1's dropout masks. Reference: the same chunked forward WITH
     graph, from the same state of the run's generators, and one ordinary backward."""
     train, test = tiny_splits()
-    trainer = Trainer(tiny_config(stage_size=6, lr=0.0), train_set=train, test_set=test, model=DropoutMLP(),
+    trainer = Trainer(tiny_config(stage_size=6), train_set=train, test_set=test, model=DropoutMLP(),
                       loss=build_loss("roadmap"))
     start = trainer.random.state()
     images, labels, _ = trainer.stream.next()

@@ -8,6 +8,7 @@ never the file another live process is writing into the same folder.
 from __future__ import annotations
 
 import contextlib
+import errno
 import glob
 import os
 import secrets
@@ -55,6 +56,38 @@ def remove_strays(path: PathLike) -> None:
                 stray.unlink()
 
 
+FULL_DISK = (errno.ENOSPC, errno.EDQUOT)  # no space left; over the user's quota
+
+
+class DiskFullError(OSError):
+    """A file could not be written for lack of space: one line naming the file, ENOSPC (or EDQUOT), and
+    what became of it (``state``; default, for an atomic write: the file there is unchanged)."""
+
+    def __init__(self, path: PathLike, code: int, state: Optional[str] = None) -> None:
+        state = state or ("the file there is unchanged" if Path(path).exists() else "no file was written")
+        self.message = f"cannot write {path}: {os.strerror(code).lower()} ({errno.errorcode[code]}); {state}"
+        super().__init__(self.message)
+        self.errno, self.filename = code, str(path)
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def full_disk(error: Optional[BaseException]) -> Optional[int]:
+    """ENOSPC or EDQUOT when ``error`` or an exception it was raised from says the disk is full, else None.
+    torch.save meets it as an OSError of the file it writes to, then raises a RuntimeError of its zip
+    writer ("unexpected pos", inline_container.cc) while closing: the cause is in the chain, not on top."""
+    seen = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        if isinstance(error, OSError) and error.errno in FULL_DISK:
+            return error.errno
+        if "No space left on device" in str(error):  # a C++ writer's own message
+            return errno.ENOSPC
+        error = error.__cause__ or error.__context__
+    return None
+
+
 def fsync_dir(folder: Path) -> None:
     with contextlib.suppress(OSError):  # not every platform or file system can open a folder
         fd = os.open(folder, os.O_RDONLY)
@@ -74,6 +107,7 @@ def write_atomic(path: PathLike, write: Callable[[IO[bytes]], None], previous: O
     that :func:`remove_strays` may remove go too.
     ``previous``: the file replaced stays there (hard-linked first, so that ``path`` exists at every
     moment).
+    A full disk, however the writer reports it, is one :class:`DiskFullError` naming ``path``.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -87,9 +121,12 @@ def write_atomic(path: PathLike, write: Callable[[IO[bytes]], None], previous: O
         if previous is not None and path.is_file():
             _keep(path, previous)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as error:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
+        code = full_disk(error)
+        if code is not None:
+            raise DiskFullError(path, code) from None
         raise
     fsync_dir(path.parent)  # the rename itself survives a power loss
     for target in (path, previous):

@@ -1,10 +1,11 @@
 """The papers' datasets read from disk in their published layouts, plus class-per-folder.
 
 ``root`` is the dataset folder (or its parent); without it, ``$RANKLAB_DATA/<folder>``. Images
-are decoded when read, as RGB (16-bit greyscale scaled to 8 bits, not clipped). An unreadable
-image is skipped: a warning (once per process), the count in ``dataset.num_skipped`` (shared with
-DataLoader workers) and another image of the same class in its place, so a bad file never stops
-a long run. A class with no readable image at all (every file empty, missing or not an image) is
+are decoded when read, as RGB (16-bit greyscale scaled to 8 bits, not clipped). Every file is checked
+once when the dataset is built (its header, and that it is not cut short). An unreadable image is
+skipped: a warning (once per process), the count in ``dataset.num_skipped`` (shared with DataLoader
+workers) and another image of the same class in its place, so a bad file never stops a long run. A
+class with no readable image at all (every file empty, missing, cut short or not an image) is
 dropped when the dataset is built, with one warning for all such classes: it is neither trained
 nor evaluated (its images would all be stand-ins).
 """
@@ -104,17 +105,17 @@ class ImageFiles(LabeledImages):
         return {int(fine[order[s]]): order[s:e] for s, e in zip(starts, np.r_[starts[1:], len(order)])}
 
     def _drop_unreadable_classes(self) -> None:
-        """Drop the classes none of whose files opens as an image. Each class's files are tried in
-        order up to the first that opens (its header only: one file per class when all is well), so
-        this costs about a file per class; a file cut short after its header is found when read."""
-        bad: dict[int, list[Path]] = {}  # class -> its files that do not open, tried in order
+        """Check every file once, as the dataset is built (:func:`_complete`: its header, and that it is not
+        cut short). A file that fails is skipped from the start, counted and warned about once; a class left
+        without a file is dropped, one warning for all such classes. A class kept has a whole image to
+        stand in for any other of its files, so no draw of the sampler, hours in, can stop the run."""
+        bad: dict[int, list[Path]] = {}  # class -> its files that fail, in order
         dropped = []
         for c, items in self._same_class.items():
-            for i in items:
-                if _opens(self.paths[i]):
-                    break
-                bad.setdefault(c, []).append(self.paths[i])
-            else:
+            failing = [self.paths[i] for i in items if not _complete(self.paths[i])]
+            if failing:
+                bad[c] = failing
+            if len(failing) == len(items):
                 dropped.append(c)
         for c, paths in bad.items():
             for path in paths:  # counted like those found when read; warned about once, not in a dropped class
@@ -124,8 +125,8 @@ class ImageFiles(LabeledImages):
         example = bad[dropped[0]][0]
         keep = ~torch.isin(self.labels[:, 0], torch.tensor(dropped))
         if not keep.any():
-            raise ValueError(f"the {self.split} split has no readable image ({self.num_skipped} files empty, missing "
-                             f"or not an image, e.g. {example})")
+            raise ValueError(f"the {self.split} split has no readable image ({self.num_skipped} files empty, missing, "
+                             f"cut short or not an image, e.g. {example})")
         self.dropped_classes = {c: self.class_names.pop(c, f"class {c}") for c in dropped}
         self.paths = [p for p, k in zip(self.paths, keep.tolist()) if k]
         self.labels = self.labels[keep]
@@ -154,8 +155,8 @@ class ImageFiles(LabeledImages):
                     return to_rgb(img)  # decodes now: a truncated file fails here, not later
             except BAD_FILE_ERRORS as err:
                 self._skip(path, err)
-        # Every file opened when the dataset was built, but none decodes (all cut short): no stand-in
-        # can carry this label (a black image would be trained as the class), so stop, saying which.
+        # Every file was whole when the dataset was built, and none decodes now (changed on disk since): no
+        # stand-in can carry this label (a black image would be trained as the class), so stop, saying which.
         raise ValueError(f"every image of class {self.class_names.get(int(self.labels[i, 0]))!r} of the {self.split} "
                          f"split is unreadable (e.g. {self.paths[i]}): repair or remove its files")
 
@@ -164,7 +165,7 @@ class ImageFiles(LabeledImages):
         self._skipped += 1
         if warn and not self._warned:
             self._warned = True
-            why = f"{type(err).__name__}: {err}" if err is not None else "empty, missing or not an image"
+            why = f"{type(err).__name__}: {err}" if err is not None else "empty, missing, cut short or not an image"
             warnings.warn(f"skipping unreadable image {path} ({why}); another image of its "
                           f"class is used instead. Further ones are counted in dataset.num_skipped.", RuntimeWarning)
 
@@ -172,11 +173,26 @@ class ImageFiles(LabeledImages):
 BAD_FILE_ERRORS = (OSError, ValueError, SyntaxError, Image.DecompressionBombError)  # what PIL raises on one
 
 
-def _opens(path: Path) -> bool:
-    """Whether ``path`` opens as an image (its header: size and mode; the pixels are not decoded)."""
+# How each format ends: a file whose last bytes are these is whole (JPEG's EOI marker, PNG's IEND chunk,
+# GIF's trailer). Reading them costs one seek per file; decoding every image would cost minutes on SOP.
+END_MARKERS = {"JPEG": b"\xff\xd9", "PNG": b"IEND\xaeB`\x82", "GIF": b"\x3b"}
+
+
+def _complete(path: Path) -> bool:
+    """Whether ``path`` is a whole image: its header opens (size and mode) and it ends with its format's end
+    marker. Another format, or bytes after the marker (some cameras pad files), is decoded in full to know."""
     try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - 16))
+            tail = f.read().rstrip(b"\0")
         with Image.open(path) as img:
-            return img.size[0] > 0 and img.size[1] > 0
+            if img.size[0] <= 0 or img.size[1] <= 0:
+                return False
+            marker = END_MARKERS.get(img.format or "")
+            if marker is None or not tail.endswith(marker):
+                img.load()  # a file cut short raises here ("image file is truncated")
+            return True
     except BAD_FILE_ERRORS:
         return False
 

@@ -44,9 +44,13 @@ RECIPES: dict[str, tuple[str, dict[str, Any]]] = {
     "hierarchical_happier": ("happier", dict(FULL_HIERARCHY)),
 }
 FINGERPRINT_STEPS = 3
-# The recorded losses must agree to this relative tolerance on another CPU (vector kernels may
-# round differently); on the torch version and processor that made the file, the weights bitwise.
-LOSS_RTOL = 1e-4
+# The recorded losses must agree to these relative tolerances on another CPU: the first step's to float
+# rounding (vector kernels may round differently), the later ones looser, because the exact rank step of the
+# Sup-AP family turns a last-bit difference of a score into a flipped comparison (measured on two "AMD EPYC"
+# machines: the first loss within 1e-7, the third within 1.2e-4; a changed recipe moves them by 1e-2 and
+# more). On the torch version and processor (model and vector features) that made the file: the weights bitwise.
+FIRST_LOSS_RTOL = 1e-5
+LOSS_RTOL = 1e-3
 
 
 def recipe_config(name: str):
@@ -65,11 +69,22 @@ def recipe_of(config) -> Optional[str]:
     return next((n for n in RECIPES if resolve_amp(recipe_config(n))[0].to_dict() == wanted), None)
 
 
+# The vector features that choose a CPU's float kernels: two processors of one model name may differ here.
+KERNEL_FLAGS = ("avx", "avx2", "fma", "avx512f", "avx512_bf16", "avx512_vnni", "avx_vnni", "amx_tile")
+
+
 def _processor() -> str:
+    """The processor as far as floating-point results go: its model name, family and model numbers, and
+    the vector features of KERNEL_FLAGS it has ("AMD EPYC" alone named two machines that round differently)."""
     try:
+        fields: dict[str, str] = {}
         for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
+            key, _, value = line.partition(":")
+            fields.setdefault(key.strip(), value.strip())
+        if "model name" in fields:
+            flags = set(fields.get("flags", "").split())
+            return (f"{fields['model name']} (family {fields.get('cpu family', '?')}, model {fields.get('model', '?')};"
+                    f" {' '.join(f for f in KERNEL_FLAGS if f in flags) or 'no vector flags'})")
     except OSError:
         pass
     return platform.processor() or platform.machine()
@@ -153,7 +168,9 @@ def check(name: str, folder: Optional[Path] = None) -> dict[str, Any]:
     stored = state["fingerprint"]
     config_same = recipe_of(TrainConfig.from_dict(state["config"])) == name
     _, now = first_steps(recipe_config(name), stored["steps"])
-    losses_same = all(math.isclose(a, b, rel_tol=LOSS_RTOL) for a, b in zip(now["losses"], stored["losses"]))
+    losses_same = len(now["losses"]) == len(stored["losses"]) and all(
+        math.isclose(a, b, rel_tol=FIRST_LOSS_RTOL if i == 0 else LOSS_RTOL)
+        for i, (a, b) in enumerate(zip(now["losses"], stored["losses"])))
     same_machine = (now["torch"], now["processor"]) == (stored["torch"], stored["processor"])
     return {"name": name, "config": config_same, "losses": losses_same, "stored_losses": stored["losses"],
             "losses_now": now["losses"], "bitwise": (now["digest"] == stored["digest"]) if same_machine else None}

@@ -36,6 +36,7 @@ from typing import Any, Callable, Optional
 
 import nbformat
 
+from ..core.files import write_atomic, write_text_atomic
 from . import cgroup, gradebook
 from .assignments import ASSIGNMENTS, Assignment
 from .course_records import Handins, save_outcome, timestamp
@@ -185,8 +186,6 @@ def grade_one(course: Path, a: Assignment, student: str, folder: Path, tests: li
 
 def _write_autograded(course: Path, a: Assignment, student: str, nb: nbformat.NotebookNode, name: str,
                       modules: dict[str, bytes], folder: Path) -> None:
-    from ..core.files import write_atomic, write_text_atomic
-
     out = course / "autograded" / student / a.name
     out.mkdir(parents=True, exist_ok=True)
     write_text_atomic(out / name, nbformat.writes(nb))

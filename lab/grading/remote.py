@@ -121,16 +121,20 @@ class StudentProcess:
         except ProcessLookupError:
             pass
         self.proc.wait()
-        if self.group is not None:
-            self.oom_killed += self.group.oom_kills()
-            self.group.remove()
-            self.group = None
+        self._release_group()
         for fd in (self.requests, self.answers):
             try:
                 os.close(fd)
             except OSError:
                 pass
         self.requests = self.answers = -1
+
+    def _release_group(self) -> None:
+        """Once the sandbox is gone: count the kernel's kills for memory in its group, then remove the group."""
+        if self.group is not None:
+            self.oom_killed += self.group.oom_kills()
+            self.group.remove()
+            self.group = None
 
     def close(self) -> None:
         """The end of grading: close its requests so that it exits on its own, then kill whatever is left."""
@@ -159,10 +163,7 @@ class StudentProcess:
             return f"the grading process of your code sent an answer the grader cannot read ({detail})"
         code = self.proc.returncode if self.proc else None
         sig = -code if code and code < 0 else code - 128 if code and code > 128 and self.sandbox else 0
-        if self.group is not None:
-            self.oom_killed += self.group.oom_kills()
-            self.group.remove()
-            self.group = None
+        self._release_group()
         if self.oom_killed:
             gb = self.limits.memory / 2**30
             return (f"the grading process ran out of memory: your code used more than its {gb:g}"

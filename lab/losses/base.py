@@ -11,12 +11,12 @@ import functools
 import inspect
 import typing
 import warnings
-from typing import Any, Callable, Iterable, Optional, Sequence
+from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 
 import torch
 from torch import Tensor, nn
 
-from ..core.checks import as_bool, check_references, fine
+from ..core.checks import as_bool, check_chunk_size, check_reduction, check_references, fine
 from ..core.hparams import Declared, docstring_section
 from ..core.normalize import cosine_scores, unit_rows
 from ..core.relevance import build_relevance
@@ -161,6 +161,25 @@ class RankLoss(nn.Module):
     renamed_hparams: dict[str, str] = {}
     # The dashboard's slider ranges, derived from ``declared``.
     hparam_ranges: dict[str, tuple[float, float]] = {}
+    # Checks that no declared range expresses, declared per loss: a rule over several values (ROADMAP's
+    # alpha > beta) or over a value without a range (the ks of R@k). Each takes the hyper-parameters,
+    # defaults filled in, and raises a ValueError naming the argument.
+    rules: tuple[Callable[[Mapping[str, Any]], None], ...] = ()
+
+    @classmethod
+    def check_hparams(cls, hparams: Mapping[str, Any]) -> None:
+        """The loss's one check of its hyper-parameters, made where a user enters them (the constructor; a
+        config's ``loss_kwargs`` through :func:`lab.losses.check_loss_kwargs`): each declared value within its
+        range, ``reduction`` and ``chunk_size`` among their accepted values, then the class's ``rules``."""
+        for name, value in hparams.items():
+            if name in cls.declared:
+                cls.declared[name].check(value)
+        if "reduction" in hparams:
+            check_reduction(hparams["reduction"])
+        if "chunk_size" in hparams:
+            check_chunk_size(hparams["chunk_size"])
+        for rule in cls.rules:
+            rule(hparams)
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         # A misspelt keyword gets the list of accepted ones (and a close match), not a bare TypeError.
@@ -178,9 +197,8 @@ class RankLoss(nn.Module):
         names = [n for n in inspect.signature(type(self).__init__).parameters if n not in skip]
         self.hparams = {n: local_vars[n] for n in names}
         self.include_self = bool(local_vars.get("include_self", False))
-        # Fail at construction, not at step 1: run the checks on a tiny dummy problem (float64: the
-        # PyTorch path whatever RANKLAB_FUSED says, so that "1" on a GPU machine builds losses too).
-        self.functional(torch.tensor([[0.5, 0.1]], dtype=torch.float64), torch.tensor([[True, False]]), **self.hparams)
+        # Fail at construction, not at step 1, from the declarations: no computation on a dummy problem.
+        type(self).check_hparams(self.hparams)
 
     def targets(self, labels: Tensor, ref_labels: Tensor) -> Tensor:
         """Binary relevance: same finest-level class."""

@@ -1,7 +1,7 @@
 """The calibration (decomposability) loss L_calibr. of ROADMAP Eq. 7 (L_DG, SupRank Eq. 7)."""
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Mapping, Optional
 
 import torch
 from torch import Tensor
@@ -15,6 +15,15 @@ from .engine import row_chunks, with_gradient
 def check_thresholds(alpha: float, beta: float) -> None:
     CAL_ALPHA.check(alpha)
     CAL_BETA.check(beta)
+    check_order(alpha, beta)
+
+
+def alpha_above_beta(hparams: Mapping[str, Any]) -> None:
+    """The rule of every loss with L_calibr. (``RankLoss.rules``): the thresholds in order, over their ranges."""
+    check_order(hparams["alpha"], hparams["beta"])
+
+
+def check_order(alpha: float, beta: float) -> None:
     if not alpha > beta:
         raise ValueError(f"alpha must be larger than beta (positives above alpha, negatives below beta), "
                          f"got alpha={alpha!r}, beta={beta!r}")
@@ -68,6 +77,7 @@ class CalibrationLoss(RankLoss):
 
     functional = staticmethod(calibration)
     declared = declare(CAL_ALPHA, CAL_BETA)
+    rules = (alpha_above_beta,)
 
     def __init__(self, alpha: float = CAL_ALPHA.default, beta: float = CAL_BETA.default, *, include_self: bool = False,
                  reduction: str = "mean") -> None:

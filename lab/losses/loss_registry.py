@@ -65,7 +65,8 @@ def check_loss_kwargs(name: str, kwargs: Mapping[str, Any]) -> dict[str, Any]:
 
     Unknown names raise :class:`UnknownHyperParameterError` (a ``ValueError``) with the accepted
     names and a close match; a value that cannot be converted, or that is outside its declared
-    range (``LossClass.declared``), raises a ``ValueError`` naming the range and the meaning.
+    range (``LossClass.declared``) or breaks one of the class's ``rules`` (ROADMAP's alpha > beta), raises a
+    ``ValueError`` naming the range and the meaning: the values returned are the ones ``build_loss`` trusts.
     """
     accepted = loss_kwargs_of(name)
     kwargs = renamed(_loss_class(name), dict(kwargs))
@@ -75,12 +76,10 @@ def check_loss_kwargs(name: str, kwargs: Mapping[str, Any]) -> dict[str, Any]:
     cls = LOSSES[name]
     params = constructor_parameters(cls)
     out = {k: to_type(f"hyper-parameter {k!r} of loss {name!r}", v, params[k].annotation) for k, v in kwargs.items()}
-    for k, v in out.items():
-        if k in cls.declared:
-            try:
-                cls.declared[k].check(v)
-            except ValueError as e:
-                raise ValueError(f"for loss {name!r}, {e}") from None
+    try:  # the class's own check (ranges, then its rules), over the defaults where a value is not given
+        cls.check_hparams({**accepted, **out})
+    except ValueError as e:
+        raise ValueError(f"for loss {name!r}, {e}") from None
     return out
 
 

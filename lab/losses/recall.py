@@ -7,7 +7,7 @@ Queries may have any number of positives: positives are padded per chunk, not pe
 """
 from __future__ import annotations
 
-from typing import Callable, Optional, Sequence
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 import torch
 from torch import Tensor
@@ -99,11 +99,17 @@ def sup_recall(
     return _recall_loss(scores, targets, mask, reduction, ks, tau_star, chunk_size, ranks)
 
 
+def ks_rule(hparams: Mapping[str, Any]) -> None:
+    """The rule of the R@k losses (``RankLoss.rules``): ks, which has no declared range, a list of k >= 1."""
+    check_ks(hparams["ks"])
+
+
 class SmoothRecall(RankLoss):
     """Embedding-level Smooth-R@k (Patel et al.), the sigmoid baseline of SupRank Tab. II."""
 
     functional = staticmethod(smooth_recall)
     declared = declare(TAU, TAU_STAR)
+    rules = (ks_rule,)
 
     def __init__(self, tau: float = TAU.default, tau_star: float = TAU_STAR.default, ks: Sequence[int] = DEFAULT_KS, *,
                  include_self: bool = False, reduction: str = "mean", chunk_size: Optional[int] = None) -> None:
@@ -117,6 +123,7 @@ class SupRecall(RankLoss):
 
     functional = staticmethod(sup_recall)
     declared = declare(TAU, RHO, DELTA, TAU_STAR)
+    rules = (ks_rule,)
 
     def __init__(self, tau: float = TAU.default, rho: float = RHO.default, delta: float = DELTA.default,
                  tau_star: float = TAU_STAR.default, ks: Sequence[int] = DEFAULT_KS, *, include_self: bool = False,

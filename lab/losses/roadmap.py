@@ -7,6 +7,7 @@ from torch import Tensor
 
 from ..core.hparams import CAL_ALPHA, CAL_BETA, DELTA, LAM, RHO, TAU, declare
 from .base import RankLoss
+from .calibration import alpha_above_beta
 from .rod import rod_calibrated
 from .sup_ap import sup_ap
 
@@ -37,6 +38,7 @@ class ROADMAP(RankLoss):
 
     functional = staticmethod(roadmap)
     declared = declare(LAM, TAU, RHO, DELTA, CAL_ALPHA, CAL_BETA)
+    rules = (alpha_above_beta,)
 
     def __init__(self, lam: float = LAM.default, tau: float = TAU.default, rho: float = RHO.default,
                  delta: float = DELTA.default, alpha: float = CAL_ALPHA.default, beta: float = CAL_BETA.default, *,

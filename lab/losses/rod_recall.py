@@ -8,7 +8,8 @@ from torch import Tensor
 from ..core.checks import check_ks
 from ..core.hparams import CAL_ALPHA, CAL_BETA, DELTA, LAM, RHO, TAU, TAU_STAR, declare
 from .base import RankLoss
-from .recall import DEFAULT_KS, sup_recall
+from .calibration import alpha_above_beta
+from .recall import DEFAULT_KS, ks_rule, sup_recall
 from .rod import rod_calibrated
 
 
@@ -43,6 +44,7 @@ class RODRecall(RankLoss):
 
     functional = staticmethod(rod_recall)
     declared = declare(LAM, TAU, RHO, DELTA, TAU_STAR, CAL_ALPHA, CAL_BETA)
+    rules = (alpha_above_beta, ks_rule)
 
     def __init__(self, lam: float = LAM.default, tau: float = TAU.default, rho: float = RHO.default,
                  delta: float = DELTA.default, tau_star: float = TAU_STAR.default, ks: Sequence[int] = DEFAULT_KS,

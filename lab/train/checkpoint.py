@@ -166,6 +166,18 @@ def load_with_fallback(path: Union[str, Path], map_location: Union[str, torch.de
     return state, previous
 
 
+def load_weights(module: torch.nn.Module, weights: dict[str, Any], path: Union[str, Path], what: str = "model") -> None:
+    """``module.load_state_dict(weights)``; weights that do not fit the module (a checkpoint whose config was
+    edited, another model's file) are a one-line ValueError naming ``path`` and the first mismatches, where
+    load_state_dict raises a RuntimeError of one line per tensor."""
+    try:
+        module.load_state_dict(weights)
+    except RuntimeError as e:
+        problems = [line.strip() for line in str(e).splitlines()[1:] if line.strip()] or [str(e)]
+        shown = "; ".join(problems[:2]) + (f"; and {len(problems) - 2} more" if len(problems) > 2 else "")
+        raise ValueError(f"{path}: its {what} weights do not fit the {what} its config builds ({shown})") from None
+
+
 def rng_state() -> dict[str, Any]:
     """The global RNG states of python, numpy and torch (CPU and CUDA), as checkpointable values."""
     name, keys, pos, has_gauss, gauss = np.random.get_state()

@@ -7,6 +7,7 @@ exists is valid, so nothing downstream checks it again.
 """
 from __future__ import annotations
 
+import copy
 import dataclasses
 import functools
 import inspect
@@ -17,14 +18,14 @@ from dataclasses import InitVar, dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Union
 
-import torch
 import yaml
 
 from ..core.convert import to_type
 from ..core.frozen import FrozenDict
 from ..core.precision import MATMUL_PRECISIONS
-from ..losses import LOSSES, build_loss, check_loss_kwargs, loss_kwargs_of
+from ..losses import LOSSES, check_loss_kwargs
 from ..core.files import write_text_atomic
+from .config_checks import check_fields
 
 OPTIMIZERS = ("adam", "adamw")
 SCHEDULERS = ("none", "multistep", "cosine")
@@ -140,7 +141,7 @@ class TrainConfig:
     lr_loss: Optional[float] = None
     weight_decay: Optional[float] = None
     scheduler: str = "none"
-    milestones: list = field(default_factory=list)
+    milestones: list[float] = field(default_factory=list)
     gamma: float = 0.3
     warmup_steps: int = 0
     grad_clip: Optional[float] = None
@@ -193,6 +194,15 @@ class TrainConfig:
             raise ValueError(f"loss_kwargs: reduction must be 'mean' for training (one number per batch), "
                              f"got {self.loss_kwargs['reduction']!r}")
 
+    def with_amp(self, amp: str) -> "TrainConfig":
+        """This config with ``amp`` resolved (``"auto"`` -> the Trainer's choice): a copy of the checked values,
+        not a second build; only the new value is checked."""
+        if amp not in AMP:
+            raise ValueError(f"amp must be one of {AMP}, got {amp!r}")
+        resolved = copy.copy(self)
+        object.__setattr__(resolved, "amp", amp)
+        return resolved
+
     def _checked_loss_kwargs(self) -> dict[str, Any]:
         try:
             return check_loss_kwargs(self.loss, self.loss_kwargs)
@@ -201,38 +211,9 @@ class TrainConfig:
 
     def _check(self) -> None:
         """Every field but the loss's hyper-parameters (``_checked_loss_kwargs``): once, as the config is built."""
-        choices = {"optimizer": OPTIMIZERS, "scheduler": SCHEDULERS, "sampler": SAMPLERS, "amp": AMP,
-                   "matmul_precision": MATMUL_PRECISIONS,
-                   "transform": (None, *TRANSFORMS), "eval_backend": EVAL_BACKENDS, "eval_split": ("train", "test")}
-        for name, allowed in choices.items():
-            if getattr(self, name) not in allowed:
-                raise ValueError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
-        for name in ("batch_size", "m", "embed_dim", "image_size", "eval_batch_size", "probe_batches"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
-        if self.batch_size % self.m:
-            raise ValueError(f"batch_size ({self.batch_size}) must be divisible by m ({self.m}), the images "
-                             f"per class: e.g. batch_size={self.batch_size - self.batch_size % self.m or self.m}")
-        if self.epochs <= 0 and self.steps < 1:
-            raise ValueError(f"steps must be >= 1 when epochs is 0, got steps={self.steps}")
-        for name in ("lr", "lr_head", "lr_loss", "weight_decay", "grad_clip", "xbm_weight"):
-            value = getattr(self, name)
-            if value is not None and not (isinstance(value, (int, float)) and value >= 0):
-                raise ValueError(f"{name} must be a number >= 0, got {value!r}")
-        for name in ("xbm_size", "xbm_start", "warmup_steps", "num_workers", "checkpoint_every", "eval_every"):
-            if not (name == "num_workers" and self.num_workers is None) and getattr(self, name) < 0:
-                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)!r}")
-        if self.stage_size is not None and self.stage_size < 1:
-            raise ValueError(f"stage_size must be None or >= 1, got {self.stage_size!r}")
-        if self.log_every < 1:
-            raise ValueError(f"log_every must be >= 1, got {self.log_every!r}")
-        if sorted(self.milestones) != list(self.milestones):
-            raise ValueError(f"milestones must be increasing, got {self.milestones!r}")
-        for name in MERGED:
-            if not isinstance(getattr(self, name), Mapping):
-                raise ValueError(f"{name} must be a mapping of names to values (e.g. {{tau: 0.01}}), "
-                                 f"got {type(getattr(self, name)).__name__} {getattr(self, name)!r}")
+        check_fields(self, {"optimizer": OPTIMIZERS, "scheduler": SCHEDULERS, "sampler": SAMPLERS, "amp": AMP,
+                            "matmul_precision": MATMUL_PRECISIONS, "transform": (None, *TRANSFORMS),
+                            "eval_backend": EVAL_BACKENDS, "eval_split": ("train", "test")})
 
     # ------------------------------------------------------------------ conversions
     def to_dict(self) -> dict[str, Any]:
@@ -274,6 +255,11 @@ def field_type(name: str, config: Optional[type] = None) -> Any:
     hint = hints(config or TrainConfig)[name]
     args = [a for a in typing.get_args(hint) if a is not type(None)]
     return args[0] if typing.get_origin(hint) is Union else typing.get_origin(hint) or hint
+
+
+def field_default(f: dataclasses.Field) -> Any:
+    """A field's default as declared (a fresh value for a default_factory), without building a config."""
+    return f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
 
 
 @functools.lru_cache(maxsize=8)
@@ -334,17 +320,6 @@ def load_config(path: Union[str, Path, None] = None, **overrides: Any) -> TrainC
     ``loss_kwargs`` overrides merge into the recipe's (see :func:`merge_overrides`)."""
     values = read_recipe(path) if path is not None else {}
     return TrainConfig.from_dict(merge_overrides(values, overrides))
-
-
-def check_loss_values(cfg: TrainConfig) -> None:
-    """Build the config's loss once on a throwaway random state, so that an out-of-range value
-    (``tau=-1``) fails before any dataset is built, with the loss's own message."""
-    loss_kwargs_of(cfg.loss)  # an unknown loss name: the list of the known ones
-    with torch.random.fork_rng(devices=[]):  # proxies are drawn at random: leave the run's stream alone
-        try:
-            build_loss(cfg.loss, num_classes=1, embed_dim=cfg.embed_dim, **cfg.loss_kwargs)
-        except ValueError as e:
-            raise ValueError(f"loss_kwargs of {cfg.loss!r}: {e}") from None
 
 
 def check_out_dir(out: Union[str, Path, None]) -> None:

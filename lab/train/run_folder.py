@@ -183,11 +183,12 @@ def read_log(path: Path) -> tuple[list[tuple[int, bytes]], bytes]:
     return records, tail
 
 
-def repair_log(path: Path, step: int) -> None:
+def repair_log(path: Path, step: int) -> Optional[dict[str, Any]]:
     """Keep the records of a metrics log with ``step <= step`` (atomic rewrite), after cutting off
-    a last line without its newline (kept in ``.bak``, with a warning); see :func:`read_log`."""
+    a last line without its newline (kept in ``.bak``, with a warning); see :func:`read_log`.
+    Returns the log's evaluation record at ``step`` (a finished run's final evaluation), if any."""
     if not path.exists():
-        return
+        return None
     raw = path.read_bytes()
     records, tail = read_log(path)
     if tail.strip(b"\0 \t\r"):
@@ -199,3 +200,5 @@ def repair_log(path: Path, step: int) -> None:
     kept = b"".join(line for s, line in records if s <= step)  # later ones are written again
     if kept != raw:
         write_atomic(path, lambda f: f.write(kept))
+    at_step = [json.loads(line) for s, line in records if s == step]
+    return next((r for r in reversed(at_step) if r.get("kind") == "eval"), None)

@@ -25,7 +25,6 @@ Pure functions of the device and the config, so the CUDA choices are tested on a
 """
 from __future__ import annotations
 
-import dataclasses
 import os
 from dataclasses import dataclass
 from typing import Optional, Union
@@ -140,7 +139,7 @@ def resolve_amp(cfg: TrainConfig, device: Union[str, torch.device, None] = None,
     timm = timm_backbone if timm_backbone is not None else cfg.model not in MODELS
     bf16 = timm and bf16_supported(device)  # the GPU is asked only where its answer decides
     amp, why = auto_amp(device, cfg.amp, timm_backbone=timm, bf16_supported=bf16)
-    return dataclasses.replace(cfg, amp=amp), why
+    return cfg.with_amp(amp), why
 
 
 def interactive_eval_items(eval_max_items: Optional[int], *, chosen: bool) -> Optional[int]:

@@ -32,16 +32,19 @@ from torch.nn.parallel import DistributedDataParallel
 from tqdm.auto import tqdm
 
 from ..core import env
+from ..core.files import DiskFullError, full_disk
 from ..core.precision import matmul_precision
 from ..data.labeled_images import batchable
 from ..losses import LOSSES, build_loss
 from ..models import TimmBackbone, check_model_name
 from .backprop import plain_backward, staged_backward
-from .checkpoint import FORMAT, NonFiniteLossError, all_finite, deferred_interrupt, load_with_fallback, save_checkpoint
+from .checkpoint import (FORMAT, NonFiniteLossError, all_finite, deferred_interrupt, load_weights, load_with_fallback,
+                         save_checkpoint)
 from .config import RESUME_FREE, TrainConfig, config_diff
 from .distributed import average_gradients, init_distributed
 from .host_reads import Pending, clone_state, read_pending
 from .evaluation import batch_ap, embed_dataset, embed_split, evaluate_split, export_embeddings, probe_gap
+from .footprint import check_fits
 from .loading import (BatchStream, DeviceBatchStream, build_batch_sampler, build_datasets, model_for, probe_batches,
                       transform_of)
 from .memory import CrossBatchMemory, exclude_self
@@ -86,8 +89,10 @@ class Trainer:
             train_set, test_set, eval_transform = build_datasets(cfg)
         self.train_set, self.test_set, self.eval_transform = train_set, test_set, eval_transform
         labels = train_set.labels.view(len(train_set.labels), -1)
+        # Before the model or a batch exists: a size that cannot fit is one line, not minutes of swapping. Its look
+        # at the first image draws from the run's generator and gives the draws back.
         with self.random.owned(), self.random.preserved():
-            in_chans = int(train_set[0][0].shape[0])
+            in_chans = check_fits(cfg, self.device, train_set, model=model, world_size=self.dist.world_size)
         if model is None:
             with self.random.owned():  # the initial weights: the run's first draws
                 model = model_for(cfg, in_chans)
@@ -136,6 +141,7 @@ class Trainer:
         self._out_ready = False  # config.yaml is written with the first log line or checkpoint
         self._keep_previous = True  # False after falling back from a damaged checkpoint: never keep that one
         self._saved_step: Optional[tuple[Path, int]] = None  # (path, step) of this trainer's last save
+        self._logged_eval: Optional[dict[str, Any]] = None  # the log's evaluation at the resumed step, if any
         self.random.reseed(cfg.seed + self.dist.rank)  # ranks draw different augmentations
         self._committed_rng = self.random.state()  # RNG as of the last finished step: what checkpoints store
         self._pending: list[Pending] = []  # committed steps whose numbers are not read yet (deferred path)
@@ -380,8 +386,15 @@ class Trainer:
     def _log(self, record: dict[str, Any]) -> None:
         if self.out is not None and self.dist.is_main:
             self._prepare_out()
-            with open(self.out / "metrics.jsonl", "a") as f:
-                f.write(json.dumps(record) + "\n")
+            path = self.out / "metrics.jsonl"
+            try:
+                with open(path, "a") as f:
+                    f.write(json.dumps(record) + "\n")
+            except OSError as error:  # errno 28 alone does not say which file
+                if full_disk(error) is None:
+                    raise
+                raise DiskFullError(path, full_disk(error), "its last line may be cut short (a resume removes "
+                                    "it)") from None
 
     def _last_good(self) -> Optional[str]:
         return str(self.last_checkpoint) if self.last_checkpoint else None
@@ -435,16 +448,17 @@ class Trainer:
         if self.folder is not None:  # before any state changes: refused, this trainer stays as it was
             self.folder.claim("resume", self.config.to_dict())
         self._pending, self._snapshot = [], None
-        self._load_state(state)
+        self._load_state(state, used)
         self.last_checkpoint = used
         self._keep_previous = used == Path(path)
+        self._saved_step = (used, self.step_count)  # saving this same state again keeps the previous checkpoint
         if self.folder is not None:
             # Records written after the checkpoint go (they will be written again); a last line cut short too.
-            repair_log(self.out / "metrics.jsonl", self.step_count)
+            self._logged_eval = repair_log(self.out / "metrics.jsonl", self.step_count)
         return self
 
-    def _load_state(self, state: dict[str, Any]) -> None:
-        self.model.load_state_dict(state["model"])
+    def _load_state(self, state: dict[str, Any], source: Union[str, Path] = "the snapshot") -> None:
+        load_weights(self.model, state["model"], source)  # a model passed in that is not the run's: one line
         self.loss_fn.load_state_dict(state["loss"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
@@ -475,12 +489,21 @@ class Trainer:
                    disable=not (cfg.progress and self.dist.is_main))
         try:
             metrics = self._train_until(until, bar)
-            final = self.evaluate() if self.test_set is not None and cfg.eval_every else {}
+            final = self._final_evaluation() if self.test_set is not None and cfg.eval_every else {}
             self.save()
         finally:
             bar.close()
             self.close()  # the run folder is free for another process once the run is done
         return {**metrics, **{k: v for k, v in final.items() if k not in ("kind", "step")}}
+
+    def _final_evaluation(self) -> dict[str, Any]:
+        """The evaluation at the end of ``fit``. A finished run resumed trains nothing: its final evaluation
+        is in the log already, and evaluating again would append a second record of the same step."""
+        logged = self._logged_eval
+        if logged is not None and logged["step"] == self.step_count and logged.get("split") == self.config.eval_split:
+            self._remember(logged)
+            return logged
+        return self.evaluate()
 
     def _train_until(self, until: int, bar: tqdm) -> dict[str, Any]:
         """fit's loop: the metrics of the last step; on Ctrl-C a checkpoint of the last finished step."""

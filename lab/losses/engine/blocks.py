@@ -26,7 +26,7 @@ from torch import Tensor
 
 from ...core.checks import check_chunk_size
 from . import fused_sums, pair_sums
-from .plan import Plan, plan_for, runs_sync_free
+from .plan import Plan, plan_for
 
 
 class _WithGradient(torch.autograd.Function):
@@ -48,19 +48,20 @@ def with_gradient(scores: Tensor, losses: Tensor, grad: Tensor) -> Tensor:
     return _WithGradient.apply(scores, losses, grad)
 
 
-def row_chunks(num_rows: int, num_items: int, device: torch.device) -> list[slice]:
-    """Slices of rows for (Q, N) passes, as the plan sizes them: cache-sized on a CPU, as many rows as
-    the memory budget allows elsewhere (each slice is a few kernel launches)."""
-    step = plan_for(num_rows, num_items, device, work="rows").chunk_rows
+def row_chunks(num_rows: int, num_items: int, device: torch.device, rows: Optional[int] = None) -> list[slice]:
+    """Slices of ``rows`` rows (default: as a plan sizes them) for (Q, N) passes: cache-sized on a CPU, as
+    many rows as the memory budget allows elsewhere (each slice is a few kernel launches)."""
+    step = rows or plan_for(num_rows, num_items, device, work="rows").row_pass_rows
     return [slice(start, start + step) for start in range(0, num_rows, step)]
 
 
-def count_rows(flags: Tensor) -> Tensor:
-    """flags.sum(1) of a (Q, N) bool mask -> (Q,) int32, over the plan's row chunks. A sum of a bool mask
-    first copies it to integers: at Q = N = 4096 a 64 MB copy in one piece (page faults and cache misses
-    included) took ~30 ms of smooth_ap's call on a CPU, cache-sized chunks ~2 ms."""
+def count_rows(flags: Tensor, rows: Optional[int] = None) -> Tensor:
+    """flags.sum(1) of a (Q, N) bool mask -> (Q,) int32, over chunks of ``rows`` rows (a call's
+    ``Plan.row_pass_rows``; planned here when not given). A sum of a bool mask first copies it to
+    integers: at Q = N = 4096 a 64 MB copy in one piece (page faults and cache misses included) took
+    ~30 ms of smooth_ap's call on a CPU, cache-sized chunks ~2 ms."""
     counts = flags.new_empty(flags.shape[0], dtype=torch.int32)
-    chunks = row_chunks(*flags.shape, flags.device)
+    chunks = row_chunks(*flags.shape, flags.device, rows)
     # One buffer for every chunk: a new temporary per chunk can go back to the OS and be faulted in again.
     buffer = flags.new_empty(min(chunks[0].stop, flags.shape[0]) if chunks else 0, flags.shape[1], dtype=torch.int32)
     for rows in chunks:
@@ -226,45 +227,61 @@ def per_query(
     """(Q,) per-query values of ``block_fn`` over chunks of queries, differentiable in ``scores``.
 
     The call's ``plan`` sizes the chunks (``chunk_size`` queries if given). ``block_fn`` reaches the
-    scores through the block's sums only. ``relevance`` (Q, N), optional, reaches it as
-    ``block.relevance`` (graded losses: SupRank Eq. 21, 24).
+    scores through the block's sums only: where a gradient is needed and its values carry none, a
+    :class:`NoGradientError` says so (an all-zero gradient would train nothing, silently).
+    ``relevance`` (Q, N), optional, reaches it as ``block.relevance`` (graded losses: SupRank Eq. 21, 24).
     """
     check_chunk_size(chunk_size)
     pos = targets & mask
+    # The call's one plan. Nothing below asks the device or the environment again: the counts run in its
+    # row passes, the widths follow its sync_free, its chunks are sized for the positives once counted.
+    plan = plan_for(*scores.shape, scores.device, scores.dtype, chunk_size=chunk_size)
     # The call's one host read. Sync-free (an accelerator): every chunk's compaction widths, read up front.
     # A CPU's chunks compact themselves and need only the most positives: three (Q, N) counts more
     # cost it ~0.15 s a call at Q = N = 4096 (docs/benchmarks.md, "Two checkouts side by side").
-    num_pos = count_rows(pos)
-
-    def all_widths() -> Widths:
-        counts = torch.stack([num_pos, count_rows(mask), count_rows(mask & ~pos)]).amax(1).tolist()
-        return Widths(*(max(w, 1) for w in counts))
-
-    if not scores.numel():
-        widths: Optional[Widths] = Widths(1, 1, 1)
+    num_pos = count_rows(pos, plan.row_pass_rows)
+    widths: Optional[Widths] = None
+    if plan.sync_free:
+        counts = [num_pos, count_rows(mask, plan.row_pass_rows), count_rows(mask & ~pos, plan.row_pass_rows)]
+        widths = Widths(*(max(w, 1) for w in torch.stack(counts).amax(1).tolist())) if scores.numel() else \
+            Widths(1, 1, 1)
+        most_positives = widths.positives
     else:
-        widths = all_widths() if runs_sync_free(scores.device) else None
-    most_positives = widths.positives if widths is not None else max(int(num_pos.max()), 1)
-    the_plan = plan_for(*scores.shape, scores.device, scores.dtype, max_positives=most_positives,
-                        chunk_size=chunk_size)
-    if the_plan.sync_free and widths is None:  # a plan made sync-free by hand (the tests' CPU stand-in)
-        widths = all_widths()
-    widths = widths if the_plan.sync_free else None
-    step = the_plan.chunk_rows
+        most_positives = max(int(num_pos.max()), 1) if scores.numel() else 1
+    plan = plan.for_positives(most_positives)
+    step = plan.chunk_rows
     need_grad = torch.is_grad_enabled() and scores.requires_grad
     grad = torch.zeros_like(scores) if need_grad else None
     losses = []
     with torch.autocast(device_type=scores.device.type, enabled=False), torch.set_grad_enabled(need_grad):
         for start in range(0, scores.shape[0], step):
             rows = slice(start, start + step)
-            b = Block(scores[rows].detach(), pos[rows], mask[rows], the_plan, widths,
+            b = Block(scores[rows].detach(), pos[rows], mask[rows], plan, widths,
                       None if relevance is None else relevance[rows], need_grad, num_pos=num_pos[rows])
             out = block_fn(b)
             if need_grad:
+                check_gradient_reached(out, b, block_fn)
                 b.backward_into(grad[rows], out)
             losses.append(out.detach())
     losses = torch.cat(losses) if losses else scores.new_zeros(0)
     return with_gradient(scores, losses, grad) if need_grad else losses
+
+
+class NoGradientError(ValueError):
+    """A block function whose values carry no gradient to the scores, where one is needed."""
+
+
+def check_gradient_reached(out: Tensor, block: Block, block_fn: Callable) -> None:
+    """One line, not an all-zero gradient, when ``block_fn`` reached the scores without a sum that carries
+    their gradient (it computed from ``detached_scores`` or ``count_at_least`` only, or detached a sum).
+    A chunk without any positive has nothing to differentiate (the graded losses form no sum there)."""
+    if block.tracked and out.requires_grad:
+        return
+    if bool(block.pos.any()):  # read only here, off the usual path: no wait on the device per chunk
+        name = getattr(block_fn, "__qualname__", repr(block_fn))
+        raise NoGradientError(f"per_query: {name} returned values with no gradient to the scores, which need one: "
+                              "only the block's sigmoid_sums and h_minus_sums carry it (detached_scores and "
+                              "count_at_least carry none); its gradient would be all zeros")
 
 
 def mean_over_positives(values: Tensor, block: Block) -> Tensor:

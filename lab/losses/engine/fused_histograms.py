@@ -20,6 +20,7 @@ import torch
 from torch import Tensor
 
 from ._triton import tl, triton
+from .plan import HISTOGRAM_REGISTER_TILE_ENTRIES
 
 if triton is not None:
 
@@ -77,12 +78,9 @@ if triton is not None:
             tl.store(grad + row * num_items + j, d, mask=j_in)
 
 
-REGISTER_TILE_ENTRIES = 4096  # bins x items of one program's block, in registers
-
-
 def _blocks(num_bins: int) -> tuple[int, int]:
     block_l = triton.next_power_of_2(num_bins)
-    return block_l, max(16, REGISTER_TILE_ENTRIES // block_l)
+    return block_l, max(16, HISTOGRAM_REGISTER_TILE_ENTRIES // block_l)
 
 
 def _bytes(mask: Tensor) -> Tensor:

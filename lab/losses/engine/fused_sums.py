@@ -31,23 +31,24 @@ from torch import Tensor
 
 from ._triton import tl, triton
 from .plan import FUSED_ENV  # noqa: F401  (bench/gpu.py reads it here)
+from .plan import SUMS_REGISTER_TILE_ENTRIES
 
-SIGMOID, H_MINUS, STEP = 0, 1, 2
-# A program's tile of (anchors, items) differences, BLOCK_P x BLOCK_M entries in registers.
-REGISTER_TILE_ENTRIES = 2048
+SIGMOID, H_MINUS, STEP = 0, 1, 2  # the kernels' MODE: which f they sum (the callers pass these)
 MAX_BLOCK_P = 32
 
 
 if triton is not None:
+    # The modes as the kernels read them: a @triton.jit function reads a global only as a constexpr.
+    _H_MINUS_MODE, _STEP_MODE = tl.constexpr(H_MINUS), tl.constexpr(STEP)
 
     @triton.jit
     def _step(t, inv_tau, tau, rho, delta, MODE: tl.constexpr):
         """f(t) and tau f'(t) of one tile of differences t (items left out are t = -inf)."""
-        if MODE == 2:  # exact step, H(0) = 1: a tie counts as ranked above
+        if MODE == _STEP_MODE:  # exact step, H(0) = 1: a tie counts as ranked above
             value = (t >= 0).to(tl.float32)
             slope = tl.zeros_like(t)
         else:
-            if MODE == 1:  # H^-: the sigmoid stops at delta, where the linear part takes over
+            if MODE == _H_MINUS_MODE:  # H^-: the sigmoid stops at delta, where the linear part takes over
                 x = tl.minimum(t, delta) * inv_tau
             else:
                 x = t * inv_tau
@@ -56,7 +57,7 @@ if triton is not None:
             sig = tl.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
             value = sig
             slope = sig * (1.0 - sig)
-            if MODE == 1:
+            if MODE == _H_MINUS_MODE:
                 value = value + tl.where(t >= 0, 0.5, 0.0) + rho * tl.maximum(t - delta, 0.0)
                 slope = tl.where(t > delta, rho * tau, slope)
         return value, slope
@@ -107,7 +108,7 @@ if triton is not None:
 def _blocks(num_anchors: int) -> tuple[int, int]:
     """(BLOCK_P, BLOCK_M): anchors per program up to MAX_BLOCK_P, items filling a register tile."""
     block_p = min(MAX_BLOCK_P, triton.next_power_of_2(max(num_anchors, 1)))
-    return block_p, REGISTER_TILE_ENTRIES // block_p
+    return block_p, SUMS_REGISTER_TILE_ENTRIES // block_p
 
 
 @functools.lru_cache(maxsize=64)

@@ -13,6 +13,8 @@ block loop carries: nothing below it asks the device or the environment again.
   tile is the whole block, since every pass there is a kernel launch.
 - Host reads: on an accelerator the block loop runs without host synchronisation (``sync_free``);
   on a CPU, where a read costs nothing, each chunk reads its own widths.
+- Row passes: the rows of one (rows, N) pass over the call's masks (``row_pass_rows``), so that
+  counting them never copies a whole (Q, N) mask to integers at once.
 - ``cpu_sized()`` runs the CPU's engine on any device (PyTorch path, cache-sized tiles, the CPU's
   budget): the switch benchmarks use to compare a GPU against what the engine did before.
 
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import dataclasses
 from dataclasses import dataclass
 from typing import Iterator, Optional, Union
 
@@ -49,6 +52,10 @@ CPU_TILE_ENTRIES = 2**20
 HISTOGRAM_BYTES_PER_ENTRY = 96
 FUSED_HISTOGRAM_BYTES_PER_ENTRY = 8
 CPU_HISTOGRAM_ENTRIES = 2**18  # 1 MB per (chunk, N) float32 tensor: the chunk's passes stay in cache
+# A Triton program's tile in registers: (anchors, items) differences in ``fused_sums``, (bins, items) weights in
+# ``fused_histograms``; each kernel file sizes its blocks from its own.
+SUMS_REGISTER_TILE_ENTRIES = 2048
+HISTOGRAM_REGISTER_TILE_ENTRIES = 4096
 
 _cpu_sized: contextvars.ContextVar[bool] = contextvars.ContextVar("ranklab_cpu_sized", default=False)
 
@@ -56,14 +63,29 @@ _cpu_sized: contextvars.ContextVar[bool] = contextvars.ContextVar("ranklab_cpu_s
 @dataclass(frozen=True)
 class Plan:
     """One call's decisions: the path, queries per chunk, (PyTorch path) the most entries of a chunk's
-    (queries, positives, items) block and of one tile of it, and whether the block loop must run
-    without host synchronisation (on an accelerator, where each one drains the device's queue)."""
+    (queries, positives, items) block and of one tile of it, whether the block loop must run without
+    host synchronisation (on an accelerator, where each one drains the device's queue), and the rows of
+    a (rows, N) pass over the call's masks (``row_pass_rows``: the counts ``per_query`` takes first).
+
+    ``rows_per_positive``: on the PyTorch path of ``per_query``, the chunk rows for queries of one positive,
+    from which :meth:`for_positives` sizes the chunks once the positives are counted (None: the chunks do
+    not depend on them: the fused path, a given ``chunk_size``, other work)."""
 
     fused: bool
     chunk_rows: int
     block_entries: int
     tile_entries: int
     sync_free: bool
+    row_pass_rows: int
+    rows_per_positive: Optional[int] = None
+
+    def for_positives(self, max_positives: int) -> "Plan":
+        """This plan with chunks for queries of at most ``max_positives`` positives: a chunk's block holds
+        chunk x positives x items entries. Arithmetic on the plan's own numbers: nothing is asked of the
+        device or the environment again."""
+        if self.rows_per_positive is None:
+            return self
+        return dataclasses.replace(self, chunk_rows=max(1, self.rows_per_positive // max(max_positives, 1)))
 
 
 def fused_path(device_type: str, dtype: torch.dtype, have_triton: bool, interpreter: bool) -> bool:
@@ -104,23 +126,23 @@ def plan_for(num_queries: int, num_items: int, device: Union[torch.device, str],
     block_entries = min(max_block, max(MIN_BLOCK_ENTRIES, 3 * num_queries * num_items))
     tile_entries = min(CPU_TILE_ENTRIES, block_entries) if cache_tiles else block_entries
     items = max(num_items, 1)
+    row_pass_rows = max(1, (min(max_block, CPU_TILE_ENTRIES) if cache_tiles else max_block) // items)
+    per_positive = None
     if work == "pairs" and fused:
         rows = max_block // (FUSED_ROW_TENSORS * items)
     elif work == "pairs":
-        rows = block_entries // (max(max_positives, 1) * items)
+        per_positive = None if chunk_size else block_entries // items  # block_entries // (P items), by P
+        rows = block_entries // items // max(max_positives, 1)
     elif work == "rows":
-        rows = (min(max_block, CPU_TILE_ENTRIES) if cache_tiles else max_block) // items
+        rows = row_pass_rows
     else:
         entries = budget_bytes // (FUSED_HISTOGRAM_BYTES_PER_ENTRY if fused else HISTOGRAM_BYTES_PER_ENTRY)
         rows = (min(entries, CPU_HISTOGRAM_ENTRIES) if cache_tiles else entries) // items
-    sync_free = runs_sync_free(device)
-    return Plan(fused, chunk_size or max(1, rows), block_entries, tile_entries, sync_free)
-
-
-def runs_sync_free(device: Union[str, torch.device]) -> bool:
-    """Whether a call on ``device`` runs its block loop without host reads (an accelerator, outside
-    ``cpu_sized()``): it then reads every compaction width once, up front."""
-    return not _cpu_sized.get() and torch.device(device).type != "cpu"
+    # Sync-free on an accelerator, outside cpu_sized(): the block loop then reads every compaction width
+    # once, up front; on a CPU, where a read costs nothing, each chunk compacts at its own width.
+    sync_free = not cpu_sized and device.type != "cpu"
+    return Plan(fused, chunk_size or max(1, rows), block_entries, tile_entries, sync_free, row_pass_rows,
+                per_positive)
 
 
 @contextlib.contextmanager

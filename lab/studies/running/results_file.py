@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 from pathlib import Path
 from typing import Any, Iterator, Sequence
@@ -43,6 +44,41 @@ RAN: frozenset[str] = frozenset({
     "key", "study", "method", "params", "seed", "shared_from", "seconds", "train_seconds", "train_cpu_seconds",
     "seconds_per_step", "seconds_per_step_late", "load_before", "load_after", "started", "finished", "provenance",
     "threads", "device", "accelerator", "curve_every", "config", "trained_config"})
+
+
+# The measured numbers of a record: each, where present, a finite number (a NaN rendered a verdict: "+nan pt").
+METRICS = ("R@1", "R@2", "R@4", "R@8", "mAP@R", "mAP", "gap_heldout", "gap_train_probe")
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def check_record(key: str, rec: Any, where: str) -> None:
+    """ValueError, one line naming the record and the field, unless ``rec`` is a run's record: a mapping with
+    a method (text), a seed (an integer >= 0), a config (a mapping, where present) and finite metrics."""
+    if not isinstance(rec, dict):
+        raise ValueError(f"{where}: record {key} is a {type(rec).__name__}, not a run's record (a mapping)")
+    name = f"{where}: record {key} ({str(rec.get('method'))[:40]}, seed {str(rec.get('seed'))[:20]})"
+    if not isinstance(rec.get("method"), str):
+        raise ValueError(f"{name}: its method is {str(rec.get('method'))[:40]!r}, not a name")
+    seed = rec.get("seed")
+    if not (isinstance(seed, int) and not isinstance(seed, bool) and seed >= 0):
+        raise ValueError(f"{name}: its seed is {str(seed)[:20]!r}, not an integer >= 0")
+    if "config" in rec and not isinstance(rec["config"], dict):
+        raise ValueError(f"{name}: its config is a {type(rec['config']).__name__}, not a mapping")
+    for field in METRICS:
+        if field in rec and not _number(rec[field]):
+            raise ValueError(f"{name}: {field} is {str(rec[field])[:40]}, not a finite number")
+
+
+def check_file(data: dict[str, Any], where: str) -> None:
+    """ValueError, one line, unless the file's sessions are a list of mappings and its failed runs a mapping."""
+    sessions, failed = data.get("sessions", []), data.get("failed", {})
+    if not (isinstance(sessions, list) and all(isinstance(s, dict) for s in sessions)):
+        raise ValueError(f"{where}: 'sessions' is {json.dumps(sessions)[:40]}, not a list of session lines")
+    if not (isinstance(failed, dict) and all(isinstance(f, dict) for f in failed.values())):
+        raise ValueError(f"{where}: 'failed' is {json.dumps(failed)[:40]}, not a mapping of failed runs")
 
 
 class ResultsConflict(ValueError):
@@ -66,6 +102,10 @@ def load_results(path: Path) -> dict[str, Any]:
         raise ValueError(f"{path}: not a results file ({e})") from None
     if not isinstance(data, dict) or not isinstance(data.get("runs", {}), dict):
         raise ValueError(f"{path}: not a results file (no mapping of runs)")
+    if "runs" in data:  # a study's file (the pilot's holds a curve instead): checked record by record
+        check_file(data, str(path))
+        for key, rec in data["runs"].items():
+            check_record(key, rec, str(path))
     runs: dict[str, Any] = {}
     for key, rec in data.get("runs", {}).items():
         key = record_key(rec) if isinstance(rec, dict) and "config" in rec else key

@@ -1,7 +1,8 @@
 """Servers on a free local port (`streamlit run app.py`, JupyterLab) and a headless Debian chromium
-driven by Playwright, for the browser tests and ``bench/screenshot.py``. Never ``playwright install``:
-the system chromium is used; waits are on DOM conditions, never sleeps. Logs and screenshots go
-to test-artifacts/."""
+driven by Playwright, for the browser tests, ``bench/screenshot.py`` and ``bench/dashboard.py``. Never
+``playwright install``: the system chromium is used; waits are on DOM conditions, never sleeps. Logs and
+screenshots go to test-artifacts/. It lives in bench/ so that the tie runs one way: tests import bench,
+bench imports nothing of tests/ (tests/test_suite_shape.py)."""
 from __future__ import annotations
 
 import contextlib

@@ -1,0 +1,36 @@
+"""The test suite as a codebase (issue 47, items 6-7): each notebook runs once, no comment states a test count
+that drifts, and bench/ and tests/ are tied one way only (tests import bench, never the reverse)."""
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+from tests._imports import all_imports
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_each_notebook_is_executed_once():
+    # nbmake ran notebooks/ and tests/test_notebook_widgets.py's fixture ran them again, cell by cell to the end
+    # (NotebookClient without allow_errors: a cell's error fails it, as nbmake would).
+    line = re.search(r"^testpaths = (\[.*\])$", (ROOT / "pyproject.toml").read_text(), re.M)  # tomllib: 3.11+
+    testpaths = ast.literal_eval(line.group(1))
+    assert "notebooks" not in testpaths and "assignments" in testpaths and "tests" in testpaths
+    from tests import test_notebook_widgets as widgets
+
+    assert widgets.NOTEBOOKS == sorted((ROOT / "notebooks").glob("*.ipynb")) and widgets.NOTEBOOKS
+    assert "allow_errors" not in (ROOT / "tests" / "test_notebook_widgets.py").read_text()
+
+
+def test_no_comment_states_a_test_count_that_drifts():
+    # The Makefile and README said 1,983 tests for make test-fast when it was 2,172.
+    for name in ("Makefile", "README.md"):
+        counts = re.findall(r"\b\d{1,3}(?:,\d{3})+ tests\b", (ROOT / name).read_text())
+        assert counts == [], f"{name} states {counts}: `pytest --collect-only -q` counts them"
+
+
+def test_bench_imports_no_test_module():
+    wrong = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "bench").rglob("*.py")
+                   if any(m.split(".")[0] == "tests" for m in all_imports(p)))
+    assert wrong == [], f"bench/ imports tests/ (the helpers both use live in bench/): {wrong}"
