@@ -11,9 +11,9 @@ import pytest
 import torch
 
 from lab.dashboard import Settings, TrainingSession, run_labels, to_configs
-from lab.dashboard import remote as remote_module
+from lab.dashboard import remote_session as remote_module
 from lab.dashboard.pool import Pool
-from lab.dashboard.remote import RemoteSession
+from lab.dashboard.remote_session import RemoteSession
 
 pytestmark = pytest.mark.slow
 TINY = Settings(classes=6, batch_size=8, m=2, steps=100_000, steps_per_tick=2, eval_every=4)

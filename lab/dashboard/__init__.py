@@ -3,7 +3,7 @@
 Modules: ``sliders`` (loss hyper-parameter widgets from the loss classes), ``settings`` (widget
 values, bounds, validation, TrainConfig), ``urlstate`` (settings in the URL), ``session`` (one or
 two stepwise trainers and their Start / Pause / Step / Reset), ``worker`` (the thread that trains a
-running session), ``pool``, ``host``, ``remote`` and ``gate`` (the server's training processes, a
+running session), ``pool``, ``host``, ``remote_session`` and ``gate`` (the server's training processes, a
 session trained in one of them, and where its page's Pause meets the steps), ``datasets`` (data
 built once per process), ``view`` (the copy of a session a page draws), ``session_registry``
 (sessions by page id: a browser reload finds its run), ``heldout`` (held-out embeddings: neighbours,
@@ -21,7 +21,7 @@ def new_session(configs, labels, target_steps: int, steps_per_tick: int, eval_ev
     """A page's session: trained by the server's worker processes (:mod:`lab.dashboard.pool`), or in a
     thread of this process when there are none (``RANKLAB_WORKERS=0``)."""
     from .pool import server_pool
-    from .remote import RemoteSession
+    from .remote_session import RemoteSession
 
     pool = server_pool()
     if pool is None:

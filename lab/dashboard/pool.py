@@ -9,7 +9,7 @@ and about how long until a trainer is free (:meth:`Pool.place`). Pausing, finish
 the place for the next in the queue.
 
 Sessions are placed on the worker that hosts the fewest when they are created and stay there: their
-models live in the worker, and a page reads what the worker publishes (:mod:`lab.dashboard.remote`).
+models live in the worker, and a page reads what the worker publishes (:mod:`lab.dashboard.remote_session`).
 
 Sizes: ``RANKLAB_WORKERS`` (default: the machine's cores; ``make app WORKERS=3``; 0 trains in the
 page's process, in threads, as before) and ``RANKLAB_RUNS_PER_WORKER`` (default 3), read by
