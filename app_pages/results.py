@@ -8,7 +8,7 @@ its claims table instead, one row and badge per claim (:func:`lab.studies.report
 rows of docs/results.md's primary table), under a line with the study's own verdict. What the
 verdicts derive from ``results/`` is computed once per state of its files
 (:class:`lab.dashboard.reproduction.StudyCache`) by ``make app`` before the server starts
-(:mod:`lab.dashboard.studies_page`), else by a thread started with the server, so opening the view and
+(:mod:`app_pages.studies_page`), else by a thread started with the server, so opening the view and
 switching studies only draws kept text and PNGs.
 """
 from __future__ import annotations
@@ -17,7 +17,7 @@ import streamlit as st
 
 from lab.dashboard.reproduction import StudyCache, claims_table, study_heading, verdict_table
 from lab.dashboard.settings import escape_markdown
-from lab.dashboard.studies_page import server_cache
+from .studies_page import server_cache
 from lab.experiments.plain_verdicts import plain_verdict, seeds_in_progress
 from lab.studies.reporting.study_sections import PAGE, TITLES
 
@@ -30,7 +30,7 @@ STYLE = ("<style>.st-key-repro_figure [data-stale='true'] {visibility: hidden !i
 
 
 def cache() -> StudyCache:
-    """The server's one cache of the studies, read from what ``make app`` stored (lab.dashboard.studies_page)."""
+    """The server's one cache of the studies, read from what ``make app`` stored (app_pages.studies_page)."""
     return server_cache()
 
 

@@ -175,7 +175,7 @@ def test_make_app_stores_every_study_so_that_the_first_open_computes_nothing(tmp
     from pathlib import Path
 
     from lab import studies
-    from lab.dashboard import studies_page
+    from app_pages import studies_page
 
     assert studies_page.main(["--store", str(tmp_path)]) == 0  # what `make app` runs before the server
     assert f"{len(PAGE)} studies ready" in capsys.readouterr().out

@@ -1,9 +1,10 @@
 """The Reproduction view's data, computed once per state of ``results/`` before a server opens it.
+(Here, beside the page, not in lab.dashboard: it reads the studies, a package of the dashboard's layer.)
 
 Deriving every study's verdict, tables and figures takes 7-70 s on 2 cores (issue 46: a fresh
 checkout's first open of the view took 7.85 s). ``make app`` runs
 
-    python -m lab.dashboard.studies_page          # stores them under .cache/reproduction/
+    python -m app_pages.studies_page          # stores them under .cache/reproduction/
 
 before it starts the server, which then reads them in milliseconds
 (:class:`lab.dashboard.reproduction.StudyCache`: keyed on the contents of ``results/`` and of the code
@@ -19,12 +20,12 @@ import time
 from pathlib import Path
 from typing import Optional
 
-from .. import studies
-from ..core import env
-from ..studies.reporting.study_sections import PAGE, TITLES
-from ..studies.reporting.verdicts import claims_rows, study_details, study_verdict
-from ..studies.running.paths import RESULTS
-from .reproduction import StudyCache, StudyView, png_bytes, verdict_parts
+from lab import studies
+from lab.core import env
+from lab.dashboard.reproduction import StudyCache, StudyView, png_bytes, verdict_parts
+from lab.studies.reporting.study_sections import PAGE, TITLES
+from lab.studies.reporting.verdicts import claims_rows, study_details, study_verdict
+from lab.studies.running.paths import RESULTS
 
 # git ignores .cache/: one folder per state of results/ (bench/dashboard.py points it elsewhere to time a cold start)
 STORE = env.reproduction_cache(RESULTS.parent / ".cache" / "reproduction")
@@ -50,7 +51,7 @@ def server_cache() -> StudyCache:
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m lab.dashboard.studies_page", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m app_pages.studies_page", description=__doc__.splitlines()[0])
     parser.add_argument("--store", type=Path, default=None, help=f"default {STORE}")
     args = parser.parse_args(argv)
     cache = study_cache(args.store)
