@@ -17,11 +17,20 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e ".[all,dev]"
 	touch $(STAMP)
 
-# The dashboard, on http://localhost:8501 (RANKLAB_THREADS sets torch's threads, default 1). It listens on this
-# machine only; to serve a room (students' laptops on the same network), `make app APP_ADDRESS=0.0.0.0`: then
-# anyone who reaches the machine can drive its training.
+# The dashboard, on http://localhost:8501. It listens on this machine only; to serve a room (students' laptops on
+# the same network), `make app APP_ADDRESS=0.0.0.0`: then anyone who reaches the machine can drive its training.
+# Trainings run in WORKERS processes (default: one per core), each training RUNS_PER_WORKER sessions at once (3),
+# the others queue: `make app WORKERS=3`.
 APP_ADDRESS ?= 127.0.0.1
+ifdef WORKERS
+export RANKLAB_WORKERS := $(WORKERS)
+endif
+ifdef RUNS_PER_WORKER
+export RANKLAB_RUNS_PER_WORKER := $(RUNS_PER_WORKER)
+endif
+# The Reproduction view's data are computed first (once per state of results/; milliseconds when stored).
 app: setup
+	$(BIN)/python -m app_pages.studies_page
 	$(BIN)/python -m streamlit run app.py --server.headless true --browser.gatherUsageStats false \
 	  --server.fileWatcherType none --client.toolbarMode minimal --server.address $(APP_ADDRESS)
 

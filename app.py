@@ -5,8 +5,9 @@
 Pick a dataset, a model and a loss in the sidebar, press Start, and watch the loss, the batch AP,
 the held-out R@1 / mAP@R and the decomposability gap move; look at retrievals, embeddings and
 score distributions; compare two losses from the same seed. The address bar holds the settings
-and the page's run id (``sid``): a reload finds the run again. This file only lays the page out:
-logic in ``lab.dashboard``, figures in ``lab.viz.dashboard_figures``.
+and the page's run id (``sid``): a reload finds the run again. The trainings run in the server's
+worker processes (``lab.dashboard.pool``), so that every page answers at the speed of a page. This
+file only lays the page out: logic in ``lab.dashboard``, figures in ``lab.viz.dashboard_figures``.
 """
 from __future__ import annotations
 
@@ -23,9 +24,10 @@ import torch  # noqa: E402
 from app_pages import live, results, sidebar, toys  # noqa: E402
 from lab.core.env import dashboard_threads  # noqa: E402
 from lab.dashboard import escape_markdown, validate  # noqa: E402
+from lab.dashboard.pool import server_pool  # noqa: E402
 
-# One thread per session's training leaves a core to the server and the browser; on a busy
-# 2-core machine two threads are several times slower (contention), not faster.
+# Trainings run in the server's worker processes (lab.dashboard.pool: RANKLAB_WORKERS, one per core by
+# default), one torch thread each; with RANKLAB_WORKERS=0 they run here, in threads, with this many.
 torch.set_num_threads(dashboard_threads())
 VIEWS = ["Training", "Retrievals", "Embeddings", "Scores", "Toy explorer", "Reproduction"]
 
@@ -40,6 +42,9 @@ with st.sidebar:
     buttons = st.container()  # filled once the session matches the settings below
     settings = sidebar.settings_panel()
 results.warm()  # the Reproduction view's studies, computed in the background once per server
+trainers = server_pool()
+if trainers is not None:
+    trainers.start()  # the training processes start with the server, not on a student's first Start
 errors = validate(settings)
 session = sidebar.sync_session(settings, errors)
 sidebar.sync_url(settings)

@@ -17,7 +17,7 @@ from lab.dashboard import TrainingSession, calibration_thresholds, escape_markdo
 from lab.dashboard.heldout import (describe_item, neighbours, pair_similarities, per_query_ap, project,
                                    selected_row, thumbnail)
 from lab.viz.dashboard_figures import (plot_ap_histograms, plot_embedding_map, plot_retrieval_strip,
-                                       plot_score_histograms)
+                                       plot_score_histograms, score_caption)
 
 from .widgets import paced_figure
 
@@ -25,9 +25,13 @@ QUERY_KEY, K_KEY = "query_row", "k"
 
 
 def _snapshots(session: TrainingSession):
-    # Live: the training thread refreshes the snapshots at every evaluation (a tick may overshoot it).
+    """Each run's held-out snapshot; [] (and a line saying so) while a training process computes them.
+    Live: the training refreshes them at every evaluation (a tick may overshoot it)."""
     lag = session.eval_every + session.steps_per_tick if session.running else 0
-    return session.snapshots(lag)
+    found = session.snapshots(lag)
+    if not found:
+        st.info("Computing the held-out embeddings in a training process…")
+    return found
 
 
 def _clamp_query(size: int) -> int:
@@ -52,7 +56,7 @@ def _strip(dataset, label: str, h, row: int, k: int):
 
 def _strips(session: TrainingSession, snapshots, row: int) -> None:
     k = int(st.session_state.get(K_KEY, 8))
-    dataset = session.runs[0].trainer.test_set
+    dataset = session.test_set()
     for run, h in snapshots:
         key = f"strip_{run.label}"
         fig = paced_figure(key, (h, row, k), session.running,
@@ -62,6 +66,8 @@ def _strips(session: TrainingSession, snapshots, row: int) -> None:
 
 def retrievals_view(session: TrainingSession) -> None:
     snapshots = _snapshots(session)
+    if not snapshots:
+        return
     size = len(snapshots[0][1])
     _clamp_query(size)
     left, mid, right = st.columns([2, 2, 1])
@@ -70,7 +76,7 @@ def retrievals_view(session: TrainingSession) -> None:
     right.button("Random query", on_click=_random_query, args=(size,), width="stretch")
     row = int(st.session_state[QUERY_KEY])
     h = snapshots[0][1]
-    st.caption(f"Query: {escape_markdown(describe_item(session.runs[0].trainer.test_set, h.labels[row]))}. "
+    st.caption(f"Query: {escape_markdown(describe_item(session.test_set(), h.labels[row]))}. "
                "Frames: green = same class, orange = same coarse class, red = other.")
     _strips(session, snapshots, row)
 
@@ -83,9 +89,11 @@ def _on_pick(chart_key: str) -> None:
 
 def embeddings_view(session: TrainingSession) -> None:
     snapshots = _snapshots(session)
+    if not snapshots:
+        return
     size = len(snapshots[0][1])
     row = _clamp_query(size)
-    dataset = session.runs[0].trainer.test_set
+    dataset = session.test_set()
     hierarchical = snapshots[0][1].labels.shape[1] > 1
     c1, c2, c3 = st.columns([1, 1, 1])
     method = c1.segmented_control("Projection", ["PCA", "t-SNE"], default="PCA", key="projection")
@@ -140,16 +148,17 @@ def _score_figures(snapshots):
         samples[run.label] = pair_similarities(h, seed=run.config.seed)
         thresholds[run.label] = calibration_thresholds(run.config.loss, run.config.loss_kwargs)
         aps[run.label] = per_query_ap(h)
-    return plot_score_histograms(samples, thresholds), plot_ap_histograms(aps)
+    return plot_score_histograms(samples, thresholds), plot_ap_histograms(aps), score_caption(thresholds)
 
 
 def scores_view(session: TrainingSession) -> None:
     snapshots = _snapshots(session)
+    if not snapshots:
+        return
     version = tuple(h for _, h in snapshots)  # snapshots compare by identity: a new model, a new snapshot
-    scores, aps = paced_figure("scores", version, session.running, functools.partial(_score_figures, snapshots))
-    st.caption("Cosine similarity of every held-out query to every other held-out image. ROADMAP's calibration "
-               "loss pushes positives above α and negatives below β, in every batch, so that scores are comparable "
-               "across batches (dashed lines: the loss has no calibration term; ROADMAP's defaults for reference).")
+    scores, aps, caption = paced_figure("scores", version, session.running,
+                                        functools.partial(_score_figures, snapshots))
+    st.caption(caption)  # of the losses shown: solid lines are a loss's own thresholds, dashed ROADMAP's
     st.plotly_chart(scores, key="scores")
     st.plotly_chart(aps, key="aps")
 

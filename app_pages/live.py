@@ -25,6 +25,7 @@ from lab.dashboard import TrainingSession
 from lab.dashboard.view import View
 from lab.experiments.cached import seed_spread
 from lab.viz.dashboard_figures import comparison_note, plot_run_comparison, plot_training_curves, spread_note
+from lab.viz.training_curves import LATEST_STYLE, latest_numbers_html
 
 from . import analysis, reattach
 from .widgets import paced_figure
@@ -48,31 +49,40 @@ NO_FADE = ('<style>.st-key-live [data-testid="stElementContainer"][data-stale="t
            "{opacity: 1 !important; transition: none !important;}</style>")
 
 
+def _ticking(v: View) -> bool:
+    """The panel redraws on its own while the run trains or a worker process prepares what it shows."""
+    return v.running or v.busy is not None
+
+
 def live_panel(view: str) -> None:
     session: Optional[TrainingSession] = st.session_state.get("session")
-    running = session is not None and session.view.running
+    ticking = session is not None and _ticking(session.view)
     st.html(NO_FADE)  # only a style: Streamlit puts it where it takes no space
     with st.container(key="live"):
-        st.fragment(run_every=TICK_SECONDS if running else None)(_panel)(view, running)
+        st.fragment(run_every=TICK_SECONDS if ticking else None)(_panel)(view, ticking)
 
 
-def _panel(view: str, page_running: bool) -> None:
+def _panel(view: str, page_ticking: bool) -> None:
     session: Optional[TrainingSession] = st.session_state.get("session")
     if session is None:
         return
     session.touch()
     reattach.seen()
     v = session.view
-    if page_running and not v.running:
-        st.rerun()  # finished, failed or paused: redraw the whole page (buttons, timer off)
+    if page_ticking and not _ticking(v):
+        st.rerun()  # finished, failed, paused or ready: redraw the whole page (buttons, timer off)
     _status(v)
     if view == "Training":
         _training(v)
     elif view in analysis.VIEWS:
         if session.built or session.build():
             analysis.VIEWS[view](session)
+        elif not session.view.error:
+            st.info("Building the model in a training process…")
         else:
             _status(session.view, only_error=True)
+    if not page_ticking and _ticking(session.view):
+        st.rerun()  # this run asked a training process for something (a model, embeddings): tick until it is here
 
 
 def _status(v: View, only_error: bool = False) -> None:
@@ -81,11 +91,23 @@ def _status(v: View, only_error: bool = False) -> None:
     if only_error:
         return
     text = f"Step {v.step_count} / {v.target_steps} · {STATUS[v.status]}"
+    if v.queue:
+        text += f" · {v.queue}"
+    elif v.running and not v.has_model:
+        text += " · building the model"
+    elif v.busy:
+        text += f" · {v.busy}…"
     ahead = max(r.step_count for r in v.runs)
     if ahead > v.step_count:
         behind = " and ".join(r.label for r in v.runs if r.step_count < ahead)
         text += f" · {behind} catching up (the other run waits at step {ahead})"
-    st.progress(v.progress, text=text)
+    # The latest held-out numbers, large, beside the progress: read from the back of a room (issue 46).
+    progress, latest = st.columns([3, 2], vertical_alignment="center")
+    progress.progress(v.progress, text=text)
+    numbers = latest_numbers_html({r.label: r.last_eval for r in v.runs})
+    if numbers:
+        with latest.container(key="latest"):
+            st.html(LATEST_STYLE + numbers)
     if v.notice:
         st.info(v.notice)
 
@@ -95,7 +117,8 @@ def _training(v: View) -> None:
     (issue 36, D-8). The latest numbers are in the panel titles (the metrics row they replace took
     the height of the held-out panels); the step is in the progress text above."""
     if not v.has_model:
-        st.info("Nothing trained yet: press **Start** (continuous) or **Step** (one tick) in the sidebar.")
+        st.info("Building the model in a training process…" if v.running or v.busy else
+                "Nothing trained yet: press **Start** (continuous) or **Step** (one tick) in the sidebar.")
         return
     compare = len(v.runs) > 1
     version = tuple((r.label, len(r.history), r.step_count) for r in v.runs)

@@ -7,26 +7,20 @@ figure under it, the paragraphs in expanders. A study that tests the papers' cla
 its claims table instead, one row and badge per claim (:func:`lab.studies.reporting.verdicts.claims_rows`, the
 rows of docs/results.md's primary table), under a line with the study's own verdict. What the
 verdicts derive from ``results/`` is computed once per state of its files
-(:class:`lab.dashboard.reproduction.StudyCache`), from a thread started with the server, so opening
-the view and switching studies only draws kept text and PNGs.
+(:class:`lab.dashboard.reproduction.StudyCache`) by ``make app`` before the server starts
+(:mod:`app_pages.studies_page`), else by a thread started with the server, so opening the view and
+switching studies only draws kept text and PNGs.
 """
 from __future__ import annotations
 
-import functools
-from pathlib import Path
-
 import streamlit as st
 
-from lab import studies
-from lab.core import env
-from lab.dashboard.reproduction import (StudyCache, StudyView, claims_table, png_bytes, study_heading, verdict_parts,
-                                        verdict_table)
+from lab.dashboard.reproduction import StudyCache, claims_table, study_heading, verdict_table
+from lab.dashboard.settings import escape_markdown
+from .studies_page import server_cache
+from lab.experiments.plain_verdicts import plain_verdict, seeds_in_progress
 from lab.studies.reporting.study_sections import PAGE, TITLES
-from lab.studies.reporting.verdicts import claims_rows, study_details, study_verdict
-from lab.studies.running.paths import RESULTS
 
-# git ignores .cache/: one folder per state of results/ (bench/dashboard.py points it elsewhere to time a cold start)
-STORE = env.reproduction_cache(RESULTS.parent / ".cache" / "reproduction")
 # While a rerun is under way Streamlit greys the elements it has not re-sent yet: the previous
 # study's figure must never show under the new study's table, even greyed, so it is hidden instead.
 # The table in a smaller font with tighter cells: six studies above the fold at 1280 x 720.
@@ -35,17 +29,9 @@ STYLE = ("<style>.st-key-repro_figure [data-stale='true'] {visibility: hidden !i
          ".st-key-repro_table th, .st-key-repro_table td {padding: 0.2rem 0.45rem; line-height: 1.3;}</style>")
 
 
-def _compute(name: str) -> StudyView:
-    verdict = study_verdict(name)
-    body, figures = study_details(name)
-    return StudyView(name, TITLES[name], verdict, verdict_parts(verdict), body, tuple(png_bytes(f) for f in figures),
-                     tuple(claims_rows(name)))
-
-
-@functools.lru_cache(maxsize=1)
 def cache() -> StudyCache:
-    """The server's one cache of the studies (shared by every browser session)."""
-    return StudyCache(_compute, RESULTS, store=STORE, code=[Path(studies.__file__).parent])
+    """The server's one cache of the studies, read from what ``make app`` stored (app_pages.studies_page)."""
+    return server_cache()
 
 
 def warm() -> None:
@@ -73,8 +59,12 @@ def results_view() -> None:
     with st.container(key="repro_figure"):
         for i, png in enumerate(shown.figures):
             st.image(png, caption=f"{shown.title}: figure {i + 1} of {len(shown.figures)}")
+    progress = seeds_in_progress(shown.verdict)
+    if progress:  # a study still adding seeds: said in the details, in words a class reads
+        with st.expander(f"{shown.title}: more seeds in progress"):
+            st.markdown(escape_markdown(progress))
     with st.expander(f"{shown.title}: the paper's claim, the measurement and the reasons"):
-        st.markdown(shown.verdict)
+        st.markdown(plain_verdict(shown.verdict))
     if shown.body:
         with st.expander(f"{shown.title}: tables"):
             st.markdown(shown.body)

@@ -6,10 +6,12 @@ from typing import Any, Optional
 
 import streamlit as st
 
-from lab.dashboard import Settings, TrainingSession, from_query, loss_sliders, run_labels, to_configs, to_query
+from lab.dashboard import (Settings, TrainingSession, from_query, loss_sliders, new_session, run_labels, to_configs,
+                           to_query)
+from lab.dashboard.served import offered
 from lab.dashboard.settings import BOUNDS, LR_SLIDER, MODEL_EXAMPLES
 from lab.dashboard.urlstate import SID
-from lab.data import DATASETS, EMBEDDED
+from lab.data import EMBEDDED
 from lab.losses import LOSSES
 
 from . import reattach
@@ -69,16 +71,16 @@ def settings_panel() -> Settings:
     defaults = Settings()
     for name, key in KEYS.items():
         seed_state(key, getattr(defaults, name))
-    dataset = st.selectbox("Dataset", list(DATASETS), index=_index(list(DATASETS), "dataset"),
-                           key=KEYS["dataset"],
+    served = offered()  # the datasets and folders the operator offers (RANKLAB_APP_DATA): nothing else
+    dataset = st.selectbox("Dataset", list(served), index=_index(list(served), "dataset"), key=KEYS["dataset"],
                            format_func=lambda d: f"{d} (embedded)" if d in EMBEDDED else f"{d} (from disk)")
     classes, root = st.session_state[KEYS["classes"]], st.session_state[KEYS["data_root"]]
     if dataset == "glyphs":
         classes = _number("Glyph classes (train; the test split has as many others)", "classes")
     elif dataset not in EMBEDDED:
-        root = st.text_input("Dataset root folder", value=st.session_state[KEYS["data_root"]], key=KEYS["data_root"],
-                             placeholder="/data/CUB_200_2011",
-                             help="The dataset's folder or its parent; empty: $RANKLAB_DATA")
+        folders = list(served[dataset])
+        root = st.selectbox("Dataset folder", folders, index=folders.index(root) if root in folders else 0,
+                            key=KEYS["data_root"], help="The folders this server's operator offers (RANKLAB_APP_DATA)")
     models = list(MODEL_EXAMPLES) + ([st.session_state[KEYS["model"]]]
                                      if st.session_state[KEYS["model"]] not in MODEL_EXAMPLES else [])
     model = st.selectbox("Model", models, index=_index(models, "model"), key=KEYS["model"],
@@ -118,7 +120,7 @@ def sync_session(settings: Settings, errors: list[str]) -> Optional[TrainingSess
         return session
     configs, labels = to_configs(settings), run_labels(settings)
     if session is None:
-        session = TrainingSession(configs, labels, settings.steps, settings.steps_per_tick, settings.eval_every)
+        session = new_session(configs, labels, settings.steps, settings.steps_per_tick, settings.eval_every)
         st.session_state["session"] = session
         reattach.keep(session)
         return session

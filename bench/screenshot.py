@@ -1,6 +1,8 @@
-"""The README's picture of the dashboard: SmoothAP vs ROADMAP trained side by side for a short run.
+"""The README's picture of the dashboard: SmoothAP vs ROADMAP trained side by side for a short run, and
+every view at a projector's 1280 x 720.
 
     .venv/bin/python -m bench.screenshot            # -> docs/dashboard.png (~1-2 min on 2 cores)
+    .venv/bin/python -m bench.screenshot --all      # -> docs/dashboard-<view>.png, every view at 1280 x 720
 
 Starts `streamlit run app.py` on a free local port, opens it in headless Debian chromium
 (/usr/bin/chromium, through Playwright: never `playwright install`), trains until the run
@@ -19,7 +21,18 @@ ROOT = Path(__file__).resolve().parents[1]
 from bench.browser import CHROMIUM, INSTALL_HINT, chromium_page, streamlit_server, wait_idle
 
 MAX_BYTES = 400_000
-VIEWS = ("Training", "Retrievals", "Embeddings", "Scores", "Toy explorer")
+VIEWS = ("Training", "Retrievals", "Embeddings", "Scores", "Toy explorer", "Reproduction")
+# What each view shows once it is drawn (the previous view's charts are still there a moment after the click).
+SHOWN = {"Training": ".st-key-curves .main-svg", "Retrievals": ".st-key-live [data-testid='stNumberInput']",
+         "Embeddings": ".st-key-live [data-testid='stImage']", "Scores": ".st-key-scores .main-svg",
+         "Toy explorer": "[class*='st-key-toy_fig'] .main-svg", "Reproduction": ".st-key-repro_table table"}
+PROJECTOR = (1280, 720)
+CHARTS_DRAWN = ("() => [...document.querySelectorAll('.js-plotly-plot')].every(p => p.querySelector('.main-svg'))"
+                " && !document.querySelector('[data-testid=\"stStatusWidget\"]')")
+
+
+def view_file(view: str) -> str:
+    return f"dashboard-{view.lower().replace(' ', '-')}.png"
 
 
 def shrink_png(data: bytes, limit: int = MAX_BYTES) -> bytes:
@@ -39,17 +52,21 @@ def main() -> None:
     parser.add_argument("--view", choices=VIEWS, default="Training")
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "dashboard.png")
     parser.add_argument("--fast", action="store_true", help="fast mode (12 classes, tiny batches): a quick check")
+    parser.add_argument("--all", action="store_true", help="every view at 1280 x 720 to docs/dashboard-<view>.png")
     args = parser.parse_args()
     if not CHROMIUM.exists():
         sys.exit(f"{CHROMIUM} is missing: {INSTALL_HINT}")
     env = {"RANKLAB_FAST": "1" if args.fast else "0"}
     query = urlencode({"loss": "smooth_ap", "compare": "1", "loss_b": "roadmap", "steps": args.steps})
-    with streamlit_server(env=env) as url, chromium_page(width=1440, height=1000) as page:
+    size = PROJECTOR if args.all else (1440, 1000)
+    with streamlit_server(env=env) as url, chromium_page(*size) as page:
         page.goto(f"{url}/?{query}")
         wait_idle(page)
         page.get_by_test_id("stSidebar").get_by_role("button", name="Start", exact=True).click()
         page.get_by_text("· finished").wait_for(timeout=30 * 60_000)
         wait_idle(page)
+        if args.all:
+            return every_view(page, args.out.parent if args.out.suffix else args.out)
         if args.view != "Training":
             page.get_by_role("radio", name=args.view, exact=True).click()
             page.get_by_text("· finished").wait_for()
@@ -64,6 +81,23 @@ def main() -> None:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_bytes(data)
     print(f"{args.out.relative_to(ROOT) if args.out.is_relative_to(ROOT) else args.out}: {len(data) / 1000:.0f} KB")
+
+
+def every_view(page, folder: Path) -> None:
+    """Each view of the finished page, as the projector shows it (the viewport, unscrolled)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for view in VIEWS:
+        page.get_by_role("radio", name=view, exact=True).click()
+        page.locator(SHOWN[view]).first.wait_for(timeout=10 * 60_000)
+        wait_idle(page)
+        page.wait_for_function(CHARTS_DRAWN, timeout=10 * 60_000)
+        if page.locator('[data-testid="stException"]').count():
+            sys.exit(f"{view}: the page shows an exception: "
+                     + page.locator('[data-testid="stException"]').first.inner_text())
+        page.mouse.move(1200, 40)
+        data = shrink_png(page.screenshot(full_page=False))
+        (folder / view_file(view)).write_bytes(data)
+        print(f"{folder / view_file(view)}: {len(data) / 1000:.0f} KB", flush=True)
 
 
 if __name__ == "__main__":

@@ -1,9 +1,12 @@
 """The Streamlit dashboard (app.py) through streamlit.testing's AppTest, in fast mode (conftest).
 
-Training runs in the session's background thread: after Start the tests wait on the session
-(``wait``: a condition, not a sleep) and each ``run()`` draws what it has reached. AppTest does
-not tick ``st.fragment(run_every=...)`` by itself. Every page's session stays in the server's
-registry (a reload finds it), so each test ends by pausing and dropping them.
+The page's logic, with training in a background thread of the test's process (``RANKLAB_WORKERS=0``),
+so that a test can look inside a run (its trainer) or make it fail; tests/test_dashboard_pool.py
+drives the sessions of the server's worker processes (the default) and tests/test_app_class.py their
+pages. After Start the tests wait on the session (``wait``: a condition, not a sleep) and each
+``run()`` draws what it has reached. AppTest does not tick ``st.fragment(run_every=...)`` by itself.
+Every page's session stays in the server's registry (a reload finds it), so each test ends by pausing
+and dropping them.
 """
 import json
 import os
@@ -11,6 +14,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import tomllib
 from pathlib import Path
 
@@ -40,7 +44,8 @@ def app(**params: str) -> AppTest:
 
 
 @pytest.fixture(autouse=True)
-def _no_training_left_behind():
+def _no_training_left_behind(monkeypatch):
+    monkeypatch.setenv("RANKLAB_WORKERS", "0")  # training in this process's threads (see the module's doc)
     yield
     REGISTRY.clear()
 
@@ -194,6 +199,57 @@ def test_compare_mode_trains_two_losses_side_by_side():
     assert at.query_params["compare"] == "1" and at.query_params["loss_b"] == "smooth_ap"
 
 
+def train_losses(run) -> list[float]:
+    return [r["loss"] for r in run.history if r["kind"] == "train"]
+
+
+def alone(settings, steps: int) -> list[list[float]]:
+    """Each run's losses trained alone in this process (the app set its torch threads: the same here)."""
+    from lab.dashboard import TrainingSession, run_labels, to_configs
+
+    solo = TrainingSession(to_configs(settings), run_labels(settings), 10**5, 1, 4, background=False)
+    solo.advance(steps)
+    return [train_losses(r) for r in solo.runs]
+
+
+def test_compare_mode_trains_the_solo_runs_while_another_page_trains(monkeypatch):
+    # Issue 46: every page trained in a thread of the one server, from torch's one process-wide generator;
+    # one of four pages that pressed Start together began at R@1 0.4825 instead of 0.4025. Here the other
+    # page and run A build their models together, after both took their seeds (a spy holds the first two
+    # model builds until both are there), then train side by side.
+    import lab.models
+    from lab.dashboard import Settings
+
+    build_model, together, builds = lab.models.build_model, threading.Barrier(2), []
+
+    def built_together(*args, **kwargs):
+        builds.append(threading.current_thread().name)
+        if len(builds) <= 2:
+            together.wait(timeout=120)
+        return build_model(*args, **kwargs)
+
+    monkeypatch.setattr(lab.models, "build_model", built_together)
+    other = app(**TINY, seed="3", loss="proxy_dg", steps=LONG)
+    starting = threading.Thread(target=session(other).start, name="other-page")  # builds here, then trains
+    starting.start()
+    at = app(**TINY, loss="roadmap")
+    at.toggle(key="w_compare").set_value(True).run()
+    at.selectbox(key="w_loss_b").set_value("smooth_ap").run()
+    click(at, "step")
+    click(at, "step")
+    starting.join(timeout=120)
+    wait_steps(other, 6)
+    other.run()  # the page as it is now: training, its Pause enabled
+    click(other, "pause")
+    session(other).worker.thread.join(timeout=60)
+    assert "other-page" in builds[:2]  # the two builds did meet
+    base = {k: int(v) for k, v in TINY.items() if k != "batch"} | {"batch_size": int(TINY["batch"])}
+    pair = Settings(**base, compare=True, loss="roadmap", loss_b="smooth_ap")
+    assert [train_losses(r) for r in session(at).runs] == alone(pair, 2 * session(at).steps_per_tick)
+    mine = session(other).runs[0]
+    assert train_losses(mine) == alone(Settings(**base, seed=3, loss="proxy_dg", steps=int(LONG)), mine.step_count)[0]
+
+
 def test_invalid_inputs_are_refused_with_a_message():
     at = app(**TINY)
     at.number_input(key="w_batch").set_value(10).run()  # m = 2 divides it: fine
@@ -287,6 +343,20 @@ def test_a_link_never_replaces_a_value_without_a_visible_note(params, config, va
         got = getattr(runs[0].config, config)
     assert got == pytest.approx(value) if isinstance(value, float) else got == value
     assert not at.error and not at.button(key="start").disabled  # the page can train what it says
+
+
+@pytest.mark.parametrize("offered, why, datasets", [
+    ("", "this server does not offer the dataset 'folder' (it offers: glyphs, digits)", 2),
+    ("folder=/data/class_photos", "this server does not read folder data from that folder (the operator offers: "
+                                  "/data/class_photos)", 3)])
+def test_a_link_to_a_folder_the_server_does_not_offer_is_refused_in_one_line(offered, why, datasets, monkeypatch):
+    # Before: dataset=folder&root=/proc/self passed validation and the server looked there (issue 46).
+    monkeypatch.setenv("RANKLAB_APP_DATA", offered)
+    at = app(dataset="folder", root="/proc/self")
+    refused = [w for w in warnings(at) if "dataset='folder'" in w]
+    assert refused == [f"Link: dataset='folder' root='/proc/self': {why}: using the default glyphs"]
+    assert session(at).runs[0].config.dataset == "glyphs" and session(at).runs[0].config.data_root is None
+    assert not at.error and len(at.selectbox(key="w_dataset").options) == datasets  # what the operator offers
 
 
 def test_link_notes_stay_until_dismissed():
@@ -415,6 +485,7 @@ def test_the_toy_explorer_redraws_from_its_sliders():
 
 def test_the_reproduction_view_shows_the_studys_verdict_tables_and_figures():
     """The view reads results/ through lab.studies.reporting.verdicts, the notebooks' and the page's source."""
+    from lab.experiments.plain_verdicts import plain_verdict
     from lab.studies.reporting.study_sections import PAGE
     from lab.studies.reporting.verdicts import study_details, study_verdict
 
@@ -425,7 +496,7 @@ def test_the_reproduction_view_shows_the_studys_verdict_tables_and_figures():
         body, figures = study_details(name)
         assert body and figures  # the committed results hold both studies in full mode
         shown = [m.value for m in at.markdown]
-        assert study_verdict(name) in shown and body in shown
+        assert plain_verdict(study_verdict(name)) in shown and body in shown  # the extra seeds: their own expander
         assert len(at.get("image")) == len(figures) and not at.exception
         if name == "methods":
             continue  # its first table is the papers' claims (the next test)
@@ -465,6 +536,29 @@ def test_the_reproduction_views_first_table_for_study_1_is_the_papers_claims_of_
     at.selectbox(key="study").set_value("gap").run()
     assert not any("| verdict | family | claim |" in m.value for m in at.markdown)
     assert any(m.value.startswith("| study | verdict |") for m in at.markdown)
+
+
+def test_the_first_reproduction_screen_states_the_verdicts_plainly_and_the_extra_seeds_in_the_details():
+    # Issue 46: the first screen said "the look at n = 10: provisional, 11 of 20 runs done", research state a
+    # student cannot interpret. The committed results are mid-way through study 1's extra seeds.
+    from lab.experiments.plain_verdicts import seeds_in_progress
+    from lab.studies.reporting.verdicts import study_verdict
+
+    progress = seeds_in_progress(study_verdict("methods"))
+    assert progress is not None and "of those" in progress  # the committed results: extra seeds in progress
+    at = app()
+    at.segmented_control(key="view").set_value("Reproduction").run()
+    first = at.markdown[0].value if at.markdown[0].value.startswith("▶") else next(
+        m.value for m in at.markdown if m.value.startswith("▶"))
+    heading = first.split("\n\n")[0]
+    assert "look" not in first and "provisional" not in first, heading
+    assert "n = 5" in heading and "not resolved" in heading  # the verdicts of the 5 seeds, plainly
+    details = {e.label: [m.value for m in e.markdown] for e in at.expander}
+    extra = next(label for label in details if label.endswith("more seeds in progress"))
+    assert read(details[extra][0]) == progress
+    # The tables' expander is the research record (docs/results.md's text, which explains the looks); the others
+    # are worded for a class.
+    assert all("the look at" not in m for label, ms in details.items() if not label.endswith(": tables") for m in ms)
 
 
 # A page that trains, in a process of its own: Start, one more run, then wait until the thread has

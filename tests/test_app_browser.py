@@ -347,3 +347,44 @@ def test_the_reproduction_view_shows_its_claims_or_verdict_table_on_a_1280x720_s
                                           for r in rows), rows
     no_exception(projector)
     projector.screenshot(path=str(ARTIFACTS / "dashboard-1280x720-reproduction.png"))
+
+
+# Issue 46: a room-sized page. The latest numbers at 12-13 px could not be read from the back of a room; the
+# held-out axis went from -1 to 1 in half steps before the first evaluation after step 0.
+ROOM_PX = 24
+FONT_SIZES = """sel => [...document.querySelectorAll(sel)].map(e => parseFloat(getComputedStyle(e).fontSize))"""
+
+
+def test_the_latest_numbers_are_room_sized_and_every_axis_counts_whole_steps(server, projector):
+    stepped(projector, f"{server}/?compare=1&loss_b=smooth_ap")  # one tick: the held-out panel has step 0 only
+    numbers = projector.locator(".st-key-latest .rl-value")
+    wait_visible(projector, numbers.first, "the latest held-out numbers")
+    assert numbers.count() == 4  # R@1 and mAP@R of both runs
+    sizes = projector.evaluate(FONT_SIZES, ".st-key-latest .rl-value")
+    assert all(size >= ROOM_PX for size in sizes), sizes
+    assert_on_screen(boxes(projector, ".st-key-latest .rl-value"), "the latest numbers")
+    ticks = [t["text"] for t in boxes(projector, ".st-key-curves .xaxislayer-above .xtick text")]
+    assert ticks and all(re.fullmatch(r"\d+", t) for t in ticks), ticks  # whole steps, none below 0
+    assert "0" in ticks
+    no_exception(projector)
+    projector.screenshot(path=str(ARTIFACTS / "dashboard-1280x720-latest.png"))
+
+
+def test_the_toy_explorers_legend_and_the_scores_main_chart_fit_a_1280x720_screen(server, projector):
+    stepped(projector, server)
+    projector.get_by_role("radio", name="Scores", exact=True).click()
+    chart = projector.locator(".st-key-scores .main-svg")
+    wait_visible(projector, chart.first, "the Scores view's chart")
+    wait_idle(projector)
+    assert_on_screen(boxes(projector, ".st-key-scores .js-plotly-plot"), "the Scores view's main chart")
+    caption = projector.get_by_test_id("stCaptionContainer").filter(has_text="calibration").first.inner_text()
+    assert "roadmap: solid lines, the α and β its calibration term uses" in caption, caption
+    assert "has no calibration term" not in caption  # the loss shown has one (before: said of every loss)
+    projector.get_by_role("radio", name="Toy explorer", exact=True).click()
+    legend = projector.locator(".st-key-toy_fig_surrogates .legend")
+    wait_visible(projector, legend.first, "the toy explorer's legend")
+    wait_idle(projector)
+    assert_on_screen(boxes(projector, ".st-key-toy_fig_surrogates .legend"), "the toy explorer's legend")
+    assert_on_screen(boxes(projector, ".st-key-toy_fig_surrogates .js-plotly-plot"), "the toy explorer's figure")
+    no_exception(projector)
+    projector.screenshot(path=str(ARTIFACTS / "dashboard-1280x720-toys.png"))

@@ -86,7 +86,9 @@ def test_default_settings_are_valid_and_build_configs():
     (dict(batch_size=0), ["batch size must be an integer in [4, 256]"]),
     (dict(m=1), ["m must be an integer in [2, 32]"]),
     (dict(lr=0.0), ["lr must be a number"]),
-    (dict(dataset="cub"), ["cub was not found", "CUB_200_2011"]),
+    (dict(dataset="cub", data_root="/nonexistent/cub"), ["cub was not found", "CUB_200_2011"]),
+    (dict(dataset="cub", data_root="/proc/self"), ["does not read cub data from that folder"]),
+    (dict(dataset="sop"), ["does not offer the dataset 'sop'"]),
     (dict(dataset="folder", data_root="/nonexistent/folder"), ["one sub-folder per class"]),
     (dict(dataset="imagenet"), ["unknown dataset 'imagenet'"]),
     (dict(model="no_such_net"), ["unknown model 'no_such_net'"]),
@@ -95,7 +97,8 @@ def test_default_settings_are_valid_and_build_configs():
     (dict(loss="smooth_ap", hparams={"rho": 1.0}), ["no hyper-parameter 'rho'"]),
     (dict(compare=True, loss_b="fast_ap", hparams_b={"num_bins": 1000}), ["num_bins must be a number in [2, 100]"]),
 ])
-def test_invalid_settings_are_explained(changes, words):
+def test_invalid_settings_are_explained(changes, words, monkeypatch):
+    monkeypatch.setenv("RANKLAB_APP_DATA", "cub=/nonexistent/cub:folder=/nonexistent/folder")  # the operator's
     errors = validate(Settings().replace(**changes))
     assert errors, changes
     text = " ".join(errors)
@@ -124,7 +127,8 @@ def test_compare_mode_gives_two_configs_differing_only_in_the_loss():
     Settings().replace(dataset="folder", data_root="/data/my images", model="resnet18", loss="fast_ap",
                        hparams={"num_bins": 40}),
 ])
-def test_url_round_trip(s):
+def test_url_round_trip(s, monkeypatch):
+    monkeypatch.setenv("RANKLAB_APP_DATA", "folder=/data/my images")  # the operator offers it
     back, notes = from_query(to_query(s))
     assert notes == []
     assert back == s
@@ -140,9 +144,11 @@ def test_url_is_short_but_always_names_the_core_settings():
 def test_bad_links_are_repaired_with_notes():
     s, notes = from_query({"batch": "100000", "lr": "fast", "a.tau": "9", "a.nope": "1", "x": "1",
                            "compare": ["0", "1"], "loss": "smooth_ap"})
-    assert s.batch_size == 256 and s.lr == Settings().lr and s.hparams == {"tau": 1.0} and s.compare
+    # 48: the largest batch of m = 4 the 12 glyph classes of fast mode can fill (a clamp picks one that trains)
+    assert s.batch_size == 48 and s.lr == Settings().lr and s.hparams == {"tau": 1.0} and s.compare
     text = " ".join(notes)
-    for w in ("batch=100000 is outside [4, 256]: using 256", "lr='fast' is not a number: using the default 0.001",
+    for w in ("batch=100000 is outside [4, 256]; small_cnn on glyphs with m = 4 trains batches of 48 at most, in "
+              "multiples of m: using 48", "lr='fast' is not a number: using the default 0.001",
               "a.tau=9 is outside [0.001, 1]: using 1", "a.nope", "'x'"):
         assert w in text, w
 
@@ -156,7 +162,9 @@ def test_bad_links_are_repaired_with_notes():
     ("lr", "inf", "lr", "lr=inf is not a finite number"),
     ("lr", "-inf", "lr", "lr=-inf is not a finite number"),
     ("batch", "nan", "batch_size", "batch='nan' is not an integer"),
-    ("steps", "1e9", "steps", "steps='1e9' is not an integer"),
+    ("steps", "1.5e0", "steps", "steps='1.5e0' is not an integer"),
+    ("seed", "٣", "seed", "seed='٣' is not an integer"),  # Python's int() reads Arabic-Indic digits: a link may not
+    ("lr", "1e-٣", "lr", "lr='1e-٣' is not a number"),
 ])
 def test_a_link_value_that_cannot_be_used_becomes_the_default_with_a_note(key, text, field, words):
     s, notes = from_query({key: text, "compare": "1"})
@@ -166,6 +174,46 @@ def test_a_link_value_that_cannot_be_used_becomes_the_default_with_a_note(key, t
     shown = f"{default:.6g}" if isinstance(default, float) else str(default)
     assert notes[0].endswith(f"using the default {shown}"), notes
     assert validate(s) == []
+
+
+def test_link_numbers_are_read_as_the_command_line_reads_them():
+    """One converter (lab.core.convert.to_type) for flags, recipes and links: 1e3 is 1000 steps in both."""
+    from lab.core.convert import to_type
+
+    s, notes = from_query({"steps": "1e3", "batch": "3.2e1", "lr": "2.5E-4", "compare": "yes", "seed": " 7 "})
+    assert (s.steps, s.batch_size, s.lr, s.compare, s.seed) == (1000, 32, 2.5e-4, True, 7) and notes == []
+    assert to_type("steps", "1e3", int) == 1000
+    s, notes = from_query({"steps": "1e9", "lr": "1e308"})  # read, then clamped, both with a note
+    assert (s.steps, s.lr) == (100_000, 1.0) and len(notes) == 2
+    assert notes[0].endswith("using 100000") and notes[1].endswith("using 1")
+
+
+@pytest.mark.parametrize("params, clamps", [
+    ({"batch": "1000", "model": "resnet18"}, 1), ({"batch": "1000", "m": "3"}, 1), ({"batch": "1000", "m": "40"}, 2),
+    ({"m": "40"}, 1), ({"batch": "2", "m": "3"}, 1), ({"batch": "1000", "dataset": "digits"}, 1),
+    ({"batch": "1000", "classes": "3"}, 1)])
+def test_a_clamped_batch_or_m_is_one_that_trains(params, clamps):
+    # Before: batch=1000&model=resnet18 became 256, which resnet18 cannot train on a CPU (64 at most).
+    s, notes = from_query(params)
+    assert validate(s) == [], (params, s, notes)
+    assert len(notes) == clamps, notes  # one note per clamped value, none else
+    if s.dataset == "digits":
+        assert s.batch_size // s.m <= 5  # digits trains on 5 classes
+    assert all(n.count(": using") == 1 and "\n" not in n for n in notes), notes
+
+
+@pytest.mark.parametrize("root", ["/proc/self", "/", "..", "/data/class_photos/..", "/data/class_photos/../../etc"])
+def test_a_link_picks_only_among_the_folders_the_operator_offers(root, monkeypatch):
+    s, notes = from_query({"dataset": "folder", "root": root})
+    assert (s.dataset, s.data_root) == ("glyphs", "") and len(notes) == 1
+    assert "does not offer the dataset 'folder' (it offers: glyphs, digits)" in notes[0], notes
+    monkeypatch.setenv("RANKLAB_APP_DATA", "folder=/data/class_photos")
+    s, notes = from_query({"dataset": "folder", "root": root})
+    assert (s.dataset, s.data_root) == ("glyphs", "") and len(notes) == 1 and "\n" not in notes[0]
+    assert "does not read folder data from that folder (the operator offers: /data/class_photos)" in notes[0]
+    assert "does not read folder data" in " ".join(validate(Settings(dataset="folder", data_root=root)))
+    s, notes = from_query({"dataset": "folder", "root": "/data/other/../class_photos/"})  # the operator's, spelt so
+    assert (s.dataset, s.data_root, notes) == ("folder", "/data/class_photos", [])
 
 
 @pytest.mark.parametrize("key, text, expected, words", [

@@ -175,3 +175,21 @@ def test_the_fingerprint_follows_the_contents(tmp_path):
     with_code = results_fingerprint(tmp_path, [code])
     (code / "rule.py").write_text("VERDICT = 2")  # a new rule: the stored verdicts are not the page's any more
     assert results_fingerprint(tmp_path, [code]) != with_code
+
+
+@pytest.mark.slow
+def test_make_app_stores_every_study_so_that_the_first_open_computes_nothing(tmp_path, capsys):
+    # Issue 46: a fresh checkout's first open of the view took 7.85 s, computing the studies.
+    from pathlib import Path
+
+    from lab import studies
+    from app_pages import studies_page
+
+    assert studies_page.main(["--store", str(tmp_path)]) == 0  # what `make app` runs before the server
+    assert f"{len(PAGE)} studies ready" in capsys.readouterr().out
+
+    def never(name):
+        raise AssertionError(f"{name} was computed when the view opened")
+
+    server = StudyCache(never, studies_page.RESULTS, store=tmp_path, code=[Path(studies.__file__).parent])
+    assert [v.name for v in server.all(PAGE)] == list(PAGE) and server.ready(PAGE)

@@ -8,7 +8,6 @@ import torch
 
 from lab.losses import build_loss
 from lab.train import Trainer
-from lab.train.checkpoint import rng_state, set_rng_state
 from tests._train_fixtures import DropoutMLP, small_model, tiny_config, tiny_splits
 
 
@@ -40,20 +39,20 @@ def test_staged_with_memory_loss_equals_full_batch():
 
 def test_staged_replays_dropout_exactly():
     """Stage 3 must re-draw stage 1's dropout masks. Reference: the same chunked forward WITH
-    graph, from the same RNG state, and one ordinary backward."""
+    graph, from the same state of the run's generators, and one ordinary backward."""
     train, test = tiny_splits()
     trainer = Trainer(tiny_config(stage_size=6), train_set=train, test_set=test, model=DropoutMLP(),
                       loss=build_loss("roadmap"))
-    start = rng_state()
+    start = trainer.random.state()
     images, labels, _ = trainer.stream.next()
     trainer.stream.seek(0, 0)
     model = trainer.model.train()
-    set_rng_state(start)
-    emb = torch.cat([model(chunk) for chunk in images.split(6)])
+    with trainer.random.owned():  # the run's generators, as its steps draw them
+        emb = torch.cat([model(chunk) for chunk in images.split(6)])
     build_loss("roadmap")(emb, labels).backward()
     reference = {n: p.grad.clone() for n, p in model.named_parameters()}
 
-    set_rng_state(start)
+    trainer.random.set_state(start)
     trainer.step()
     for name, p in model.named_parameters():
         torch.testing.assert_close(p.grad, reference[name], rtol=1e-4, atol=1e-6, msg=name)

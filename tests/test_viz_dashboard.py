@@ -78,6 +78,20 @@ def test_score_histogram_figure_draws_alpha_beta_dashed_only_for_reference_value
     assert fig["layout"]["meta"]["stats"]["A"]["pos_below_alpha"] == pytest.approx(0.5)
     titles = [a["text"] for a in fig["layout"]["annotations"] if a["text"].startswith(("A:", "B:"))]
     assert titles[0].startswith("A: 50% of positives < α")
+    assert fig["layout"]["xaxis2"]["domain"][0] > fig["layout"]["xaxis"]["domain"][1]  # side by side: one screen
+
+
+@pytest.mark.parametrize("thresholds, says, never", [
+    ({"A · roadmap": (0.9, 0.6, True)}, "A · roadmap: solid lines", "dashed"),
+    ({"A · smooth_ap": (0.9, 0.6, False)}, "A · smooth_ap has no calibration term: dashed lines", "solid"),
+    ({"A · roadmap": (0.9, 0.6, True), "B · fast_ap": (0.9, 0.6, False)}, "B · fast_ap has no calibration", None),
+])
+def test_the_scores_caption_speaks_of_the_losses_shown(thresholds, says, never):
+    # Issue 46: "dashed lines: the loss has no calibration term" under ROADMAP's solid lines read as about ROADMAP.
+    from lab.viz.dashboard_figures import score_caption
+
+    text = score_caption(thresholds)
+    assert says in text and (never is None or never not in text), text
 
 
 def test_ap_histogram_counts_every_query_and_the_mean():
@@ -98,7 +112,7 @@ def test_the_threshold_labels_sit_above_the_tallest_bars():
     samples = {"A": ([0.95] * 50 + [0.5], [0.1, 0.2, 0.3]), "B": ([0.7, 0.8], [0.3] * 40)}
     fig = spec(plot_score_histograms(samples, {"A": (0.9, 0.6, True), "B": (0.85, 0.5, False)}))
     stats = fig["layout"]["meta"]["stats"]
-    for axis, label in (("yaxis", "A"), ("yaxis2", "B")):
+    for axis, label in (("yaxis", "A"), ("yaxis2", "B")):  # side by side: one y axis each
         tallest = max(stats[label]["pos"] + stats[label]["neg"])
         assert fig["layout"][axis]["range"][1] >= 1.25 * tallest, axis
     sides = {a["text"].split(" ")[0]: a for a in fig["layout"]["annotations"] if a["text"][0] in "αβ"}

@@ -22,6 +22,7 @@ def to_type(what: str, value: Any, kind: Any) -> Any:
     Text converts ('1e-2' -> 0.01, 'true' -> True, 'none' -> None where None is allowed,
     '1,2,4' -> [1, 2, 4]); an integral float becomes an int. Sequences come back as lists (YAML
     writes them back). An annotation this does not know (dict, a class) passes the value through.
+    A number is written in ASCII: Python's own ``int('٣')`` is 3, this refuses it.
     A value that does not convert raises ``ValueError("<what> must be <a number>, got <value>")``.
     """
     origin, args = typing.get_origin(kind), typing.get_args(kind)
@@ -36,6 +37,8 @@ def to_type(what: str, value: Any, kind: Any) -> Any:
         return [to_type(what, v, args[0] if args else Any) for v in items]
     if kind not in EXPECTED:
         return value
+    if kind in (int, float) and isinstance(value, str) and not value.isascii():
+        raise ValueError(f"{what} must be {EXPECTED[kind]}, got {value!r}")
     try:
         if kind is float and not isinstance(value, bool) and isinstance(value, (int, float, str)):
             return float(value)

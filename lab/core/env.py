@@ -5,11 +5,14 @@ reads is named here, with the function that reads it.
   dashboard answers in seconds on 2 CPU cores (the tests set it). Its old name ``LAB_FAST`` is
   still read, when ``RANKLAB_FAST`` is unset or empty: the new name wins when both are set;
 - ``RANKLAB_THREADS``: the dashboard's torch threads;
+- ``RANKLAB_WORKERS``, ``RANKLAB_RUNS_PER_WORKER``: the dashboard's training processes, and the sessions
+  each trains at once (:mod:`lab.dashboard.pool`);
 - ``RANKLAB_MEMORY_BUDGET``: the losses' and metrics' working memory (:mod:`lab.core.budget`);
 - ``RANKLAB_FUSED``: the fused Triton kernels, auto / 0 / 1 (:mod:`lab.losses`' engine);
 - ``RANKLAB_DATA``, ``RANKLAB_CACHE``: where disk datasets are looked for, where glyphs are cached;
 - ``RANKLAB_SUBMISSION``: the submission the autograder grades;
 - ``RANKLAB_REPRODUCTION_CACHE``: the app's store of reproduction results;
+- ``RANKLAB_APP_DATA``: the disk datasets and folders a dashboard server offers (:mod:`lab.dashboard.served`);
 - ``HF_HUB_OFFLINE`` and the proxy variables: whether pretrained weights are fetched;
 - torchrun's ``LOCAL_RANK``, ``WORLD_SIZE``, ``LOCAL_WORLD_SIZE``.
 
@@ -28,12 +31,15 @@ from typing import Iterator, Optional
 FAST_ENV = "RANKLAB_FAST"
 FAST_ENV_OLD = "LAB_FAST"  # accepted as an alias: one prefix for every variable, old scripts still work
 THREADS_ENV = "RANKLAB_THREADS"
+WORKERS_ENV = "RANKLAB_WORKERS"
+RUNS_PER_WORKER_ENV = "RANKLAB_RUNS_PER_WORKER"
 BUDGET_ENV = "RANKLAB_MEMORY_BUDGET"
 FUSED_ENV = "RANKLAB_FUSED"
 DATA_ENV = "RANKLAB_DATA"
 CACHE_ENV = "RANKLAB_CACHE"
 SUBMISSION_ENV = "RANKLAB_SUBMISSION"
 REPRODUCTION_CACHE_ENV = "RANKLAB_REPRODUCTION_CACHE"
+APP_DATA_ENV = "RANKLAB_APP_DATA"
 HUB_OFFLINE_ENV = "HF_HUB_OFFLINE"
 PROXY_ENVS = ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")
 _FALSE = ("", "0", "false", "no")
@@ -57,6 +63,37 @@ def dashboard_threads(default: int = 1) -> int:
         return max(1, int(os.environ.get(THREADS_ENV, default)))
     except ValueError:
         return default
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its affinity), at least 1."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def _count(name: str, default: int, minimum: int) -> int:
+    try:
+        return max(minimum, int(_text(name) or default))
+    except ValueError:
+        return default
+
+
+def dashboard_workers() -> int:
+    """``RANKLAB_WORKERS``: the dashboard's training processes (default: one per usable core; 0: the page's
+    own process trains, in threads). A malformed value falls back to the default."""
+    return _count(WORKERS_ENV, usable_cores(), 0)
+
+
+def runs_per_worker(default: int = 3) -> int:
+    """``RANKLAB_RUNS_PER_WORKER``: the sessions one training process trains at once (the others queue)."""
+    return _count(RUNS_PER_WORKER_ENV, default, 1)
+
+
+def app_data_text() -> str:
+    """``RANKLAB_APP_DATA`` as written ("" when unset), parsed by :func:`lab.dashboard.served.offered`."""
+    return _text(APP_DATA_ENV) or ""
 
 
 def memory_budget_text() -> Optional[str]:

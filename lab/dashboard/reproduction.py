@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Optional, Sequence
 
+from ..experiments.plain_verdicts import plain_verdict
 from .settings import escape_markdown
 
 VERDICT = re.compile(
@@ -115,7 +116,8 @@ def verdict_table(studies: Sequence[StudyView], selected: Optional[str] = None) 
             text = "no full-mode results" if NOT_RUN in s.verdict else escape_markdown(s.verdict[:SHOWN]) + "…"
             rows.append(f"| {title} | {badge(None)} | {text} | – |")
             continue
-        words = "" if p["verdict"] == BADGES[verdict_tone(p["verdict"])] else " " + escape_markdown(p["verdict"])
+        verdict = plain_verdict(p["verdict"])  # the extra seeds in progress are the details' (expander)
+        words = "" if verdict == BADGES[verdict_tone(verdict)] else " " + escape_markdown(verdict)
         cells = [title, badge(p["verdict"]) + words, escape_markdown(p["measured"]),
                  f"{p['protocol']} · n = {p['seeds']}"]
         rows.append("| " + " | ".join(cells) + " |")
@@ -128,7 +130,8 @@ def study_heading(view: StudyView) -> str:
     if view.parts is None:
         return f"{title} · {badge(None)}"
     p = view.parts
-    return (f"{title} · {badge(p['verdict'])} {escape_markdown(p['verdict'])} · "
+    verdict = plain_verdict(p["verdict"])  # the extra seeds in progress are the details' (expander)
+    return (f"{title} · {badge(verdict)} {escape_markdown(verdict)} · "
             f"protocol {escape_markdown(p['protocol'])}")
 
 

@@ -14,9 +14,9 @@ for a browser reload); everything here is plain Python, tested without Streamlit
 * ``reconfigure`` keeps every run whose configuration is unchanged: a new loss for run B
   restarts run B only; run A keeps its steps and waits (``advance`` trains the runs that are
   behind first) until B has caught up.
-* Compare mode: both trainers share the datasets (steps never run concurrently), and each keeps
-  its own random-number state, swapped in around its steps, so run B draws exactly the
-  augmentations it would draw alone and two runs with the same loss have the same curves.
+* Compare mode: both trainers share the datasets (steps never run concurrently), and each owns
+  its random generators (:mod:`lab.train.randomness`), so run B draws exactly what it would
+  draw alone and two runs with the same loss have the same curves, whatever else trains.
 * Every method that touches the trainers holds one lock, so a click (Step, a new setting)
   waits for the tick in progress, at most a few steps and their evaluations, and never runs
   beside it. Pause touches no trainer: it waits only for the training step in flight (a second
@@ -32,8 +32,9 @@ import time
 from typing import Any, Callable, Optional, Sequence, TypeVar
 
 from ..train import NonFiniteLossError, Trainer, TrainConfig, config_diff
-from ..train.checkpoint import rng_state, set_rng_state
-from ..train.loading import build_datasets
+from ..train.trainer import StepCancelled
+from .datasets import shared_datasets
+from .gate import Gate
 from .heldout import HeldOut, snapshot
 from .view import RunView, View
 from .worker import Worker
@@ -64,7 +65,6 @@ class Run:
 
     def reset(self) -> None:
         self.trainer: Optional[Trainer] = None
-        self.rng: Optional[dict] = None
         self._snapshot: Optional[HeldOut] = None
         self.projections: dict[tuple[str, int], list[list[float]]] = {}  # (method, step) -> points
 
@@ -123,6 +123,8 @@ class TrainingSession:
         self._changed = threading.Condition()  # also orders publications: the last view is the latest state
         self._data: Optional[tuple[dict, tuple]] = None  # (data config, (train_set, test_set, eval_transform))
         self._heldout_asked = -float("inf")
+        self.gate: Optional[Gate] = None  # in a worker process: where the page's Pause meets the steps (gate.py)
+        self.on_publish: Optional[Callable[["TrainingSession"], None]] = None  # a worker process sends the view
         self.worker = Worker(self) if background else None
         self._publish()
 
@@ -171,6 +173,8 @@ class TrainingSession:
             self._view = View(self.status, self.running, self.has_model, self.step_count, self.target_steps,
                               self.error, self.notice, tuple(runs))
             self._changed.notify_all()
+            if self.on_publish is not None:
+                self.on_publish(self)
 
     def wait(self, predicate: Callable[[View], bool], timeout: float) -> bool:
         """Block until ``predicate(view)`` holds (checked at every publication) or ``timeout`` seconds
@@ -232,11 +236,15 @@ class TrainingSession:
         if self.worker is not None:
             self.worker.ensure()
 
-    def pause(self) -> None:
+    def pause(self, wait: bool = True) -> None:
         """Stop training at the next step boundary. Waits for the step in flight only (not for the
         session's lock: an evaluation in progress finishes on its own, at the same step), so the
-        published view's step count is final."""
+        published view's step count is final. ``wait=False`` (a worker process, whose page has
+        already closed the session's gate): the step in flight is cancelled at its commit instead."""
         self.running = False
+        if not wait:
+            self._publish()
+            return
         with self._stepping:
             self._publish()
 
@@ -298,7 +306,6 @@ class TrainingSession:
                 train_set, test_set, eval_transform = self._datasets(run.config)
                 run.trainer = Trainer(run.config, train_set=train_set, test_set=test_set,
                                       eval_transform=eval_transform)
-                run.rng = rng_state()  # right after the trainer seeded everything
                 run.trainer.evaluate()
             except Exception as e:  # noqa: BLE001 - any failure becomes a message on the page
                 run.trainer = None
@@ -308,11 +315,16 @@ class TrainingSession:
         return True
 
     def _datasets(self, config: TrainConfig) -> tuple:
-        """The datasets of ``config``, shared by every run that differs from it only in its loss."""
+        """The datasets of ``config``, shared by every run that differs from it only in its loss (drawn or
+        read once per process for every session: :func:`lab.dashboard.datasets.shared_datasets`)."""
         key = {k: v for k, v in config.to_dict().items() if k not in ("loss", "loss_kwargs")}
         if self._data is None or self._data[0] != key:
-            self._data = (key, build_datasets(config))
+            self._data = (key, shared_datasets(config))
         return self._data[1]
+
+    def test_set(self):
+        """The held-out split the views show (its images: thumbnails, names)."""
+        return self._datasets(self.runs[0].config)[1]
 
     @locked
     def advance(self, steps: int) -> None:
@@ -334,6 +346,8 @@ class TrainingSession:
             if while_running and not self.running:
                 return False
             for run in behind:
+                gate = self.gate  # a step the page's Pause came before is cancelled at its commit
+                run.trainer.may_commit = None if gate is None else functools.partial(gate.claim, goal)
                 if not self._guarded(run, "training stopped", self._train, run, goal - run.step_count):
                     return False
         # Outside the step lock: a Pause does not wait for evaluations.
@@ -348,17 +362,16 @@ class TrainingSession:
         try:
             work(*args)
             return True
+        except StepCancelled:  # the page paused the session while the step was computed: nothing happened
+            self.running = False
+            return False
         except Exception as e:  # noqa: BLE001 - any failure becomes a message on the page
             self.running = False
             self._fail(f"{run.label}: {what}", e, run)
             return False
 
     def _train(self, run: Run, steps: int) -> None:
-        set_rng_state(run.rng)
-        try:
-            run.trainer.step(steps)
-        finally:
-            run.rng = rng_state()
+        run.trainer.step(steps)
 
     def _evaluate(self, run: Run) -> None:
         run.trainer.evaluate()

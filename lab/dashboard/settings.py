@@ -20,6 +20,7 @@ from ..models import check_model_name
 from ..models.timm_backbone import EXAMPLES
 from ..train import TrainConfig
 from ..viz.controls import Slider
+from .served import refusal
 from .sliders import check_hparams, loss_defaults, loss_sliders, needs_num_classes
 
 MODEL_EXAMPLES = ("small_cnn", *EXAMPLES)
@@ -109,6 +110,8 @@ def validate(s: Settings) -> list[str]:
     errors = _number_errors(s)
     if s.dataset not in DATASETS:
         errors.append(f"unknown dataset {s.dataset!r}; choose one of: {', '.join(DATASETS)}")
+    elif refusal(s.dataset, s.data_root):  # the operator's choice (lab.dashboard.served), before any path is read
+        errors.append(refusal(s.dataset, s.data_root))
     elif s.dataset not in EMBEDDED:
         errors += _root_errors(s)
     errors += _model_errors(s.model)

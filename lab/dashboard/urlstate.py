@@ -4,8 +4,11 @@
 compare mode the second loss is one of them) and the others, hyper-parameters included, only
 when they differ from the defaults (short links).
 ``from_query`` never fails and never replaces a value silently: an unknown key is dropped, an
-unknown name (dataset, model, loss) or a malformed or non-finite number becomes the default, an
-out-of-range number is clamped, each with a sentence naming the key and the value used. A link's
+unknown name (dataset, model, loss), a dataset or folder the server does not offer
+(:mod:`lab.dashboard.served`) or a malformed or non-finite number becomes the default, an
+out-of-range number is clamped to a value that can train, each with a sentence naming the key and
+the value used. Numbers are read as the command line reads them (:func:`lab.core.convert.to_type`:
+``steps=1e3`` is 1000, digits other than ASCII's are not numbers). A link's
 value is quoted cut to ``SHOWN_CHARS`` (``settings.shown``); the page shows the notes as plain
 text (``escape_markdown``): a value is never a live link or a remote image inside the app's note.
 ``sid`` (:data:`SID`) is not a setting: it names the page's training session (``session_registry``).
@@ -13,34 +16,27 @@ text (``escape_markdown``): a value is never a live link or a remote image insid
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
+from ..core.convert import to_type
 from ..data import DATASETS
 from ..losses import LOSSES
 from ..models import check_model_name
+from .served import allowed_root, refusal
 from .sliders import loss_defaults, loss_sliders
-from .settings import BOUNDS, Settings, shown
+from .settings import BOUNDS, GLYPH_INSTANCES, Settings, max_batch_size, shown
 
 SID = "sid"  # query key of the page's training session (see ``session_registry``)
 
 
-def _bool(text: str) -> bool:
-    """'1'/'true'/'yes'/'on' or '0'/'false'/'no'/'off'/''; anything else is a ValueError."""
-    lowered = text.strip().lower()
-    if lowered in ("1", "true", "yes", "on"):
-        return True
-    if lowered in ("0", "false", "no", "off", ""):
-        return False
-    raise ValueError(text)
-
-
-# query key -> (Settings field, parser). Short keys: links get pasted into slides and chats.
-FIELDS: dict[str, tuple[str, Callable[[str], Any]]] = {
+# query key -> (Settings field, type). Short keys: links get pasted into slides and chats.
+FIELDS: dict[str, tuple[str, type]] = {
     "dataset": ("dataset", str), "root": ("data_root", str), "classes": ("classes", int), "model": ("model", str),
-    "loss": ("loss", str), "compare": ("compare", _bool), "loss_b": ("loss_b", str),
+    "loss": ("loss", str), "compare": ("compare", bool), "loss_b": ("loss_b", str),
     "batch": ("batch_size", int), "m": ("m", int), "lr": ("lr", float), "seed": ("seed", int),
     "steps": ("steps", int), "tick": ("steps_per_tick", int), "eval": ("eval_every", int),
 }
+KINDS = {int: "an integer", float: "a number", bool: "true or false"}
 ALWAYS = ("dataset", "model", "loss", "batch", "m", "lr", "seed")
 PREFIX = {"hparams": "a.", "hparams_b": "b."}  # "a.tau=0.05": tau of run A's loss
 
@@ -69,6 +65,7 @@ def from_query(params: Mapping[str, Any]) -> tuple[Settings, list[str]]:
     values: dict[str, Any] = {}
     notes: list[str] = []
     hparam_text: dict[str, dict[str, str]] = {"hparams": {}, "hparams_b": {}}
+    clamped: dict[str, str] = {}  # field -> its key, for the numbers a link had outside their range
     for key, raw in params.items():
         text = raw[-1] if isinstance(raw, (list, tuple)) else str(raw)  # a repeated key: the last wins
         attr = next((a for a, p in PREFIX.items() if key.startswith(p)), None)
@@ -79,20 +76,23 @@ def from_query(params: Mapping[str, Any]) -> tuple[Settings, list[str]]:
         elif key not in FIELDS:
             notes.append(f"ignored the unknown link parameter {shown(key)}")
         else:
-            name, parse = FIELDS[key]
+            name, kind = FIELDS[key]
             default = getattr(defaults, name)
             try:
-                value = parse(text)
+                value = to_type(key, text, kind)  # as the command line reads it
             except ValueError:
-                kind = {int: "an integer", float: "a number"}.get(parse, "a valid value")
-                notes.append(f"{key}={shown(text)} is not {kind}: using the default {_text(default)}")
+                notes.append(f"{key}={shown(text)} is not {KINDS.get(kind, 'a valid value')}: using the default "
+                             f"{_text(default)}")
                 continue
             problem = _name_problem(name, value)
             if problem:
                 notes.append(f"{key}={shown(text)}: {problem}: using the default {_text(default)}")
                 continue
             values[name] = _clamp(key, name, value, default, notes)
-    s = defaults.replace(**values)
+            if values[name] != value:
+                clamped[name] = key
+    _served(values, notes)
+    s = _trainable(defaults.replace(**values), clamped, notes)
     for attr, loss in (("hparams", s.loss), ("hparams_b", s.loss_b)):
         parsed = _hparams(loss, hparam_text[attr], PREFIX[attr], notes)
         s = s.replace(**{attr: parsed})
@@ -113,6 +113,46 @@ def _name_problem(name: str, value: Any) -> str:
     return ""
 
 
+def _served(values: dict[str, Any], notes: list[str]) -> None:
+    """A dataset and folder this server offers (``served``), else the default dataset, with a note."""
+    dataset, root = values.get("dataset", Settings().dataset), str(values.get("data_root", ""))
+    why = refusal(dataset, root)
+    if why is not None:
+        values.pop("dataset", None)
+        values.pop("data_root", None)
+        notes.append(f"dataset={shown(dataset)} root={shown(root)}: {why}: using the default {Settings().dataset}")
+        return
+    values["data_root"] = allowed_root(dataset, root)
+
+
+TRAIN_CLASSES = {"digits": 5}  # the embedded datasets' training classes (glyphs: the link's classes)
+
+
+def _trainable(s: Settings, clamped: dict[str, str], notes: list[str]) -> Settings:
+    """A batch size or m clamped from a link, made to fit each other, the dataset and the model: the value
+    used is one that trains (m at most a glyph class's images; the batch a multiple of m, within the
+    model's limit and the classes there are). Its note says the value finally used."""
+    m, batch = s.m, s.batch_size
+    if "m" in clamped and s.dataset == "glyphs" and m > GLYPH_INSTANCES:
+        m = _refit(notes, clamped["m"], GLYPH_INSTANCES, f"a glyph class has {GLYPH_INSTANCES} images")
+    if "batch_size" in clamped:
+        classes = s.classes if s.dataset == "glyphs" else TRAIN_CLASSES.get(s.dataset)
+        low = -(-int(BOUNDS["batch_size"][0]) // m) * m  # the multiples of m the bounds and the data allow
+        high = min(max_batch_size(s), classes * m if classes else 10**9) // m * m
+        fitted = min(max(batch, low), high) // m * m if low <= high else batch
+        if fitted != batch:
+            batch = _refit(notes, clamped["batch_size"], fitted, f"{s.model} on {s.dataset} with m = {m} trains "
+                                                                 f"batches of {fitted} at most, in multiples of m")
+    return s.replace(m=m, batch_size=batch)
+
+
+def _refit(notes: list[str], key: str, value: int, why: str) -> int:
+    """Replace the clamp's note on ``key`` (its last) by one that gives ``value`` and ``why``."""
+    at = max(i for i, n in enumerate(notes) if n.startswith(f"{key}="))
+    notes[at] = notes[at].rsplit(": using ", 1)[0] + f"; {why}: using {value}"
+    return value
+
+
 def _hparams(loss: str, texts: dict[str, str], prefix: str, notes: list[str]) -> dict[str, float]:
     if not texts:
         return {}
@@ -122,7 +162,7 @@ def _hparams(loss: str, texts: dict[str, str], prefix: str, notes: list[str]) ->
             notes.append(f"ignored {prefix}{shown(name, quote=False)}: {loss} has no hyper-parameter {shown(name)}")
             continue
         try:
-            value = float(text)
+            value = to_type(prefix + name, text, float)  # as the command line reads it
         except ValueError:
             value = math.nan
         if not math.isfinite(value):

@@ -28,6 +28,9 @@ class View:
     error: Optional[str]
     notice: Optional[str]
     runs: tuple[RunView, ...]
+    # Sessions trained by a worker process (lab.dashboard.remote_session): what the page waits for, in words.
+    queue: Optional[str] = None  # "waiting for a free trainer: 2nd in the queue, about 40 s"
+    busy: Optional[str] = None  # work asked of the worker and not answered yet: "building the model"
 
     @property
     def progress(self) -> float:

@@ -15,20 +15,9 @@ from torch import Tensor, nn
 from torch.nn.modules.batchnorm import _BatchNorm
 
 from .distributed import DistInfo, gather, gather_with_grad
+from .randomness import RunRandom
 
 LossFn = Callable[[Tensor, Tensor, Tensor], tuple[Tensor, dict]]
-
-
-def device_rng_state(device: torch.device) -> Tensor:
-    """The RNG that dropout etc. draw from on ``device`` (staged backprop replays it)."""
-    return torch.cuda.get_rng_state(device) if device.type == "cuda" else torch.get_rng_state()
-
-
-def set_device_rng_state(device: torch.device, state: Tensor) -> None:
-    if device.type == "cuda":
-        torch.cuda.set_rng_state(state, device)
-    else:
-        torch.set_rng_state(state)
 
 
 def plain_backward(net: nn.Module, images: Tensor, labels: Tensor, index: Tensor, loss_fn: LossFn,
@@ -44,7 +33,8 @@ def plain_backward(net: nn.Module, images: Tensor, labels: Tensor, index: Tensor
 
 
 def staged_backward(model: nn.Module, net: nn.Module, images: Tensor, labels: Tensor, index: Tensor,
-                    loss_fn: LossFn, scaler: torch.amp.GradScaler, autocast: dict, stage_size: int, dist: DistInfo):
+                    loss_fn: LossFn, scaler: torch.amp.GradScaler, autocast: dict, stage_size: int, dist: DistInfo,
+                    rng: RunRandom):
     """Revaud et al. supp. Alg. 1 / FastAP Sec. 4.1: parameter gradients of the full batch
     with the activation memory of one chunk (``model`` unwrapped, ``net`` maybe DDP-wrapped).
 
@@ -52,16 +42,16 @@ def staged_backward(model: nn.Module, net: nn.Module, images: Tensor, labels: Te
     3. re-forward each chunk with graph and back-propagate its slice of that gradient.
     Exact when the forward is a function of each image alone: no BatchNorm in train mode
     (BN statistics would be per chunk, i.e. ghost batch norm; use freeze_bn) — dropout is
-    replayed exactly, the RNG state of stage 1 being restored for stage 3.
+    replayed exactly, the state of the run's generator (``rng``) of stage 1 being restored for stage 3.
     """
     chunks = images.split(stage_size)
-    device = images.device
+    generator = rng.generator(images.device)
     bn = [m for m in model.modules() if isinstance(m, _BatchNorm) and m.training]
     bn_saved = [{k: v.clone() for k, v in m.state_dict().items()} for m in bn]
     rng_states, parts = [], []
     with torch.no_grad(), torch.autocast(**autocast):
         for chunk in chunks:
-            rng_states.append(device_rng_state(device))
+            rng_states.append(generator.get_state())
             parts.append(model(chunk).float())
     for m, saved in zip(bn, bn_saved):  # running statistics get updated once, in stage 3
         m.load_state_dict(saved)
@@ -73,15 +63,15 @@ def staged_backward(model: nn.Module, net: nn.Module, images: Tensor, labels: Te
     # world_size so the average is the gradient of the one global loss.
     rank, size = dist.rank, len(images)
     grad = emb.grad[rank * size : (rank + 1) * size] * dist.world_size
-    after_loss = device_rng_state(device)
+    after_loss = generator.get_state()
     for k, chunk in enumerate(chunks):
         last = k == len(chunks) - 1
         sync = contextlib.nullcontext() if last or not dist.enabled else net.no_sync()
         with sync:
-            set_device_rng_state(device, rng_states[k])
+            generator.set_state(rng_states[k])
             with torch.autocast(**autocast):
                 out = net(chunk).float()
             start = k * stage_size
             out.backward(grad[start : start + len(chunk)])
-    set_device_rng_state(device, after_loss)
+    generator.set_state(after_loss)
     return total, loss_parts, emb.detach(), labels, index

@@ -15,7 +15,6 @@ from tqdm.auto import tqdm
 
 from ..data.labeled_images import batchable, resized_pixels
 from ..metrics import EVAL_KS, average_precision, decomposability_gap, retrieval_metrics
-from .checkpoint import preserved_rng
 from .loading import transform_of
 from .optim import amp_dtype
 
@@ -34,26 +33,26 @@ def embed_dataset(
 
     ``indices`` embeds a subset. A dataset held in memory with the "small" evaluation transform
     (glyphs, digits) is embedded from its pixels, normalised by the batch on ``device`` (the
-    same input tensors as the per-image path); others go through a DataLoader. The global RNG
-    is left as it was, so evaluating in the middle of a run does not change the run.
+    same input tensors as the per-image path); others go through a DataLoader with a generator of
+    its own. Nothing is drawn from a run's generators or the process-wide ones, so evaluating in
+    the middle of a run does not change the run.
     """
     if batchable(dataset) and not dataset.transform.train:
         batches = _pixel_batches(dataset, indices, batch_size, device, progress)
     else:
         data = Subset(dataset, list(indices)) if indices is not None else dataset
-        loader = DataLoader(data, batch_size=batch_size, shuffle=False, num_workers=0)
+        loader = DataLoader(data, batch_size=batch_size, shuffle=False, num_workers=0, generator=torch.Generator())
         batches = ((images, y) for images, y, _ in loader)
     was_training = model.training
     model.eval()
     embeddings, labels = [], []
     total = -(-len(dataset if indices is None else indices) // batch_size)
     try:
-        with preserved_rng():
-            for images, y in tqdm(batches, desc="embed", total=total, disable=not progress, leave=False):
-                with torch.autocast(device.type, dtype=amp_dtype, enabled=amp_dtype is not None):
-                    e = model(images.to(device, non_blocking=True))
-                embeddings.append(e.float().cpu())
-                labels.append(y.view(len(y), -1))
+        for images, y in tqdm(batches, desc="embed", total=total, disable=not progress, leave=False):
+            with torch.autocast(device.type, dtype=amp_dtype, enabled=amp_dtype is not None):
+                e = model(images.to(device, non_blocking=True))
+            embeddings.append(e.float().cpu())
+            labels.append(y.view(len(y), -1))
     finally:
         model.train(was_training)
     return torch.cat(embeddings), torch.cat(labels)

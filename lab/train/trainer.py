@@ -24,7 +24,7 @@ import math
 import sys
 import time
 from pathlib import Path
-from typing import Any, Optional, Union
+from typing import Any, Callable, Optional, Union
 
 import torch
 from torch import Tensor, nn
@@ -38,8 +38,8 @@ from ..data.labeled_images import batchable
 from ..losses import LOSSES, build_loss
 from ..models import TimmBackbone, check_model_name
 from .backprop import plain_backward, staged_backward
-from .checkpoint import (FORMAT, NonFiniteLossError, all_finite, deferred_interrupt, load_with_fallback,
-                         load_weights, rng_state, save_checkpoint, seed_everything, set_rng_state)
+from .checkpoint import (FORMAT, NonFiniteLossError, all_finite, deferred_interrupt, load_weights, load_with_fallback,
+                         save_checkpoint)
 from .config import RESUME_FREE, TrainConfig, config_diff
 from .distributed import average_gradients, init_distributed
 from .host_reads import Pending, clone_state, read_pending
@@ -49,10 +49,15 @@ from .loading import (BatchStream, DeviceBatchStream, build_batch_sampler, build
                       transform_of)
 from .memory import CrossBatchMemory, exclude_self
 from .optim import amp_dtype, build_optimizer, build_scheduler, param_groups, select_device
+from .randomness import RunRandom
 from .run_folder import RunFolder, repair_log
 from .runtime import apply_determinism, resolve_amp, runtime_plan
 
 HISTORY_MAX = 20_000  # records kept in Trainer.history (the dashboard's curves); metrics.jsonl keeps all
+
+
+class StepCancelled(Exception):
+    """A step that ``Trainer.may_commit`` refused just before its commit: rolled back, as if never begun."""
 
 
 class Trainer:
@@ -72,7 +77,9 @@ class Trainer:
         self.device = select_device(cfg.device, env.local_rank())
         self.dist = init_distributed(self.device.type)
         apply_determinism(cfg.deterministic)
-        seed_everything(cfg.seed)
+        # The run's own generators (lab.train.randomness): what it draws is its seed's, whatever else
+        # the process runs (a dashboard trains several runs in one process).
+        self.random = RunRandom(cfg.seed)
         # Names are checked before the (possibly slow) datasets are built.
         if loss is None and cfg.loss not in LOSSES:
             raise ValueError(f"unknown loss {cfg.loss!r}; choose one of: {', '.join(sorted(LOSSES))}")
@@ -82,9 +89,14 @@ class Trainer:
             train_set, test_set, eval_transform = build_datasets(cfg)
         self.train_set, self.test_set, self.eval_transform = train_set, test_set, eval_transform
         labels = train_set.labels.view(len(train_set.labels), -1)
-        # Before the model or a batch exists: a size that cannot fit is one line, not minutes of swapping.
-        in_chans = check_fits(cfg, self.device, train_set, model=model, world_size=self.dist.world_size)
-        self.model = model if model is not None else model_for(cfg, in_chans)
+        # Before the model or a batch exists: a size that cannot fit is one line, not minutes of swapping. Its look
+        # at the first image draws from the run's generator and gives the draws back.
+        with self.random.owned(), self.random.preserved():
+            in_chans = check_fits(cfg, self.device, train_set, model=model, world_size=self.dist.world_size)
+        if model is None:
+            with self.random.owned():  # the initial weights: the run's first draws
+                model = model_for(cfg, in_chans)
+        self.model = model
         timm_backbone = isinstance(getattr(self.model, "backbone", None), TimmBackbone)
         # amp="auto" becomes bf16 or none here, for every caller (CLI, notebook, dashboard); the resolved
         # config is the one the run records (config.yaml, checkpoints) and compares when it resumes.
@@ -98,8 +110,10 @@ class Trainer:
             self.model.to(memory_format=torch.channels_last)
         dim = getattr(self.model, "embed_dim", cfg.embed_dim)
         # Proxy-based losses own one learnable proxy per training class (ids 0 .. max).
-        self.loss_fn = (loss if loss is not None else build_loss(
-            cfg.loss, num_classes=int(labels[:, 0].max()) + 1, embed_dim=dim, **cfg.loss_kwargs)).to(self.device)
+        if loss is None:
+            with self.random.owned():  # a proxy loss draws its proxies
+                loss = build_loss(cfg.loss, num_classes=int(labels[:, 0].max()) + 1, embed_dim=dim, **cfg.loss_kwargs)
+        self.loss_fn = loss.to(self.device)
         self.net = self.model
         if self.dist.enabled:
             ids = [self.device.index] if self.device.type == "cuda" else None
@@ -128,11 +142,14 @@ class Trainer:
         self._keep_previous = True  # False after falling back from a damaged checkpoint: never keep that one
         self._saved_step: Optional[tuple[Path, int]] = None  # (path, step) of this trainer's last save
         self._logged_eval: Optional[dict[str, Any]] = None  # the log's evaluation at the resumed step, if any
-        seed_everything(cfg.seed + self.dist.rank)  # ranks draw different augmentations
-        self._committed_rng = rng_state()  # RNG as of the last finished step: what checkpoints store
+        self.random.reseed(cfg.seed + self.dist.rank)  # ranks draw different augmentations
+        self._committed_rng = self.random.state()  # RNG as of the last finished step: what checkpoints store
         self._pending: list[Pending] = []  # committed steps whose numbers are not read yet (deferred path)
         self._snapshot: Optional[dict[str, Any]] = None  # the state before the first of them
         self._embeddings_finite: Optional[Tensor] = None  # this step's check, read only if the step fails
+        # Asked just before each step's commit; False cancels the step (StepCancelled): a dashboard's Pause
+        # that came while the step was computed, so that the step a page showed when paused stays the last.
+        self.may_commit: Optional[Callable[[], bool]] = None
 
     # ------------------------------------------------------------------ one step
     def _loss(self, emb: Tensor, labels: Tensor, index: Tensor) -> tuple[Tensor, dict[str, Tensor]]:
@@ -164,40 +181,19 @@ class Trainer:
         self._embeddings_finite = None
         buffers = {name: b.clone() for name, b in self.model.named_buffers()}  # BN running statistics
         try:
-            images, labels, index = self.stream.next()
-            copy = dict(device=self.device, non_blocking=self.plan.non_blocking)  # pinned batches: asynchronous
-            images = images.to(**copy)
-            if self.plan.channels_last:
-                images = images.contiguous(memory_format=torch.channels_last)
-            labels = labels.view(len(labels), -1).to(**copy)
-            index = torch.as_tensor(index).to(**copy)
-            self.net.train()
-            self.optimizer.zero_grad(set_to_none=True)
-            autocast = dict(device_type=self.device.type, dtype=self.amp_dtype, enabled=self.amp_dtype is not None)
-            with matmul_precision(cfg.matmul_precision):  # process-wide: set for the step's products, restored
-                if cfg.stage_size is not None and cfg.stage_size < len(images):
-                    total, parts, emb, labels, index = staged_backward(
-                        self.model, self.net, images, labels, index, self._loss, self.scaler, autocast,
-                        cfg.stage_size, self.dist)
-                else:
-                    total, parts, emb, labels, index = plain_backward(
-                        self.net, images, labels, index, self._loss, self.scaler, autocast)
-            average_gradients(list(self.loss_fn.parameters()))
-            self.scaler.unscale_(self.optimizer)
-            params = [p for g in self.optimizer.param_groups for p in g["params"]]
-            if cfg.grad_clip is not None:
-                grad_norm = torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)
-            else:
-                grad_norm = torch.nn.utils.get_total_norm([p.grad for p in params if p.grad is not None])
+            with self.random.owned():  # augmentations, dropout: the run's draws
+                total, parts, emb, labels, index, grad_norm = self._forward_backward()
             # fp16: the scaler skips such steps itself
             grad_bad = ~torch.isfinite(grad_norm) if cfg.amp != "fp16" else torch.zeros((), dtype=torch.bool,
                                                                                          device=grad_norm.device)
             if not deferred and grad_bad:
                 raise NonFiniteLossError(self.step_count + 1, "the gradient norm", self._last_good())
             flags = torch.stack([~self._embeddings_finite, ~torch.isfinite(total.detach()), grad_bad])
+            if self.may_commit is not None and not self.may_commit():
+                raise StepCancelled(self.step_count + 1)
         except BaseException as error:  # NaN, Ctrl-C, anything: leave no trace of the unfinished step
             self._rollback(buffers)
-            if deferred:
+            if deferred and not isinstance(error, StepCancelled):
                 self._deferred_failure(error)
             raise
         with deferred_interrupt():
@@ -207,7 +203,7 @@ class Trainer:
             if self.memory is not None:
                 self.memory.enqueue(emb, labels, index)
             self.step_count, self.epoch, self.position = self.step_count + 1, self.stream.epoch, self.stream.position
-            self._committed_rng = rng_state()
+            self._committed_rng = self.random.state()
         seconds = time.perf_counter() - start
         metrics = {"kind": "train", "step": self.step_count, "epoch": round(self.step_count / self.steps_per_epoch, 4),
                    "loss": total.detach(), **parts, "batch_ap": None,  # filled in when read
@@ -217,6 +213,37 @@ class Trainer:
         if not deferred or self._logs(self.step_count):
             self._read()
         return metrics
+
+    def _forward_backward(self) -> tuple:
+        """Fetch a batch, embed it, the loss, backward, clip: (loss, parts, embeddings, labels, indices,
+        gradient norm), the gradients left in ``.grad``."""
+        cfg = self.config
+        images, labels, index = self.stream.next()
+        copy = dict(device=self.device, non_blocking=self.plan.non_blocking)  # pinned batches: asynchronous
+        images = images.to(**copy)
+        if self.plan.channels_last:
+            images = images.contiguous(memory_format=torch.channels_last)
+        labels = labels.view(len(labels), -1).to(**copy)
+        index = torch.as_tensor(index).to(**copy)
+        self.net.train()
+        self.optimizer.zero_grad(set_to_none=True)
+        autocast = dict(device_type=self.device.type, dtype=self.amp_dtype, enabled=self.amp_dtype is not None)
+        with matmul_precision(cfg.matmul_precision):  # process-wide: set for the step's products, restored
+            if cfg.stage_size is not None and cfg.stage_size < len(images):
+                total, parts, emb, labels, index = staged_backward(
+                    self.model, self.net, images, labels, index, self._loss, self.scaler, autocast,
+                    cfg.stage_size, self.dist, self.random)
+            else:
+                total, parts, emb, labels, index = plain_backward(
+                    self.net, images, labels, index, self._loss, self.scaler, autocast)
+        average_gradients(list(self.loss_fn.parameters()))
+        self.scaler.unscale_(self.optimizer)
+        params = [p for g in self.optimizer.param_groups for p in g["params"]]
+        if cfg.grad_clip is not None:
+            grad_norm = torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)
+        else:
+            grad_norm = torch.nn.utils.get_total_norm([p.grad for p in params if p.grad is not None])
+        return total, parts, emb, labels, index, grad_norm
 
     def _logs(self, step: int) -> bool:
         return step % self.config.log_every == 0 or step == 1
@@ -279,7 +306,7 @@ class Trainer:
         with torch.no_grad():
             for name, b in self.model.named_buffers():
                 b.copy_(buffers[name])
-        set_rng_state(self._committed_rng)
+        self.random.set_state(self._committed_rng)
         self.stream.seek(self.epoch, self.position)  # the same batch comes again
         self.optimizer.zero_grad(set_to_none=True)
 
@@ -440,7 +467,7 @@ class Trainer:
             self.memory.load_state_dict(state["memory"])
         self.step_count, self.epoch, self.position = state["step"], state["epoch"], state["position"]
         self.stream.seek(self.epoch, self.position)
-        set_rng_state(state["rng"])
+        self.random.set_state(state["rng"])
         self._committed_rng = state["rng"]
 
     @classmethod

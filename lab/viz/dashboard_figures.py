@@ -22,6 +22,7 @@ from .training_curves import (COMPARED, CURVES, DISPLAY, comparison_note, curve_
                               plot_run_comparison, plot_training_curves, run_differences, scale_note, signed,
                               sized_layout, spread_note, training_series)
 
+MAP_HEIGHT = 400  # the embedding map whole on a 1280 x 720 screen under the view's controls (was 520: cut)
 SAME_COARSE = "#ff7f0e"  # orange: not the query's class, but its coarse class
 LEVEL_COLORS = {"class": POSITIVE, "coarse": SAME_COARSE, "other": NEGATIVE}
 # The embedding map's groups: the lab's categorical palette (colour-blind-safe blocks, one marker
@@ -64,32 +65,49 @@ HEADROOM = 1.3  # y axes reach 1.3 x the tallest bar: the threshold labels never
 
 def plot_score_histograms(samples: Mapping[str, tuple[Sequence[float], Sequence[float]]],
                           thresholds: Mapping[str, tuple[float, float, bool]], bins: int = 50) -> go.Figure:
-    """One panel per run: positive (green) and negative (red) similarity densities of held-out pairs,
-    with its alpha and beta (dashed when the loss has no calibration term: reference values)."""
+    """One panel per run, side by side (one screen at 1280 x 720 in compare mode too): positive (green)
+    and negative (red) similarity densities of held-out pairs, with its alpha and beta (dashed when
+    the loss has no calibration term: reference values)."""
     labels = list(samples)
     stats = {label: score_histogram(*samples[label], *thresholds[label][:2], bins=bins) for label in labels}
     titles = [f"{label}: {100 * stats[label]['pos_below_alpha']:.0f}% of positives < α, "
               f"{100 * stats[label]['neg_above_beta']:.0f}% of negatives > β" for label in labels]
-    fig = make_subplots(rows=len(labels), cols=1, subplot_titles=titles, vertical_spacing=0.18, shared_xaxes=True)
-    for row, label in enumerate(labels, start=1):
+    fig = make_subplots(rows=1, cols=len(labels), subplot_titles=titles, horizontal_spacing=0.08, shared_yaxes=False)
+    for col, label in enumerate(labels, start=1):
         s, (alpha, beta, own) = stats[label], thresholds[label]
         for kind, color, name in (("pos", POSITIVE, "positive pairs"), ("neg", NEGATIVE, "negative pairs")):
             fig.add_trace(go.Bar(x=s["centres"], y=s[kind], width=s["width"], name=name, legendgroup=kind,
-                                 showlegend=row == 1, marker=dict(color=color), opacity=0.55), row=row, col=1)
+                                 showlegend=col == 1, marker=dict(color=color), opacity=0.55), row=1, col=col)
         # The labels sit in the headroom above the bars (HEADROOM), inside the band between the two
         # lines (never cut at the panel's edge), β's a line lower (never on α's when the lines are close).
         for x, name, side, shift in ((alpha, "α", "top left", 0), (beta, "β", "top right", -16)):
-            fig.add_vline(x=x, line=dict(color="black", dash="solid" if own else "dash", width=1.5), row=row, col=1,
+            fig.add_vline(x=x, line=dict(color="black", dash="solid" if own else "dash", width=1.5), row=1, col=col,
                           annotation_text=f"{name} = {x:.2f}" + ("" if own else " (reference)"),
                           annotation_position=side, annotation_yshift=shift, annotation_bgcolor="rgba(255,255,255,0.8)")
-        fig.update_yaxes(range=[0, HEADROOM * max(s["pos"] + s["neg"] + [1e-9])], row=row, col=1)
+        fig.update_yaxes(range=[0, HEADROOM * max(s["pos"] + s["neg"] + [1e-9])], row=1, col=col)
     fig.update_layout(barmode="overlay", meta={"stats": stats})
     lo = min(s["range"][0] for s in stats.values())
     hi = max(s["range"][1] for s in stats.values())
-    fig.update_xaxes(range=[lo, hi])
-    fig.update_xaxes(title_text="cosine similarity to the query", row=len(labels))
-    fig.update_yaxes(title_text="density")
-    return sized_layout(fig, "Held-out similarities: what calibration separates", 300 * len(labels) + 60)
+    fig.update_xaxes(range=[lo, hi], title_text="cosine similarity to the query")
+    fig.update_yaxes(title_text="density", col=1)
+    fig.update_annotations(font_size=13)
+    return sized_layout(fig, "Held-out similarities: what calibration separates", 330)
+
+
+def score_caption(thresholds: Mapping[str, tuple[float, float, bool]]) -> str:
+    """What the Scores view's lines are, for the losses shown (``thresholds``: {run label: (α, β, own)}):
+    solid, the loss's own calibration thresholds; dashed, ROADMAP's defaults drawn for a loss without them."""
+    own = [label for label, (_, _, mine) in thresholds.items() if mine]
+    other = [label for label in thresholds if label not in own]
+    text = ["Cosine similarity of every held-out query to every other held-out image. ROADMAP's calibration term "
+            "pushes positives above α and negatives below β in every batch, so that scores compare across batches."]
+    if own:
+        text.append(f"{' and '.join(own)}: solid lines, the α and β its calibration term uses.")
+    if other:
+        verb = "has" if len(other) == 1 else "have"
+        text.append(f"{' and '.join(other)} {verb} no calibration term: dashed lines, ROADMAP's defaults for "
+                    "reference.")
+    return " ".join(text)
 
 
 def ap_histogram(aps: Sequence[float], bins: int = 20) -> dict[str, Any]:
@@ -149,7 +167,7 @@ def plot_embedding_map(points: Sequence[Sequence[float]], groups: Sequence[int],
                                  marker=dict(size=18, symbol="star", color=QUERY, line=dict(color="white", width=1))))
     fig.update_layout(showlegend=len(members) <= 20, clickmode="event+select", dragmode="pan",
                       xaxis=dict(showticklabels=False), yaxis=dict(showticklabels=False))
-    return sized_layout(fig, title, 520)
+    return sized_layout(fig, title, MAP_HEIGHT)
 
 
 # ------------------------------------------------------------------------- retrievals

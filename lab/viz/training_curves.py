@@ -77,10 +77,29 @@ def curve_titles(latest: Mapping[str, Mapping[str, float]]) -> list[str]:
     return titles
 
 
+NICE_STEPS = (1, 2, 5)
+
+
+def step_axis(last: float, ticks: int = 6) -> dict[str, Any]:
+    """An x axis of whole steps from 0 to ``last`` (at least 1): ticks on whole numbers, about ``ticks``
+    of them. Plotly's own range around a single point (the held-out panels before the first evaluation
+    after step 0) went from -1 to 1 in half steps."""
+    top = max(1.0, float(last))
+    raw, scale = top / ticks, 1
+    while True:  # the smallest 1, 2, 5 x 10^k at least raw (and at least 1)
+        found = next((n * scale for n in NICE_STEPS if n * scale >= raw), None)
+        if found is not None:
+            break
+        scale *= 10
+    pad = 0.03 * top  # the markers at step 0 and at the last step whole, not cut by the frame
+    return dict(range=[-pad, top + pad], dtick=found, tick0=0, tickformat="d")
+
+
 def plot_training_curves(histories: Mapping[str, Sequence[Mapping[str, Any]]], title: str = "",
                          height: int = 460, rows: int = 2) -> go.Figure:
     """Panels of loss, batch AP, held-out R@1 / mAP@R and decomposability gap, one colour per run:
-    2 x 2 (``rows=2``) or 1 x 4 (``rows=1``). Each panel's title ends with every run's latest value
+    2 x 2 (``rows=2``) or 1 x 4 (``rows=1``), every panel on the same axis of whole steps from 0 to
+    the latest step (:func:`step_axis`). Each panel's title ends with every run's latest value
     (:func:`curve_titles`); ``layout.meta["latest"]`` holds them."""
     all_series = {label: training_series(history) for label, history in histories.items()}
     latest = {label: latest_values(series) for label, series in all_series.items()}
@@ -96,6 +115,8 @@ def plot_training_curves(histories: Mapping[str, Sequence[Mapping[str, Any]]], t
                 fig.add_trace(go.Scatter(x=steps, y=values, name=label, legendgroup=label,
                                          showlegend=panel == 0, mode="lines+markers" if key != "loss" else "lines",
                                          line=dict(color=color, dash=dash), marker=dict(size=4)), row=row, col=col)
+    last = max((steps[-1] for series in all_series.values() for steps, _ in series.values() if steps), default=1)
+    fig.update_xaxes(**step_axis(last))
     fig.update_xaxes(title_text="step", title_standoff=8, row=rows)
     fig.update_annotations(font_size=TITLE_FONT)
     fig.update_layout(legend=LEGEND_IN_TITLE_ROW,
@@ -103,6 +124,31 @@ def plot_training_curves(histories: Mapping[str, Sequence[Mapping[str, Any]]], t
     sized_layout(fig, title or "Training", height)
     fig.update_layout(margin=dict(l=45, r=15, t=75, b=42))
     return fig
+
+
+LATEST_PX = 26  # the latest held-out numbers: read from the back of a room (issue 46: the panel titles' 13 px were not)
+
+
+def latest_numbers_html(latest: Mapping[str, Mapping[str, Any]]) -> str:
+    """The latest held-out R@1 and mAP@R of each run (``latest``: {label: its last eval record}) as HTML:
+    a small line naming the step, then each metric once with every run's value at ``LATEST_PX`` in the
+    run's colour (the curves' colours); "" before any evaluation."""
+    runs = [(SERIES[i % len(SERIES)], last) for i, last in enumerate(latest.values()) if "R@1" in last]
+    if not runs:
+        return ""
+    step = max(int(last.get("step", 0)) for _, last in runs)
+    cells = []
+    for key in ("R@1", "mAP@R"):
+        values = " ".join(f'<span class="rl-value" style="color:{color}">{float(last[key]):.3f}</span>'
+                          for color, last in runs if key in last)
+        cells.append(f'<span class="rl-key">{key}</span> {values}')
+    return (f'<div class="rl-latest"><div class="rl-key">held-out, step {step}</div>'
+            f'<div class="rl-numbers">{" ".join(cells)}</div></div>')
+
+
+LATEST_STYLE = ("<style>.rl-latest {line-height: 1.1; text-align: right; white-space: nowrap;} "
+                f".rl-latest .rl-value {{font-size: {LATEST_PX}px; font-weight: 700; margin: 0 0.15em; "
+                "font-variant-numeric: tabular-nums;} .rl-latest .rl-key {font-size: 14px; color: #555;}</style>")
 
 
 COMPARED = ("R@1", "mAP@R", "mAP", "decomposability_gap")

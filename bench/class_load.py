@@ -1,0 +1,220 @@
+"""A class on one server: N students' pages on one `streamlit run app.py`, every one pressing Start.
+
+    .venv/bin/python -m bench.class_load --pages 1 3 6 12          # ~4 min per N on 2 cores
+    .venv/bin/python -m bench.class_load --pages 6 --load 8        # with 8 busy processes beside it
+
+For each N: a new server on 127.0.0.1 (its worker pool sized by RANKLAB_WORKERS and
+RANKLAB_RUNS_PER_WORKER as `make app` passes them), one headless chromium (/usr/bin/chromium through
+Playwright) with N pages, each in its own context (its own session), and ``--load`` busy loops beside them,
+each bounded by ``timeout``. Every wait has a deadline (``--budget`` seconds per N at most). Measured in each
+page, by its own clock (``performance.now()``):
+
+* first screen: from the navigation to the sidebar's Start button and the page's header drawn, all N pages
+  opened at once;
+* Start → answer: from the click to the progress text saying "training" or the page's place in the queue;
+  Start → step 1: to the first step shown (pages that train at once);
+* steps/s per student: the steps each page shows over a ``--window`` of seconds while all train, and the
+  longest time a training page's progress text went without changing (a frozen page);
+* Pause: from the click to "paused" on the page; then whether Start is enabled again (a stuck button).
+
+Prints a line per measurement and writes the "class" section of docs/benchmarks.md (``--no-write``: print
+only), with the load average seen. ``--note`` says what else ran on the machine.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+ROOT = Path(__file__).resolve().parents[1]
+from bench.dashboard import load
+from bench.measure import machine, publish
+from bench.browser import CHROMIUM, CHROMIUM_ARGS, INSTALL_HINT, streamlit_process
+
+PROGRESS = '[data-testid="stProgress"]'
+# Injected before the page's own scripts: the first screen's time, and every change of the progress text.
+WATCH_PAGE = """(() => {
+  window.__first = null; window.__texts = [];
+  const check = () => {
+    const start = [...document.querySelectorAll('[data-testid="stSidebar"] button')]
+      .some(b => /Start$/.test(b.innerText.trim()));
+    if (window.__first === null && start && document.querySelector('h2')) window.__first = performance.now();
+    const p = document.querySelector('%s');
+    const text = p ? p.innerText : '';
+    const last = window.__texts.length ? window.__texts[window.__texts.length - 1][1] : null;
+    if (text && text !== last) window.__texts.push([performance.now(), text]);
+  };
+  new MutationObserver(check).observe(document, {subtree: true, childList: true, characterData: true});
+})();""" % PROGRESS
+# Armed before a click: the click's time (capture phase) and the first time ``pattern`` is in the progress.
+ARM = """pattern => { window.__clicked = null; window.__seen = null;
+  document.addEventListener('click', () => { if (window.__clicked === null) window.__clicked = performance.now(); },
+                            {capture: true, once: true});
+  const re = new RegExp(pattern);
+  const check = () => { const p = document.querySelector('%s');
+    if (window.__clicked !== null && window.__seen === null && p && re.test(p.innerText)) {
+      window.__seen = performance.now(); obs.disconnect(); } };
+  const obs = new MutationObserver(check);
+  obs.observe(document.body, {subtree: true, childList: true, characterData: true}); }""" % PROGRESS
+STEP_AT_LEAST = "n => { const p = document.querySelector('%s'); const m = p && p.innerText.match(/Step (\\d+) \\//);" \
+                " return m && +m[1] >= n; }" % PROGRESS
+
+
+def button(page, name: str):
+    return page.get_by_test_id("stSidebar").get_by_role("button", name=name, exact=True)
+
+
+def shown_step(page) -> int:
+    text = page.locator(PROGRESS).first.inner_text()
+    return int(text.split("Step ", 1)[1].split(" ", 1)[0])
+
+
+def timed_click(page, name: str, pattern: str, deadline: float) -> Optional[float]:
+    """Seconds from clicking sidebar button ``name`` to ``pattern`` in the progress text (None: not by ``deadline``)."""
+    page.evaluate(ARM, pattern)
+    button(page, name).click(timeout=max(1.0, deadline - time.monotonic()) * 1000)
+    try:
+        page.wait_for_function("() => window.__seen !== null", timeout=max(1.0, deadline - time.monotonic()) * 1000)
+    except Exception:  # noqa: BLE001 - a deadline passed: reported as missing
+        return None
+    return page.evaluate("() => (window.__seen - window.__clicked) / 1000")
+
+
+def one_class(n: int, args: argparse.Namespace) -> dict[str, Any]:
+    """Every measurement of N pages on one new server."""
+    from playwright.sync_api import sync_playwright
+
+    deadline = time.monotonic() + args.budget
+    out: dict[str, Any] = {"pages": n, "loads": [os.getloadavg()[0]]}
+    env = {"RANKLAB_FAST": "1" if args.fast else "0"}
+    with streamlit_process(env=env, timeout=300) as (url, _, log), sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
+        try:
+            pages = []
+            for i in range(n):
+                page = browser.new_context(viewport={"width": 1280, "height": 720}).new_page()
+                page.add_init_script(WATCH_PAGE)
+                pages.append(page)
+            for i, page in enumerate(pages):  # all at once: each navigation returns as soon as it commits
+                page.goto(f"{url}/?steps={args.steps}&seed={i}", wait_until="commit")
+            first = []
+            for page in pages:
+                page.wait_for_function("() => window.__first !== null", timeout=_left(deadline))
+                first.append(page.evaluate("() => window.__first") / 1000)
+            out["first"] = first
+            answered, stepped = [], []
+            for page in pages:
+                answered.append(timed_click(page, "Start", "· training|in the queue", deadline))
+            out["queued"] = sum("in the queue" in page.locator(PROGRESS).first.inner_text() for page in pages)
+            for page in pages:
+                if "in the queue" in page.locator(PROGRESS).first.inner_text():
+                    continue
+                page.wait_for_function(STEP_AT_LEAST, arg=1, timeout=_left(deadline))
+                t = page.evaluate("() => window.__texts.find(([t, s]) => /Step [1-9]/.test(s) && t > window.__clicked)")
+                stepped.append((t[0] - page.evaluate("() => window.__clicked")) / 1000 if t else None)
+            out["answered"], out["stepped"] = answered, stepped
+            before = [(time.monotonic(), shown_step(page)) for page in pages]
+            pages[0].wait_for_timeout(args.window * 1000)  # the measurement's window: everybody trains
+            out["rates"] = [(shown_step(page) - s) / (time.monotonic() - t) for page, (t, s) in zip(pages, before)]
+            out["frozen"] = max(_longest_gap(page, args.window) for page in pages)
+            out["loads"].append(os.getloadavg()[0])
+            pauses, stuck = [], 0
+            for page in pages:
+                pauses.append(timed_click(page, "Pause", "· paused", deadline))
+                try:
+                    button(page, "Start").wait_for(state="visible", timeout=_left(deadline))
+                    page.wait_for_function("() => [...document.querySelectorAll('[data-testid=\"stSidebar\"] button')]"
+                                           ".some(b => /Start$/.test(b.innerText.trim()) && !b.disabled)",
+                                           timeout=min(10_000, _left(deadline)))
+                except Exception:  # noqa: BLE001 - still disabled 10 s after the Pause: a stuck button
+                    stuck += 1
+            out["pauses"], out["stuck"] = pauses, stuck
+            out["loads"].append(os.getloadavg()[0])
+        finally:
+            browser.close()
+        out["errors"] = log.read_text().count("Traceback")
+    return out
+
+
+def _left(deadline: float) -> float:
+    return max(1.0, deadline - time.monotonic()) * 1000
+
+
+def _longest_gap(page, window: float) -> float:
+    """The longest time (s) the page's progress text stayed the same over the last ``window`` seconds while its
+    run trained (updates come about every second)."""
+    times = page.evaluate("w => { const now = performance.now(); return window.__texts.filter(([t, s]) => "
+                          "now - t < w * 1000 && /· training/.test(s)).map(([t]) => t).concat([now]); }", window)
+    return max((b - a) / 1000 for a, b in zip(times, times[1:])) if len(times) > 1 else 0.0
+
+
+def _stat(values: list[Optional[float]], fmt: str = "{:.1f} s") -> str:
+    known = [v for v in values if v is not None]
+    missing = len(values) - len(known)
+    text = f"{fmt.format(statistics.median(known))} / {fmt.format(max(known))}" if known else "–"
+    return text + (f" ({missing} missed)" if missing else "")
+
+
+def section(rows: list[dict[str, Any]], args: argparse.Namespace, workers: str) -> str:
+    """The "class" section: a row per N, with the load seen and the targets judged."""
+    table = []
+    for r in rows:
+        training = [x for x in r["rates"] if x > 0]
+        rate = f"{statistics.median(training):.2f} ({min(training):.2f}-{max(training):.2f})" if training else "–"
+        table.append(f"| {r['pages']} | {args.load} | {min(r['loads']):.1f}-{max(r['loads']):.1f} | "
+                     f"{_stat(r['first'])} | {_stat(r['answered'])} | {_stat(r['stepped'])} | {r['queued']} | "
+                     f"{rate} | {_stat(r['pauses'], '{:.2f} s')} | {r['stuck']} | {r['frozen']:.1f} s |")
+    beside = f"{args.load} busy loop{'s' if args.load != 1 else ''}" + (f" and {args.note}" if args.note else "")
+    return "\n".join([
+        f"## A class on one server (`python -m bench.class_load --pages ... --load {args.load}`)", "",
+        f"{machine()}; {'fast' if args.fast else 'full'} mode, {workers}; N headless chromium pages at 1280 x 720 "
+        f"on the same 2 cores as the server, each its own session, {time.strftime('%Y-%m-%d')}. Beside them: "
+        f"{beside}. Times are median / max over the pages, each measured in the page from the click (or the "
+        "navigation) to the DOM state: first screen (Start and the header drawn, N pages opened at once), Start → "
+        "answer (\"training\" or the page's place in the queue), Start → step 1 (the pages admitted at once), "
+        f"Pause (\"paused\"). Steps/s: each training page's steps over {args.window:.0f} s, median (min-max). "
+        "Stuck: a Start still disabled 10 s after its Pause. Freeze: the longest time a training page's progress "
+        "text did not change (it changes about every second).", "",
+        "| N | busy loops | load (1 min) | first screen | Start → answer | Start → step 1 | queued | steps/s per "
+        "student | Pause | stuck | freeze |", "|---:|---:|---|---|---|---|---:|---|---|---:|---:|", *table, "",
+        "Targets (issue 46, N = 6 on 2 cores, browsers included): first screen ≤ 4 s, Start → training ≤ 2 s, "
+        "every Pause ≤ 1 s (≤ 2 s with 8 busy processes), no stuck button; at N = 12 the queue works and no page "
+        "freezes.", ""])
+
+
+def main(argv: Optional[list[str]] = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pages", type=int, nargs="+", default=[1, 3, 6, 12], help="class sizes N")
+    parser.add_argument("--load", type=int, default=0, help="busy processes beside the class")
+    parser.add_argument("--window", type=float, default=20.0, help="seconds all pages train while measured")
+    parser.add_argument("--budget", type=float, default=600.0, help="seconds at most per N (every wait's deadline)")
+    parser.add_argument("--steps", type=int, default=100_000, help="run length: no run ends during the bench")
+    parser.add_argument("--fast", action="store_true", help="fast mode (12 classes, tiny batches)")
+    parser.add_argument("--note", default="", help="what else ran on the machine, for the section")
+    parser.add_argument("--no-write", action="store_true", help="print only, leave docs/benchmarks.md alone")
+    args = parser.parse_args(argv)
+    if not CHROMIUM.exists():
+        sys.exit(f"{CHROMIUM} is missing: {INSTALL_HINT}")
+    from lab.core.env import dashboard_workers, runs_per_worker
+
+    workers = f"{dashboard_workers()} worker processes x {runs_per_worker()} runs at once"
+    rows = []
+    with load(args.load, int(args.budget * len(args.pages)) + 600):
+        for n in args.pages:
+            r = one_class(n, args)
+            rows.append(r)
+            print(f"N={n}: first screen {_stat(r['first'])}, Start→answer {_stat(r['answered'])}, "
+                  f"Start→step 1 {_stat(r['stepped'])}, queued {r['queued']}, "
+                  f"steps/s {[round(x, 2) for x in r['rates']]}, "
+                  f"Pause {_stat(r['pauses'], '{:.2f} s')}, stuck {r['stuck']}, freeze {r['frozen']:.1f} s, "
+                  f"server tracebacks {r['errors']}, load {min(r['loads']):.1f}-{max(r['loads']):.1f}", flush=True)
+    publish("class", section(rows, args, workers), dry_run=args.no_write)
+
+
+if __name__ == "__main__":
+    os.chdir(ROOT)
+    main()

@@ -1,0 +1,64 @@
+"""Which data a dashboard server may read: the operator's choice, made when it starts.
+
+By default the embedded datasets only (glyphs, digits: drawn, never read from the disk). The
+operator offers disk datasets with ``RANKLAB_APP_DATA``: entries ``NAME=FOLDER`` separated by the
+path separator (``:`` on Linux and macOS, ``;`` on Windows), NAME one of cub, sop, inaturalist or
+folder (a bare FOLDER is a "folder" dataset: one sub-folder per class), e.g.
+
+    RANKLAB_APP_DATA=cub=/data/CUB_200_2011:folder=/data/class_photos make app
+
+A link (or anything else a page sends) picks among those and nothing else: a dataset or a folder
+the server does not offer is refused in one line, before any path is looked at. A folder is
+compared with the operator's as text (``os.path.normpath``: no file is read to compare), and the
+server then reads the operator's folder, never the link's spelling of it.
+"""
+from __future__ import annotations
+
+import os
+from typing import Optional
+
+from ..core.env import APP_DATA_ENV as DATA_ENV, app_data_text
+from ..data import EMBEDDED
+DISK = ("cub", "sop", "inaturalist", "folder")
+
+
+def offered() -> dict[str, tuple[str, ...]]:
+    """{dataset: the folders it may be read from} this server offers ("" for the embedded ones), in the
+    order of ``DATASETS`` (embedded first). A malformed entry is an error naming it (the server does not
+    start on a configuration it cannot read)."""
+    found: dict[str, list[str]] = {name: [""] for name in EMBEDDED}
+    for entry in filter(None, (e.strip() for e in app_data_text().split(os.pathsep))):
+        name, sep, folder = entry.partition("=")
+        if not sep:
+            name, folder = "folder", entry
+        name, folder = name.strip(), folder.strip()
+        if name not in DISK or not folder:
+            raise ValueError(f"{DATA_ENV}: {entry!r} is not NAME=FOLDER with NAME one of {', '.join(DISK)}")
+        found.setdefault(name, [])
+        if folder not in found[name]:
+            found[name].append(folder)
+    return {name: tuple(folders) for name, folders in found.items()}
+
+
+def _same_folder(a: str, b: str) -> bool:
+    return bool(a.strip()) and os.path.normpath(a.strip()) == os.path.normpath(b)
+
+
+def refusal(dataset: str, root: str) -> Optional[str]:
+    """Why this server will not read ``dataset`` from ``root`` (one line), or None when it offers it."""
+    data = offered()
+    if dataset not in data:
+        return f"this server does not offer the dataset {dataset!r} (it offers: {', '.join(data)})"
+    if dataset in EMBEDDED or any(_same_folder(root, f) for f in data[dataset]) or not root.strip():
+        return None  # an empty root: the operator's first folder
+    offers = ", ".join(data[dataset])
+    return f"this server does not read {dataset} data from that folder (the operator offers: {offers})"
+
+
+def allowed_root(dataset: str, root: str) -> str:
+    """The folder the server reads ``dataset`` from for ``root``: the operator's spelling of it, its first
+    folder for an empty ``root``, "" for an embedded dataset. Call after :func:`refusal` said None."""
+    if dataset in EMBEDDED:
+        return ""
+    folders = offered()[dataset]
+    return next((f for f in folders if _same_folder(root, f)), folders[0])
