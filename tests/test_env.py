@@ -125,7 +125,7 @@ def test_torch_threads_leaves_the_pool_alone_for_none_or_the_current_count(set_c
 
 # Sets of torch's thread count that are not a save-set-restore: a process (or its counting pool's
 # building thread) choosing its own count for good.
-SETS_FOR_GOOD = {"lab/core/env.py", "lab/metrics/counting.py", "lab/studies/running/runner.py",
+SETS_FOR_GOOD = {"lab/core/env.py", "lab/metrics/counting.py", "lab/studies/running/execution.py",
                  "lab/studies/running/pilot.py", "lab/grading/student_server.py",
                  "lab/dashboard/host.py",  # a dashboard worker process: its one torch thread, for its whole life
                  # child processes running an old commit's lab, which has no core.env.torch_threads

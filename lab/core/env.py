@@ -14,7 +14,8 @@ reads is named here, with the function that reads it.
 - ``RANKLAB_REPRODUCTION_CACHE``: the app's store of reproduction results;
 - ``RANKLAB_APP_DATA``: the disk datasets and folders a dashboard server offers (:mod:`lab.dashboard.served`);
 - ``HF_HUB_OFFLINE`` and the proxy variables: whether pretrained weights are fetched;
-- torchrun's ``LOCAL_RANK``, ``WORLD_SIZE``, ``LOCAL_WORLD_SIZE``.
+- torchrun's ``LOCAL_RANK``, ``WORLD_SIZE``, ``LOCAL_WORLD_SIZE``;
+- SLURM's job variables and ``CUDA_VISIBLE_DEVICES``: where a study's run ran (:func:`scheduler_variables`).
 
 It also holds the guard for torch's process-wide thread count (:func:`torch_threads`). Importing
 it (every loss and metric does, through :mod:`lab.core`) makes a forked child compute with one
@@ -48,6 +49,12 @@ _FALSE = ("", "0", "false", "no")
 def _text(name: str) -> Optional[str]:
     """The variable's value, stripped; None when it is unset or empty."""
     return os.environ.get(name, "").strip() or None
+
+
+def scheduler_variables(names: tuple[str, ...]) -> dict[str, str]:
+    """{name: value} of those of ``names`` (SLURM's job variables, ``CUDA_VISIBLE_DEVICES``) set in this
+    process's environment; a run's record says where it ran with them (:func:`lab.core.provenance.where_it_ran`)."""
+    return {name: os.environ[name] for name in names if name in os.environ}
 
 
 def fast_mode() -> bool:

@@ -21,6 +21,8 @@ import sys
 from pathlib import Path
 from typing import Any, Mapping, Optional
 
+from .env import scheduler_variables
+
 PACKAGE = Path(__file__).resolve().parents[1]  # lab/
 CHECKOUT = PACKAGE.parent
 
@@ -128,9 +130,10 @@ def where_it_ran(device: str = "cpu") -> dict[str, Any]:
     set in this process's environment, none outside SLURM), the GPUs it was given (CUDA_VISIBLE_DEVICES) and the
     GPU's name (None off CUDA). Kept apart from :func:`provenance`, which says what code and libraries ran."""
     out: dict[str, Any] = {"host": platform.node()}
-    out.update({name: os.environ[var] for name, var in SLURM_FIELDS.items() if os.environ.get(var)})
-    if os.environ.get("CUDA_VISIBLE_DEVICES") is not None:
-        out["cuda_visible_devices"] = os.environ["CUDA_VISIBLE_DEVICES"]
+    found = scheduler_variables((*SLURM_FIELDS.values(), "CUDA_VISIBLE_DEVICES"))
+    out.update({name: found[var] for name, var in SLURM_FIELDS.items() if found.get(var)})
+    if "CUDA_VISIBLE_DEVICES" in found:
+        out["cuda_visible_devices"] = found["CUDA_VISIBLE_DEVICES"]
     out["gpu"] = None
     if str(device).startswith("cuda"):
         import torch

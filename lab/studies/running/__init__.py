@@ -2,7 +2,7 @@
 
 ``spec`` (budgets, grids, run specs and their keys, seed ranges), ``paper_studies`` (the papers' tables as
 studies on the recipes of ``recipes/``), ``runner`` (what is missing, shards of it, and training it), ``execution``
-(one run through :class:`lab.train.Trainer`, stoppable and resumable from its work folder), ``session`` (a call's
+(one run through :class:`lab.train.Trainer`, stoppable and resumable from its work folder), ``recording`` (a call's
 line in each file, its records as runs end), ``local_pool`` (``--jobs N`` processes, one GPU each where there are
 several), ``cluster``, ``cluster_job`` and ``submitit_runs`` (``--executor submitit``: one job per run, requeued on
 preemption, one driver writing), ``dry_run`` and ``gpu_hours`` (``--dry-run``: the runs and their GPU hours from

@@ -25,7 +25,7 @@ from ...core.extras import require
 from .execution import FAILURES, curve_point, execute
 from .local_pool import device_queue, pool_execute, worker_init
 from .results_file import add_results, load_results
-from .session import Session, _as_run_of
+from .recording import Session, _as_run_of
 from .paper_studies import runs_of
 from .spec import RunSpec, Seeds, missing_runs, seeds_text
 
