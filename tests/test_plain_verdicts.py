@@ -30,3 +30,37 @@ def test_notebook_04_shows_the_plain_verdict_and_the_extra_seeds_folded_away():
     cells = [c.source for c in jupytext.read(ROOT / "notebooks" / "04_train_retrieve_visualise.py").cells]
     shown = next(c for c in cells if 'study_verdict("methods")' in c and "Markdown(" in c)
     assert "plain_verdict(verdict)" in shown and "<details>" in shown and "seeds_in_progress(verdict)" in shown
+
+
+REPLICATION = ("3 not resolved (mAP@R, and R@1 for supp. B.4's; paired t, Holm within each family, n = 5; the "
+               "replication on seeds 5-14 (b0a4995): look 1 (seeds 5-9): 14 of 20 runs done, not read).** Most likely")
+
+
+def test_the_registered_replication_is_said_plainly_and_left_out_of_the_verdict():
+    # After the merge of the registered replication (issue 43) the verdict carries its status, with parentheses
+    # of its own, instead of the power plan's look: the first screen showed "look 1 (seeds 5-9)" again and the
+    # details said nothing (seeds_in_progress was None).
+    assert plain_verdict(REPLICATION) == ("3 not resolved (mAP@R, and R@1 for supp. B.4's; paired t, Holm within "
+                                          "each family, n = 5).** Most likely")
+    text = seeds_in_progress(REPLICATION)
+    assert "seeds 5 to 14" in text and "seeds 5 to 9" in text and "14 of those 20 runs are done" in text
+    assert "the verdicts shown are those of the first 5 seeds" in text
+    assert "look" not in text and "provisional" not in text and "b0a4995" not in text
+    read = REPLICATION.replace("(b0a4995): look 1 (seeds 5-9): 14 of 20 runs done, not read)",
+                               "(b0a4995; look 1 (seeds 5-9): read): SupAP > SmoothAP replicated)")
+    assert plain_verdict(read).startswith("3 not resolved (mAP@R, and R@1 for supp. B.4's; paired t, Holm within each "
+                                          "family, n = 5).**")
+    assert "were tested again on new seeds (seeds 5 to 14): SupAP > SmoothAP replicated." in seeds_in_progress(read)
+
+
+def test_the_committed_study_1_verdict_reads_plainly():
+    """From the committed results and the page's own code: whatever the replication's state, the plain verdict
+    holds no look and the details say it; the rest of the verdict is kept word for word."""
+    from lab.studies.reporting.verdicts import study_verdict
+
+    verdict = study_verdict("methods")
+    plain = plain_verdict(verdict)
+    assert "look 1" not in plain and "the replication on seeds" not in plain
+    start = verdict.index("; the replication on seeds")
+    assert plain == verdict[:start] + verdict[verdict.index(").**", start):]
+    assert seeds_in_progress(verdict) is not None
