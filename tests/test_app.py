@@ -51,6 +51,14 @@ def _no_training_left_behind(monkeypatch):
 
 
 @pytest.fixture(autouse=True)
+def _main_module_kept(monkeypatch):
+    """AppTest runs app.py as ``__main__`` and leaves it there: every later process that a test started with
+    multiprocessing's spawn ran app.py first (a study's spawned pool then broke, 'terminated abruptly', in
+    CI's full run; alone it passed). The test's process keeps its own ``__main__``."""
+    monkeypatch.setitem(sys.modules, "__main__", sys.modules["__main__"])
+
+
+@pytest.fixture(autouse=True)
 def _no_warm_up_thread(monkeypatch):
     """app.py starts the Reproduction view's warm-up thread (once per server). Under AppTest the app runs in
     pytest's own process, where that thread, still importing and computing when a test ends, changed a dict

@@ -128,6 +128,7 @@ def test_torch_threads_leaves_the_pool_alone_for_none_or_the_current_count(set_c
 SETS_FOR_GOOD = {"lab/core/env.py", "lab/metrics/counting.py", "lab/studies/running/execution.py",
                  "lab/studies/running/pilot.py", "lab/grading/student_server.py",
                  "lab/dashboard/host.py",  # a dashboard worker process: its one torch thread, for its whole life
+                 "lab/dashboard/worker.py",  # a page's training thread: its count for its whole life
                  # child processes running an old commit's lab, which has no core.env.torch_threads
                  "lab/studies/running/replay.py", "lab/studies/running/evaluated_then.py"}
 

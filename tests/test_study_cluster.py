@@ -19,6 +19,7 @@ from lab.studies.running import execution, local_pool, runner
 from lab.studies.running import spec as study_spec
 from lab.studies.running.cluster import ClusterConfig, load_cluster
 from lab.studies.running.results_file import RAN
+from tests._pool_probe import pid_and_device
 from tests.test_study import fake_execute
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -169,11 +170,6 @@ def test_jobs_4_device_cuda_sends_the_runs_to_4_gpus_not_all_to_gpu_0(tmp_path, 
     assert sorted(r["device"] for r in data["methods"]["runs"].values()) == ["cuda:0", "cuda:1", "cuda:2", "cuda:3"]
 
 
-def _pid_and_device(_):
-    time.sleep(0.2)
-    return os.getpid(), local_pool.worker_device("cuda")
-
-
 @pytest.mark.slow
 def test_real_worker_processes_each_keep_one_gpu(monkeypatch):
     import multiprocessing
@@ -182,7 +178,7 @@ def test_real_worker_processes_each_keep_one_gpu(monkeypatch):
     ctx = multiprocessing.get_context("spawn")  # as the runner's pool (each worker imports torch: ~10 s)
     with futures.ProcessPoolExecutor(2, mp_context=ctx, initializer=local_pool.worker_init,
                                      initargs=(1, local_pool.device_queue(ctx, "cuda", 2))) as pool:
-        seen = list(pool.map(_pid_and_device, range(8)))
+        seen = list(pool.map(pid_and_device, range(8)))
     by_pid = {}
     for pid, device in seen:
         by_pid.setdefault(pid, set()).add(device)

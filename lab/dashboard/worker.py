@@ -24,6 +24,8 @@ import time
 import weakref
 from typing import Callable, Protocol
 
+from ..core.env import dashboard_threads
+
 
 class TrainingSession(Protocol):
     """What the worker needs of :class:`lab.dashboard.session.TrainingSession` (a protocol, so
@@ -92,6 +94,15 @@ class Worker:
         self.thread.start()
 
     def _loop(self) -> None:
+        import torch
+
+        # This thread's torch thread count, set for its whole life, the same for every training thread of the
+        # process (app.py and the worker processes set it too): a save-and-restore around a step or an evaluation
+        # (lab.core.env.torch_threads) would reset the process-wide part of the count (MKL's) under another
+        # page's step, which then summed in another order and lost its solo run's bits.
+        threads = dashboard_threads()
+        if torch.get_num_threads() != threads:
+            torch.set_num_threads(threads)
         s = self.session
         while True:
             with s.lock:
