@@ -5,9 +5,11 @@ import functools
 import json
 import os
 import signal
+import sys
 import tempfile
 import threading
 import time
+import types
 from concurrent import futures
 from pathlib import Path
 
@@ -175,6 +177,9 @@ def test_real_worker_processes_each_keep_one_gpu(monkeypatch):
     import multiprocessing
 
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)  # in this process, which hands the devices out
+    # A spawned worker first runs the parent's __main__ again: pytest's own, not a script an earlier test left there
+    # (AppTest leaves app.py; in CI's full run the workers then died, 'terminated abruptly', and passed alone).
+    monkeypatch.setitem(sys.modules, "__main__", types.ModuleType("__main__"))
     ctx = multiprocessing.get_context("spawn")  # as the runner's pool (each worker imports torch: ~10 s)
     with futures.ProcessPoolExecutor(2, mp_context=ctx, initializer=local_pool.worker_init,
                                      initargs=(1, local_pool.device_queue(ctx, "cuda", 2))) as pool:
