@@ -2,6 +2,7 @@
 Pause / Step / Reset buttons, and keeping the session and the URL in step with the settings."""
 from __future__ import annotations
 
+import copy
 from typing import Any, Optional
 
 import streamlit as st
@@ -118,7 +119,7 @@ def sync_session(settings: Settings, errors: list[str]) -> Optional[TrainingSess
         if session is not None:
             session.pause()  # invalid settings: nothing trains until they are fixed
         return session
-    configs, labels = to_configs(settings), run_labels(settings)
+    configs, labels = configs_of(settings), run_labels(settings)
     if session is None:
         session = new_session(configs, labels, settings.steps, settings.steps_per_tick, settings.eval_every)
         st.session_state["session"] = session
@@ -134,6 +135,16 @@ def sync_session(settings: Settings, errors: list[str]) -> Optional[TrainingSess
         st.toast(f"Settings changed: {' and '.join(restarted)} starts from step 0"
                  + (f"; {', '.join(kept)}" if kept else ""))
     return session
+
+
+def configs_of(settings: Settings) -> list:
+    """The settings' TrainConfigs, built when the settings change: the reruns of every click and tick between
+    two changes reuse them (each build checks every value of the config and its loss again)."""
+    built = st.session_state.get("built_configs")
+    if built is None or built[0] != settings:
+        built = (copy.deepcopy(settings), to_configs(settings))
+        st.session_state["built_configs"] = built
+    return built[1]
 
 
 def sync_url(settings: Settings) -> None:

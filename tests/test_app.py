@@ -429,6 +429,36 @@ def test_changing_a_hyperparameter_starts_a_new_run_with_it():
     assert at.query_params["a.lam"] == "0.25"
 
 
+def test_a_rerun_with_the_same_settings_builds_no_config_and_no_loss(monkeypatch):
+    """A click or a tick reruns the page: its settings are checked without building a loss, and their configs are
+    built once per change of the settings (issue 47: every rerun built the configs and a throwaway loss)."""
+    from lab.losses.base import RankLoss
+    from lab.train.config import TrainConfig
+
+    built = {"configs": 0, "losses": 0}
+    post_init, save_hparams = TrainConfig.__post_init__, RankLoss.save_hparams
+
+    def counted_config(self, *args, **kwargs):
+        built["configs"] += 1
+        return post_init(self, *args, **kwargs)
+
+    def counted_loss(self, *args, **kwargs):
+        built["losses"] += 1
+        return save_hparams(self, *args, **kwargs)
+
+    monkeypatch.setattr(TrainConfig, "__post_init__", counted_config)
+    monkeypatch.setattr(RankLoss, "save_hparams", counted_loss)
+    at = app(**TINY, compare="1", loss_b="smooth_ap")
+    assert len(session(at).runs) == 2
+    built.update(configs=0, losses=0)
+    at.run()
+    at.run()
+    assert built == {"configs": 0, "losses": 0}
+    at.slider(key="w_hp_a_roadmap_lam").set_value(0.25).run()
+    assert built["configs"] == 2  # runs A and B, once
+    assert session(at).runs[0].config.loss_kwargs["lam"] == 0.25
+
+
 def test_a_new_loss_b_restarts_run_b_only():
     at = app(**TINY, steps=LONG, compare="1", loss_b="smooth_ap")
     click(at, "step")

@@ -15,13 +15,13 @@ from typing import Any
 from ..core.env import DATA_ENV, data_root, fast_mode
 from ..data import DATASETS, EMBEDDED, GlyphDataset
 from ..data.disk import SOURCES, find_root
-from ..losses import LOSSES
+from ..losses import LOSSES, loss_kwargs_of
 from ..models import check_model_name
 from ..models.timm_backbone import EXAMPLES
 from ..train import TrainConfig
 from ..viz.controls import Slider
 from .served import refusal
-from .sliders import check_hparams, loss_defaults, loss_sliders, needs_num_classes
+from .sliders import check_hparams, loss_defaults, loss_sliders
 
 MODEL_EXAMPLES = ("small_cnn", *EXAMPLES)
 # (min, max) of each number widget. Batches above 256 (small CNN, 32 px) or 64 (anything larger)
@@ -200,9 +200,8 @@ def _loss_errors(loss: str, hparams: dict[str, Any]) -> list[str]:
     if errors:
         return errors
     values = {name: hparams.get(name, loss_defaults(loss)[name]) for name in loss_sliders(loss)}
-    try:  # the loss's own checks (e.g. H- needs rho above the sigmoid's slope at delta)
-        extra = {"num_classes": 2, "embed_dim": 2} if needs_num_classes(loss) else {}
-        LOSSES[loss](**extra, **values)
+    try:  # the loss's own check over its defaults (ranges, then its rules: ROADMAP's alpha > beta), no loss built
+        LOSSES[loss].check_hparams({**loss_kwargs_of(loss), **values})
     except ValueError as e:
         return [f"{loss}: {e}"]
     return []
