@@ -1,15 +1,15 @@
-"""The live panel: a fragment that redraws the progress, the latest numbers and the open view.
+"""The live panel: two fragments that redraw the progress with the latest numbers, and the open view.
 
-Training runs in the session's background thread (``lab.dashboard.worker``); a tick of this
-fragment only reads the session's published view and draws it, so it lasts a fraction of a
-second however busy the machine is. Only this fragment reruns on a tick; the sidebar stays put.
-``run_every`` is set only while training, so a paused page costs nothing. Elements keep their
-keys: updated in place. Streamlit's fade of stale elements is off inside the panel (``NO_FADE``).
+Training runs in a training process (``lab.dashboard.pool``; or the session's background thread); a tick of
+these fragments only reads the session's published view and draws it, so it lasts a fraction of a second
+however busy the machine is. Only the fragments rerun on a tick; the sidebar stays put. The progress and the
+latest numbers tick every second; the view's charts, in a fragment of their own, every ``CHART_SECONDS``
+(a figure is rebuilt only when its data changed: ``widgets.paced_figure``). ``run_every`` is set only while
+training, so a paused page costs nothing. Elements keep their keys: updated in place. Streamlit's fade of
+stale elements is off inside the panel (``NO_FADE``).
 
-While training, the numbers follow every tick but the charts at most every ``CHART_SECONDS``
-(``widgets.paced_figure``; between, the same figure is sent again): the browser redraws the
-curves only then, and it shares the CPU with training on a laptop. The Streamlit option
-``runner.postScriptGC`` is off (``.streamlit/config.toml``): its full garbage collection after
+The browser redraws a chart each time it is sent, and it shares the CPU with training on a laptop (and, in
+``bench/class_load.py``, with the server and every other page). The Streamlit option ``runner.postScriptGC`` is off (``.streamlit/config.toml``): its full garbage collection after
 every fragment run held the GIL while the training thread waited. Measured in chromium by
 ``bench/dashboard.py`` (compare mode, full mode, 4 busy loops beside it, load 6-11 on 2 cores):
 no chart faded in 20 s of training in any view (before: 6-14 fades, up to 3 s each).
@@ -28,9 +28,9 @@ from lab.viz.dashboard_figures import comparison_note, plot_run_comparison, plot
 from lab.viz.training_curves import LATEST_STYLE, latest_numbers_html
 
 from . import analysis, reattach
-from .widgets import paced_figure
+from .widgets import CHART_SECONDS, paced_figure
 
-TICK_SECONDS = 1.0  # every fragment run costs Streamlit machinery too: numbers each second, charts below
+TICK_SECONDS = 1.0  # every fragment run costs Streamlit machinery too: numbers each second, charts less often
 STATUS = {"new": "press Start or Step to build the model and train", "running": "training",
           "paused": "paused", "done": "finished", "error": "stopped by an error"}
 # Heights (px) that keep the curves, and in compare mode the comparison too, above the fold at 1280 x 720
@@ -59,10 +59,15 @@ def live_panel(view: str) -> None:
     ticking = session is not None and _ticking(session.view)
     st.html(NO_FADE)  # only a style: Streamlit puts it where it takes no space
     with st.container(key="live"):
-        st.fragment(run_every=TICK_SECONDS if ticking else None)(_panel)(view, ticking)
+        # Two fragments: the progress and the latest numbers every TICK_SECONDS, the view's charts every
+        # CHART_SECONDS. A chart re-sent is a chart the browser redraws, new data or not: with the curves in
+        # the one-second fragment, a training page cost chromium 0.27-0.32 of a core against 0.07 without
+        # them (bench/class_load.py's pages share the server's 2 cores: six pages took the machine).
+        st.fragment(run_every=TICK_SECONDS if ticking else None)(_progress)(ticking)
+        st.fragment(run_every=CHART_SECONDS if ticking else None)(_content)(view, ticking)
 
 
-def _panel(view: str, page_ticking: bool) -> None:
+def _progress(page_ticking: bool) -> None:
     session: Optional[TrainingSession] = st.session_state.get("session")
     if session is None:
         return
@@ -72,8 +77,14 @@ def _panel(view: str, page_ticking: bool) -> None:
     if page_ticking and not _ticking(v):
         st.rerun()  # finished, failed, paused or ready: redraw the whole page (buttons, timer off)
     _status(v)
+
+
+def _content(view: str, page_ticking: bool) -> None:
+    session: Optional[TrainingSession] = st.session_state.get("session")
+    if session is None:
+        return
     if view == "Training":
-        _training(v)
+        _training(session.view)
     elif view in analysis.VIEWS:
         if session.built or session.build():
             analysis.VIEWS[view](session)

@@ -153,6 +153,47 @@ def test_drawing_a_tick_never_trains_the_training_thread_does(monkeypatch):
     click(at, "pause")
 
 
+def test_the_charts_tick_slower_than_the_progress(monkeypatch):
+    """A chart re-sent is a chart the browser redraws: the curves in the one-second fragment cost chromium a
+    quarter of a core per training page (bench/class_load.py). While training, every chart is drawn by a
+    fragment that reruns at most every CHART_SECONDS; the progress keeps its one-second tick."""
+    import streamlit as st
+
+    from app_pages import live
+    from app_pages.widgets import CHART_SECONDS
+
+    fragment, plotly_chart = st.fragment, st.plotly_chart
+    running_every, charts, ticks = [None], [], []
+
+    def recorded_fragment(func=None, *, run_every=None):
+        def decorate(f):
+            def run(*args, **kwargs):
+                running_every[0] = run_every
+                try:
+                    return f(*args, **kwargs)
+                finally:
+                    running_every[0] = None
+            ticks.append(run_every)
+            return fragment(run_every=run_every)(run)
+        return decorate(func) if func is not None else decorate
+
+    def recorded_chart(*args, **kwargs):
+        charts.append(running_every[0])
+        return plotly_chart(*args, **kwargs)
+
+    monkeypatch.setattr(live.st, "fragment", recorded_fragment)
+    monkeypatch.setattr(live.st, "plotly_chart", recorded_chart)
+    at = app(**TINY, steps=LONG, compare="1", loss_b="smooth_ap")
+    click(at, "start")
+    wait_steps(at, 2)
+    ticks.clear(), charts.clear()
+    at.run()  # a rerun while training: the curves and the comparison, drawn by the ticking fragments
+    drawn, ticking = list(charts), [t for t in ticks if t is not None]
+    click(at, "pause")
+    assert min(ticking) == live.TICK_SECONDS < CHART_SECONDS
+    assert len(drawn) == 2 and all(every is not None and every >= CHART_SECONDS for every in drawn), drawn
+
+
 def test_streamlit_does_not_collect_all_garbage_after_every_tick():
     # runner.postScriptGC (on by default) runs gc.collect(2) after every fragment run, holding the
     # GIL for hundreds of ms with torch loaded: the training thread stalled behind every tick.
