@@ -9,6 +9,8 @@ Playwright) with N pages, each in its own context (its own session), and ``--loa
 each bounded by ``timeout``. Every wait has a deadline (``--budget`` seconds per N at most). Measured in each
 page, by its own clock (``performance.now()``):
 
+* the teacher's page, first: the server's first page (cold: it imports the app, the workers start), trained to
+  step 1, paused and closed;
 * first screen: from the navigation to the sidebar's Start button and the page's header drawn, all N pages
   opened at once;
 * Start → answer: from the click to the progress text saying "training" or the page's place in the queue;
@@ -94,6 +96,7 @@ def one_class(n: int, args: argparse.Namespace) -> dict[str, Any]:
     with streamlit_process(env=env, timeout=300) as (url, _, log), sync_playwright() as p:
         browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
         try:
+            out["cold"] = teacher_page(browser, url, args, deadline)
             pages = []
             for i in range(n):
                 page = browser.new_context(viewport={"width": 1280, "height": 720}).new_page()
@@ -140,6 +143,24 @@ def one_class(n: int, args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
+def teacher_page(browser, url: str, args: argparse.Namespace, deadline: float) -> tuple[float, float]:
+    """The teacher's page before the class: the server's first page (it imports the app and starts the training
+    workers), trained to step 1 and paused, then closed. Its (first screen, Start → step 1) are the cold start."""
+    context = browser.new_context(viewport={"width": 1280, "height": 720})
+    page = context.new_page()
+    page.add_init_script(WATCH_PAGE)
+    page.goto(f"{url}/?steps={args.steps}&seed=100", wait_until="commit")
+    page.wait_for_function("() => window.__first !== null", timeout=_left(deadline))
+    first = page.evaluate("() => window.__first") / 1000
+    timed_click(page, "Start", "· training|in the queue", deadline)
+    page.wait_for_function(STEP_AT_LEAST, arg=1, timeout=_left(deadline))
+    step = page.evaluate("() => { const t = window.__texts.find(([t, s]) => /Step [1-9]/.test(s) && "
+                         "t > window.__clicked); return t ? (t[0] - window.__clicked) / 1000 : null; }")
+    timed_click(page, "Pause", "· paused", deadline)
+    context.close()
+    return first, step
+
+
 def _left(deadline: float) -> float:
     return max(1.0, deadline - time.monotonic()) * 1000
 
@@ -165,7 +186,8 @@ def section(rows: list[dict[str, Any]], args: argparse.Namespace, workers: str) 
     for r in rows:
         training = [x for x in r["rates"] if x > 0]
         rate = f"{statistics.median(training):.2f} ({min(training):.2f}-{max(training):.2f})" if training else "–"
-        table.append(f"| {r['pages']} | {args.load} | {min(r['loads']):.1f}-{max(r['loads']):.1f} | "
+        cold = " / ".join("–" if v is None else f"{v:.1f} s" for v in r["cold"])
+        table.append(f"| {r['pages']} | {args.load} | {min(r['loads']):.1f}-{max(r['loads']):.1f} | {cold} | "
                      f"{_stat(r['first'])} | {_stat(r['answered'])} | {_stat(r['stepped'])} | {r['queued']} | "
                      f"{rate} | {_stat(r['pauses'], '{:.2f} s')} | {r['stuck']} | {r['frozen']:.1f} s |")
     beside = f"{args.load} busy loop{'s' if args.load != 1 else ''}" + (f" and {args.note}" if args.note else "")
@@ -173,14 +195,18 @@ def section(rows: list[dict[str, Any]], args: argparse.Namespace, workers: str) 
         f"## A class on one server (`python -m bench.class_load --pages ... --load {args.load}`)", "",
         f"{machine()}; {'fast' if args.fast else 'full'} mode, {workers}; N headless chromium pages at 1280 x 720 "
         f"on the same 2 cores as the server, each its own session, {time.strftime('%Y-%m-%d')}. Beside them: "
-        f"{beside}. Times are median / max over the pages, each measured in the page from the click (or the "
+        f"{beside}. Each N starts a new server; the teacher's page opens it first (the server's first page: it "
+        "imports the app and starts the training workers), trains to step 1, pauses and closes, and its two times "
+        "are the cold start. Then the class: times are median / max over the pages, each measured in the page "
+        "from the click (or the "
         "navigation) to the DOM state: first screen (Start and the header drawn, N pages opened at once), Start → "
         "answer (\"training\" or the page's place in the queue), Start → step 1 (the pages admitted at once), "
         f"Pause (\"paused\"). Steps/s: each training page's steps over {args.window:.0f} s, median (min-max). "
         "Stuck: a Start still disabled 10 s after its Pause. Freeze: the longest time a training page's progress "
         "text did not change (it changes about every second).", "",
-        "| N | busy loops | load (1 min) | first screen | Start → answer | Start → step 1 | queued | steps/s per "
-        "student | Pause | stuck | freeze |", "|---:|---:|---|---|---|---|---:|---|---|---:|---:|", *table, "",
+        "| N | busy loops | load (1 min) | teacher's page (cold): first screen / step 1 | first screen | "
+        "Start → answer | Start → step 1 | queued | steps/s per student | Pause | stuck | freeze |",
+        "|---:|---:|---|---|---|---|---|---:|---|---|---:|---:|", *table, "",
         "Targets (issue 46, N = 6 on 2 cores, browsers included): first screen ≤ 4 s, Start → training ≤ 2 s, "
         "every Pause ≤ 1 s (≤ 2 s with 8 busy processes), no stuck button; at N = 12 the queue works and no page "
         "freezes.", ""])
@@ -207,7 +233,8 @@ def main(argv: Optional[list[str]] = None) -> None:
         for n in args.pages:
             r = one_class(n, args)
             rows.append(r)
-            print(f"N={n}: first screen {_stat(r['first'])}, Start→answer {_stat(r['answered'])}, "
+            print(f"N={n}: teacher's page (cold) {r['cold']}, first screen {_stat(r['first'])}, "
+                  f"Start→answer {_stat(r['answered'])}, "
                   f"Start→step 1 {_stat(r['stepped'])}, queued {r['queued']}, "
                   f"steps/s {[round(x, 2) for x in r['rates']]}, "
                   f"Pause {_stat(r['pauses'], '{:.2f} s')}, stuck {r['stuck']}, freeze {r['frozen']:.1f} s, "
