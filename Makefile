@@ -30,6 +30,7 @@ export RANKLAB_RUNS_PER_WORKER := $(RUNS_PER_WORKER)
 endif
 # The Reproduction view's data are computed first (once per state of results/; milliseconds when stored).
 app: setup
+	$(BIN)/python -m lab.dashboard
 	$(BIN)/python -m app_pages.studies_page
 	$(BIN)/python -m streamlit run app.py --server.headless true --browser.gatherUsageStats false \
 	  --server.fileWatcherType none --client.toolbarMode minimal --server.address $(APP_ADDRESS)

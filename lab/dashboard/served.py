@@ -62,3 +62,4 @@ def allowed_root(dataset: str, root: str) -> str:
         return ""
     folders = offered()[dataset]
     return next((f for f in folders if _same_folder(root, f)), folders[0])
+
