@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-import lab.train.trainer as trainer_module
+import lab.train.parts as parts_module
 from lab.losses import build_loss
 from lab.train import NonFiniteLossError, Trainer
 from lab.train.memory import CrossBatchMemory, kept_slots
@@ -90,11 +90,11 @@ class PoisonAt(nn.Module):
 @contextlib.contextmanager
 def plan_reads(deferred: bool):
     """Trainers built inside get a runtime plan whose host reads are ``deferred`` (as on an accelerator) or not."""
-    real = trainer_module.runtime_plan
+    real = parts_module.runtime_plan
 
     def plan(*args, **kwargs):
         return dataclasses.replace(real(*args, **kwargs), deferred_reads=deferred)
-    with mock.patch.object(trainer_module, "runtime_plan", plan):
+    with mock.patch.object(parts_module, "runtime_plan", plan):
         yield
 
 

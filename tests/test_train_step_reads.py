@@ -14,8 +14,9 @@ from tests.test_train_host_reads import PlainLoss, PlainModel, make
 LAB = Path(__file__).resolve().parents[1] / "lab"
 
 
-def functions_reading(path: Path, attribute: str) -> list[str]:
-    """The functions of ``path`` (qualified by their class) that read ``.attribute``."""
+def functions_using(path: Path, attribute: str, context: type = ast.Load) -> list[str]:
+    """The functions of ``path`` (qualified by their class) that read (``ast.Load``) or set (``ast.Store``)
+    ``.attribute``, once per use."""
     found = []
 
     def visit(node: ast.AST, scope: str) -> None:
@@ -23,7 +24,7 @@ def functions_reading(path: Path, attribute: str) -> list[str]:
             if isinstance(child, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
                 visit(child, f"{scope}.{child.name}" if scope else child.name)
             else:
-                if isinstance(child, ast.Attribute) and child.attr == attribute:
+                if isinstance(child, ast.Attribute) and child.attr == attribute and isinstance(child.ctx, context):
                     found.append(scope)
                 visit(child, scope)
     visit(ast.parse(path.read_text(), str(path)), "")
@@ -35,14 +36,12 @@ def test_the_read_protocol_is_chosen_once_when_the_trainer_is_built():
     chooses its protocol: no step, read or re-train asks again (they used to, in 8 places, and the re-train
     swapped the plan)."""
     readers = {f"{path.relative_to(LAB)}:{scope}" for path in sorted(LAB.rglob("*.py"))
-               for scope in functions_reading(path, "deferred_reads")}
+               for scope in functions_using(path, "deferred_reads")}
     assert readers == {"train/runtime.py:RuntimePlan.describe", "train/trainer.py:Trainer.__init__"}, readers
-    assert functions_reading(LAB / "train" / "trainer.py", "deferred_reads").count("Trainer.__init__") == 1
-    tree = ast.parse((LAB / "train" / "trainer.py").read_text())
-    plan_set = [node.lineno for node in ast.walk(tree) if isinstance(node, (ast.Assign, ast.AnnAssign))
-                for target in (node.targets if isinstance(node, ast.Assign) else [node.target])
-                if isinstance(target, ast.Attribute) and target.attr == "plan"]
-    assert len(plan_set) == 1, f"self.plan is set at lines {plan_set}: only __init__ may set it"
+    trainer = LAB / "train" / "trainer.py"
+    assert functions_using(trainer, "deferred_reads") == ["Trainer.__init__"]
+    assert functions_using(trainer, "plan", ast.Store) == ["Trainer.__init__"], "only __init__ sets self.plan"
+    tree = ast.parse(trainer.read_text())
     names = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
     assert not names & {"DeferredReads", "ImmediateReads"}, "the trainer never asks which protocol it has"
 

@@ -16,9 +16,8 @@ CPU. The step code below is the same for both: it hands its checks and its recor
 """
 from __future__ import annotations
 
-import json
 import functools
-import math
+import json
 import sys
 import time
 from pathlib import Path
@@ -26,30 +25,25 @@ from typing import Any, Callable, Optional, Union
 
 import torch
 from torch import Tensor, nn
-from torch.nn.parallel import DistributedDataParallel
 from tqdm.auto import tqdm
 
 from ..core import env
 from ..core.files import DiskFullError, full_disk
 from ..core.precision import matmul_precision
-from ..data.labeled_images import batchable
-from ..losses import LOSSES, build_loss
-from ..models import TimmBackbone, check_model_name
 from .backprop import plain_backward, staged_backward
 from .checkpoint import (FORMAT, NonFiniteLossError, all_finite, deferred_interrupt, load_weights, load_with_fallback,
                          save_checkpoint)
 from .config import RESUME_FREE, TrainConfig, config_diff
 from .distributed import average_gradients, init_distributed
-from .host_reads import EMBEDDINGS_NOT_FINITE
 from .evaluation import embed_dataset, embed_split, evaluate_split, export_embeddings, probe_gap
-from .footprint import check_fits
-from .loading import (BatchStream, DeviceBatchStream, build_batch_sampler, build_datasets, model_for, probe_batches,
-                      transform_of)
-from .memory import CrossBatchMemory, exclude_self
-from .optim import amp_dtype, build_optimizer, build_scheduler, param_groups, select_device
+from .host_reads import EMBEDDINGS_NOT_FINITE
+from .loading import transform_of
+from .memory import exclude_self
+from .optim import select_device
+from .parts import build_parts
 from .randomness import RunRandom
 from .run_folder import RunFolder, repair_log
-from .runtime import apply_determinism, resolve_amp, runtime_plan
+from .runtime import apply_determinism
 from .step_reads import StepReads, step_reads
 
 HISTORY_MAX = 20_000  # records kept in Trainer.history (the dashboard's curves); metrics.jsonl keeps all
@@ -60,7 +54,7 @@ class StepCancelled(Exception):
 
 
 class Trainer:
-    """Builds data, model, loss, optimizer from a :class:`TrainConfig` and trains.
+    """Builds data, model, loss, optimizer from a :class:`TrainConfig` (parts.py) and trains.
 
     Datasets, model and loss may be passed in (tests, notebooks); otherwise they are built
     from the config with :mod:`lab.data`, :func:`lab.models.build_model` and :func:`lab.losses.build_loss`.
@@ -72,65 +66,22 @@ class Trainer:
 
     def __init__(self, config: TrainConfig, *, train_set=None, test_set=None, model: Optional[nn.Module] = None,
                  loss: Optional[nn.Module] = None, eval_transform=None, overwrite: bool = False) -> None:
-        self.config = cfg = config  # frozen and checked as it was built
-        self.device = select_device(cfg.device, env.local_rank())
+        self.device = select_device(config.device, env.local_rank())
         self.dist = init_distributed(self.device.type)
-        apply_determinism(cfg.deterministic)
+        apply_determinism(config.deterministic)
         # The run's own generators (lab.train.randomness): what it draws is its seed's, whatever else
         # the process runs (a dashboard trains several runs in one process).
-        self.random = RunRandom(cfg.seed)
-        # Names are checked before the (possibly slow) datasets are built.
-        if loss is None and cfg.loss not in LOSSES:
-            raise ValueError(f"unknown loss {cfg.loss!r}; choose one of: {', '.join(sorted(LOSSES))}")
-        if model is None:
-            check_model_name(cfg.model)
-        if train_set is None:
-            train_set, test_set, eval_transform = build_datasets(cfg)
-        self.train_set, self.test_set, self.eval_transform = train_set, test_set, eval_transform
-        labels = train_set.labels.view(len(train_set.labels), -1)
-        # Before the model or a batch exists: a size that cannot fit is one line, not minutes of swapping. Its look
-        # at the first image draws from the run's generator and gives the draws back.
-        with self.random.owned(), self.random.preserved():
-            in_chans = check_fits(cfg, self.device, train_set, model=model, world_size=self.dist.world_size)
-        if model is None:
-            with self.random.owned():  # the initial weights: the run's first draws
-                model = model_for(cfg, in_chans)
-        self.model = model
-        timm_backbone = isinstance(getattr(self.model, "backbone", None), TimmBackbone)
-        # amp="auto" becomes bf16 or none here, for every caller (CLI, notebook, dashboard); the resolved
-        # config is the one the run records (config.yaml, checkpoints) and compares when it resumes.
-        self.config, self.amp_note = resolve_amp(cfg, self.device, timm_backbone)
+        self.random = RunRandom(config.seed)
+        parts = build_parts(config, self.device, self.dist, self.random, train_set=train_set, test_set=test_set,
+                            model=model, loss=loss, eval_transform=eval_transform)
+        # The parts under the names the trainer's users read (notebooks, the dashboard, benchmarks, tests).
+        self.config, self.amp_note, self.plan = parts.config, parts.amp_note, parts.plan
+        self.train_set, self.test_set, self.eval_transform = parts.train_set, parts.test_set, parts.eval_transform
+        self.model, self.net, self.amp_dtype = parts.model, parts.net, parts.amp_dtype
+        self.loss_fn, self.memory, self.probe = parts.loss_fn, parts.memory, parts.probe
+        self.optimizer, self.scheduler, self.scaler = parts.optimizer, parts.scheduler, parts.scaler
+        self.stream, self.steps_per_epoch, self.total_steps = parts.stream, parts.steps_per_epoch, parts.total_steps
         cfg = self.config
-        self.amp_dtype = amp_dtype(cfg.amp)
-        self.plan = runtime_plan(self.device, cfg, batchable=batchable(train_set), timm_backbone=timm_backbone,
-                                 local_world_size=env.local_world_size())
-        self.model.to(self.device).train()
-        if self.plan.channels_last:
-            self.model.to(memory_format=torch.channels_last)
-        dim = getattr(self.model, "embed_dim", cfg.embed_dim)
-        # Proxy-based losses own one learnable proxy per training class (ids 0 .. max).
-        if loss is None:
-            with self.random.owned():  # a proxy loss draws its proxies
-                loss = build_loss(cfg.loss, num_classes=int(labels[:, 0].max()) + 1, embed_dim=dim, **cfg.loss_kwargs)
-        self.loss_fn = loss.to(self.device)
-        self.net = self.model
-        if self.dist.enabled:
-            ids = [self.device.index] if self.device.type == "cuda" else None
-            self.net = DistributedDataParallel(self.model, device_ids=ids)
-        self.optimizer = build_optimizer(param_groups(self.model, self.loss_fn, cfg), cfg)
-        sampler = build_batch_sampler(labels, cfg, cfg.seed, self.dist.world_size, self.dist.rank)
-        if self.plan.device_batches:
-            self.stream = DeviceBatchStream(train_set, sampler, self.device, cfg.seed, self.dist.rank,
-                                            progress=cfg.progress and self.dist.is_main)
-        else:
-            self.stream = BatchStream(train_set, sampler, self.plan.num_workers, self.plan.pin_memory, cfg.seed,
-                                      self.plan.prefetch_factor)
-        self.steps_per_epoch = len(self.stream)
-        self.total_steps = math.ceil(cfg.epochs * self.steps_per_epoch) if cfg.epochs > 0 else cfg.steps
-        self.scheduler = build_scheduler(self.optimizer, cfg, self.total_steps, self.steps_per_epoch)
-        self.scaler = torch.amp.GradScaler(self.device.type, enabled=cfg.amp == "fp16")
-        self.memory = CrossBatchMemory(cfg.xbm_size, dim, labels.shape[1]).to(self.device) if cfg.xbm_size else None
-        self.probe = probe_batches(labels, cfg)
         self.step_count, self.epoch, self.position = 0, 0, 0  # committed progress
         self.history: list[dict[str, Any]] = []
         self.last_checkpoint: Optional[Path] = None
