@@ -92,12 +92,12 @@ def test_channels_last_steps_like_the_default_layout(monkeypatch):
     near-zero gradients into whole steps)."""
     import dataclasses
 
-    import lab.train.trainer as trainer_module
+    import lab.train.parts as parts_module
 
     plain = make(steps=1, xbm_size=0)
     plain_loss = plain.step()["loss"]
-    real = trainer_module.runtime_plan
-    monkeypatch.setattr(trainer_module, "runtime_plan",
+    real = parts_module.runtime_plan
+    monkeypatch.setattr(parts_module, "runtime_plan",
                         lambda *a, **k: dataclasses.replace(real(*a, **k), channels_last=True))
     nhwc = make(steps=1, xbm_size=0)
     conv = next(m for m in nhwc.model.modules() if isinstance(m, torch.nn.Conv2d) and m.in_channels > 1)

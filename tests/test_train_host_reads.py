@@ -1,17 +1,20 @@
 """Host reads of a training step (issue 34): on an accelerator a step reads nothing from the device
-until a step logs. The deferred path (``plan.deferred_reads``, forced here on the CPU) must train the
-same trajectory as the simple path, log the same numbers and report a non-finite step the same way."""
+until a step logs. The deferred path (``plan.deferred_reads``, forced here on the CPU by the plan a trainer is
+built with: it chooses its read protocol from it once, lab.train.step_reads) must train the same trajectory as
+the simple path, log the same numbers and report a non-finite step the same way."""
 from __future__ import annotations
 
 import contextlib
 import dataclasses
 import json
+from unittest import mock
 
 import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+import lab.train.parts as parts_module
 from lab.losses import build_loss
 from lab.train import NonFiniteLossError, Trainer
 from lab.train.memory import CrossBatchMemory, kept_slots
@@ -84,15 +87,26 @@ class PoisonAt(nn.Module):
         return out * float("nan") if hit and self.what == "loss" else out
 
 
+@contextlib.contextmanager
+def plan_reads(deferred: bool):
+    """Trainers built inside get a runtime plan whose host reads are ``deferred`` (as on an accelerator) or not."""
+    real = parts_module.runtime_plan
+
+    def plan(*args, **kwargs):
+        return dataclasses.replace(real(*args, **kwargs), deferred_reads=deferred)
+    with mock.patch.object(parts_module, "runtime_plan", plan):
+        yield
+
+
 def make(deferred: bool, loss=None, model=None, **changes) -> Trainer:
     train, test = tiny_splits()
     cfg = tiny_config(**{**RUN, **changes})
     model = model if model is not None else small_model(freeze_bn=cfg.freeze_bn)
-    trainer = Trainer(cfg, train_set=train, test_set=test, model=model,
-                      loss=loss if loss is not None else build_loss("roadmap"))
+    with plan_reads(deferred):
+        trainer = Trainer(cfg, train_set=train, test_set=test, model=model,
+                          loss=loss if loss is not None else build_loss("roadmap"))
     if isinstance(trainer.loss_fn, PoisonAt):
         trainer.loss_fn.trainer = trainer
-    trainer.plan = dataclasses.replace(trainer.plan, deferred_reads=deferred)
     return trainer
 
 
@@ -124,7 +138,7 @@ def test_the_deferred_path_trains_and_logs_like_the_simple_path(tmp_path, loss):
         out = tmp_path / str(deferred)
         trainer = make(deferred, build_loss("roadmap") if loss == "roadmap" else PlainLoss(), out=str(out))
         last = trainer.step(5)  # reads at 1, 3 and when step() returns (5)
-        assert not trainer._pending and isinstance(last["loss"], float) and isinstance(last["batch_ap"], float)
+        assert not trainer.reads.pending and isinstance(last["loss"], float) and isinstance(last["batch_ap"], float)
         trainer.fit()  # on to 12, then a checkpoint
         runs[deferred] = trainer, out
     (simple, a), (deferred, b) = runs[False], runs[True]

@@ -5,8 +5,9 @@ and staged forward/backward), ``loading`` (datasets, samplers, resumable batch s
 DataLoader, or the images gathered on the device), ``runtime`` (what each device gets: data
 path, loader workers, memory layout, amp), ``optim`` (device, parameter groups, schedule),
 ``memory`` (cross-batch memory), ``distributed`` (torchrun / DDP with all-gather),
-``checkpoint`` (atomic saves, RNG states, NaN and Ctrl-C guards), ``randomness`` (the generators
-a run owns), ``evaluation`` (embedding, R@k / mAP@R, export).
+``checkpoint`` (atomic saves, RNG states, NaN and Ctrl-C guards), ``step_reads`` (a step's numbers
+read on the host: at once on the CPU, at the logging steps on an accelerator; over ``host_reads``),
+``randomness`` (the generators a run owns), ``evaluation`` (embedding, R@k / mAP@R, export).
 """
 from ..core.extras import require
 

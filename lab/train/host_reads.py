@@ -22,6 +22,7 @@ from torch import Tensor
 
 # What each flag of a step says was not finite, in the order the simple path checks them.
 FLAG_NAMES = ("embeddings", "loss", "gradient norm")
+EMBEDDINGS_NOT_FINITE = "the embeddings (the model diverged)"  # the first flag, in NonFiniteLossError's words
 
 
 @dataclass
@@ -66,7 +67,7 @@ def read_pending(pending: list[Pending]) -> tuple[list[dict[str, float]], tuple[
 
 def describe_flag(flags: list[float], loss: float) -> str:
     if flags[0]:
-        return "the embeddings (the model diverged)"
+        return EMBEDDINGS_NOT_FINITE
     return f"the loss ({loss})" if flags[1] else "the gradient norm"
 
 

@@ -9,18 +9,15 @@ Ctrl-C, an error) is rolled back (BN statistics, RNG, batch position), so the st
 that of the last finished step: it can be checkpointed, resumed, or stepped again on the same
 trajectory.
 
-Host reads (host_reads.py): on the CPU a step reads its numbers at once and raises at its first
-non-finite value, as always. On an accelerator (``plan.deferred_reads``) a step reads nothing from
-the device: its numbers and finiteness flags wait on the device until a step logs (or ``step(n)``
-returns, or the run saves or evaluates), then all are read in one transfer. A non-finite step found
-then is reported exactly as on the CPU: the state goes back to the start of the unread steps, the
-steps before the bad one are trained again on the simple path, and NonFiniteLossError names it.
+Host reads: one protocol object (``self.reads``, step_reads.py), chosen here from the runtime plan. On the
+CPU a step reads its numbers at once and raises at its first non-finite value; on an accelerator its
+numbers wait on the device until a step logs, and a non-finite step found then is reported as on the
+CPU. The step code below is the same for both: it hands its checks and its record to ``self.reads``.
 """
 from __future__ import annotations
 
-import dataclasses
+import functools
 import json
-import math
 import sys
 import time
 from pathlib import Path
@@ -28,30 +25,26 @@ from typing import Any, Callable, Optional, Union
 
 import torch
 from torch import Tensor, nn
-from torch.nn.parallel import DistributedDataParallel
 from tqdm.auto import tqdm
 
 from ..core import env
 from ..core.files import DiskFullError, full_disk
 from ..core.precision import matmul_precision
-from ..data.labeled_images import batchable
-from ..losses import LOSSES, build_loss
-from ..models import TimmBackbone, check_model_name
 from .backprop import plain_backward, staged_backward
 from .checkpoint import (FORMAT, NonFiniteLossError, all_finite, deferred_interrupt, load_weights, load_with_fallback,
                          save_checkpoint)
 from .config import RESUME_FREE, TrainConfig, config_diff
 from .distributed import average_gradients, init_distributed
-from .host_reads import Pending, clone_state, read_pending
-from .evaluation import batch_ap, embed_dataset, embed_split, evaluate_split, export_embeddings, probe_gap
-from .footprint import check_fits
-from .loading import (BatchStream, DeviceBatchStream, build_batch_sampler, build_datasets, model_for, probe_batches,
-                      transform_of)
-from .memory import CrossBatchMemory, exclude_self
-from .optim import amp_dtype, build_optimizer, build_scheduler, param_groups, select_device
+from .evaluation import embed_dataset, embed_split, evaluate_split, export_embeddings, probe_gap
+from .host_reads import EMBEDDINGS_NOT_FINITE
+from .loading import transform_of
+from .memory import exclude_self
+from .optim import select_device
+from .parts import build_parts
 from .randomness import RunRandom
 from .run_folder import RunFolder, repair_log
-from .runtime import apply_determinism, resolve_amp, runtime_plan
+from .runtime import apply_determinism
+from .step_reads import StepReads, step_reads
 
 HISTORY_MAX = 20_000  # records kept in Trainer.history (the dashboard's curves); metrics.jsonl keeps all
 
@@ -61,7 +54,7 @@ class StepCancelled(Exception):
 
 
 class Trainer:
-    """Builds data, model, loss, optimizer from a :class:`TrainConfig` and trains.
+    """Builds data, model, loss, optimizer from a :class:`TrainConfig` (parts.py) and trains.
 
     Datasets, model and loss may be passed in (tests, notebooks); otherwise they are built
     from the config with :mod:`lab.data`, :func:`lab.models.build_model` and :func:`lab.losses.build_loss`.
@@ -73,65 +66,22 @@ class Trainer:
 
     def __init__(self, config: TrainConfig, *, train_set=None, test_set=None, model: Optional[nn.Module] = None,
                  loss: Optional[nn.Module] = None, eval_transform=None, overwrite: bool = False) -> None:
-        self.config = cfg = config  # frozen and checked as it was built
-        self.device = select_device(cfg.device, env.local_rank())
+        self.device = select_device(config.device, env.local_rank())
         self.dist = init_distributed(self.device.type)
-        apply_determinism(cfg.deterministic)
+        apply_determinism(config.deterministic)
         # The run's own generators (lab.train.randomness): what it draws is its seed's, whatever else
         # the process runs (a dashboard trains several runs in one process).
-        self.random = RunRandom(cfg.seed)
-        # Names are checked before the (possibly slow) datasets are built.
-        if loss is None and cfg.loss not in LOSSES:
-            raise ValueError(f"unknown loss {cfg.loss!r}; choose one of: {', '.join(sorted(LOSSES))}")
-        if model is None:
-            check_model_name(cfg.model)
-        if train_set is None:
-            train_set, test_set, eval_transform = build_datasets(cfg)
-        self.train_set, self.test_set, self.eval_transform = train_set, test_set, eval_transform
-        labels = train_set.labels.view(len(train_set.labels), -1)
-        # Before the model or a batch exists: a size that cannot fit is one line, not minutes of swapping. Its look
-        # at the first image draws from the run's generator and gives the draws back.
-        with self.random.owned(), self.random.preserved():
-            in_chans = check_fits(cfg, self.device, train_set, model=model, world_size=self.dist.world_size)
-        if model is None:
-            with self.random.owned():  # the initial weights: the run's first draws
-                model = model_for(cfg, in_chans)
-        self.model = model
-        timm_backbone = isinstance(getattr(self.model, "backbone", None), TimmBackbone)
-        # amp="auto" becomes bf16 or none here, for every caller (CLI, notebook, dashboard); the resolved
-        # config is the one the run records (config.yaml, checkpoints) and compares when it resumes.
-        self.config, self.amp_note = resolve_amp(cfg, self.device, timm_backbone)
+        self.random = RunRandom(config.seed)
+        parts = build_parts(config, self.device, self.dist, self.random, train_set=train_set, test_set=test_set,
+                            model=model, loss=loss, eval_transform=eval_transform)
+        # The parts under the names the trainer's users read (notebooks, the dashboard, benchmarks, tests).
+        self.config, self.amp_note, self.plan = parts.config, parts.amp_note, parts.plan
+        self.train_set, self.test_set, self.eval_transform = parts.train_set, parts.test_set, parts.eval_transform
+        self.model, self.net, self.amp_dtype = parts.model, parts.net, parts.amp_dtype
+        self.loss_fn, self.memory, self.probe = parts.loss_fn, parts.memory, parts.probe
+        self.optimizer, self.scheduler, self.scaler = parts.optimizer, parts.scheduler, parts.scaler
+        self.stream, self.steps_per_epoch, self.total_steps = parts.stream, parts.steps_per_epoch, parts.total_steps
         cfg = self.config
-        self.amp_dtype = amp_dtype(cfg.amp)
-        self.plan = runtime_plan(self.device, cfg, batchable=batchable(train_set), timm_backbone=timm_backbone,
-                                 local_world_size=env.local_world_size())
-        self.model.to(self.device).train()
-        if self.plan.channels_last:
-            self.model.to(memory_format=torch.channels_last)
-        dim = getattr(self.model, "embed_dim", cfg.embed_dim)
-        # Proxy-based losses own one learnable proxy per training class (ids 0 .. max).
-        if loss is None:
-            with self.random.owned():  # a proxy loss draws its proxies
-                loss = build_loss(cfg.loss, num_classes=int(labels[:, 0].max()) + 1, embed_dim=dim, **cfg.loss_kwargs)
-        self.loss_fn = loss.to(self.device)
-        self.net = self.model
-        if self.dist.enabled:
-            ids = [self.device.index] if self.device.type == "cuda" else None
-            self.net = DistributedDataParallel(self.model, device_ids=ids)
-        self.optimizer = build_optimizer(param_groups(self.model, self.loss_fn, cfg), cfg)
-        sampler = build_batch_sampler(labels, cfg, cfg.seed, self.dist.world_size, self.dist.rank)
-        if self.plan.device_batches:
-            self.stream = DeviceBatchStream(train_set, sampler, self.device, cfg.seed, self.dist.rank,
-                                            progress=cfg.progress and self.dist.is_main)
-        else:
-            self.stream = BatchStream(train_set, sampler, self.plan.num_workers, self.plan.pin_memory, cfg.seed,
-                                      self.plan.prefetch_factor)
-        self.steps_per_epoch = len(self.stream)
-        self.total_steps = math.ceil(cfg.epochs * self.steps_per_epoch) if cfg.epochs > 0 else cfg.steps
-        self.scheduler = build_scheduler(self.optimizer, cfg, self.total_steps, self.steps_per_epoch)
-        self.scaler = torch.amp.GradScaler(self.device.type, enabled=cfg.amp == "fp16")
-        self.memory = CrossBatchMemory(cfg.xbm_size, dim, labels.shape[1]).to(self.device) if cfg.xbm_size else None
-        self.probe = probe_batches(labels, cfg)
         self.step_count, self.epoch, self.position = 0, 0, 0  # committed progress
         self.history: list[dict[str, Any]] = []
         self.last_checkpoint: Optional[Path] = None
@@ -144,21 +94,19 @@ class Trainer:
         self._logged_eval: Optional[dict[str, Any]] = None  # the log's evaluation at the resumed step, if any
         self.random.reseed(cfg.seed + self.dist.rank)  # ranks draw different augmentations
         self._committed_rng = self.random.state()  # RNG as of the last finished step: what checkpoints store
-        self._pending: list[Pending] = []  # committed steps whose numbers are not read yet (deferred path)
-        self._snapshot: Optional[dict[str, Any]] = None  # the state before the first of them
-        self._embeddings_finite: Optional[Tensor] = None  # this step's check, read only if the step fails
+        # The one place the two read protocols are told apart (step_reads.py): immediate on the CPU, deferred
+        # on an accelerator. The step code never asks which.
+        self.reads: StepReads = step_reads(self, self.plan.deferred_reads, cfg.log_every)
         # Asked just before each step's commit; False cancels the step (StepCancelled): a dashboard's Pause
         # that came while the step was computed, so that the step a page showed when paused stays the last.
         self.may_commit: Optional[Callable[[], bool]] = None
 
     # ------------------------------------------------------------------ one step
-    def _loss(self, emb: Tensor, labels: Tensor, index: Tensor) -> tuple[Tensor, dict[str, Tensor]]:
+    def _loss(self, reads: StepReads, emb: Tensor, labels: Tensor, index: Tensor) -> tuple[Tensor, dict[str, Tensor]]:
         """Batch loss (+ weighted memory loss), float32, autocast off. emb (B, D) global batch.
         The parts are 0-dim tensors (read with the step's other numbers)."""
-        step = self.step_count + 1
-        self._embeddings_finite = torch.isfinite(emb).all()
-        if not self.plan.deferred_reads and not self._embeddings_finite:
-            raise NonFiniteLossError(step, "the embeddings (the model diverged)", self._last_good())
+        # Checked before the loss: the lab's losses refuse a non-finite input with an error of their own.
+        reads.check(~torch.isfinite(emb).all(), EMBEDDINGS_NOT_FINITE)
         with torch.autocast(self.device.type, enabled=False):
             total = self.loss_fn(emb, labels)
             parts = {"loss_batch": total.detach()}
@@ -168,33 +116,29 @@ class Trainer:
                                    mask=exclude_self(index, ref_i))
                 parts["loss_memory"] = mem.detach()
                 total = total + self.config.xbm_weight * mem
-        if not self.plan.deferred_reads and not torch.isfinite(total):
-            raise NonFiniteLossError(step, f"the loss ({float(total.detach())})", self._last_good())
+        reads.check(~torch.isfinite(total.detach()), lambda: f"the loss ({float(total.detach())})")
         return total, parts
 
-    def _train_step(self) -> dict[str, Any]:
-        """One step; its metrics record (on the deferred path its numbers are tensors until read)."""
+    def _train_step(self, reads: Optional[StepReads] = None) -> Optional[dict[str, Any]]:
+        """One step under ``reads`` (default the trainer's; the deferred protocol trains steps again under the
+        immediate one): its metrics record, all floats, if its numbers were read as it ended, else None."""
         start = time.perf_counter()
-        cfg, deferred = self.config, self.plan.deferred_reads
-        if deferred and not self._pending:
-            self._snapshot = clone_state(self._state())  # where a non-finite step found later goes back to
-        self._embeddings_finite = None
+        cfg, reads = self.config, self.reads if reads is None else reads
+        reads.begin_step()
         buffers = {name: b.clone() for name, b in self.model.named_buffers()}  # BN running statistics
         try:
             with self.random.owned():  # augmentations, dropout: the run's draws
-                total, parts, emb, labels, index, grad_norm = self._forward_backward()
+                total, parts, emb, labels, index, grad_norm = self._forward_backward(reads)
             # fp16: the scaler skips such steps itself
             grad_bad = ~torch.isfinite(grad_norm) if cfg.amp != "fp16" else torch.zeros((), dtype=torch.bool,
                                                                                          device=grad_norm.device)
-            if not deferred and grad_bad:
-                raise NonFiniteLossError(self.step_count + 1, "the gradient norm", self._last_good())
-            flags = torch.stack([~self._embeddings_finite, ~torch.isfinite(total.detach()), grad_bad])
+            reads.check(grad_bad, "the gradient norm")
             if self.may_commit is not None and not self.may_commit():
                 raise StepCancelled(self.step_count + 1)
         except BaseException as error:  # NaN, Ctrl-C, anything: leave no trace of the unfinished step
             self._rollback(buffers)
-            if deferred and not isinstance(error, StepCancelled):
-                self._deferred_failure(error)
+            if not isinstance(error, StepCancelled):
+                reads.after_failure(error)
             raise
         with deferred_interrupt():
             self.scaler.step(self.optimizer)
@@ -209,12 +153,9 @@ class Trainer:
                    "loss": total.detach(), **parts, "batch_ap": None,  # filled in when read
                    "lr": self.optimizer.param_groups[0]["lr"], "grad_norm": grad_norm.detach(),
                    "seconds_per_step": seconds, "images_per_second": len(emb) / seconds}
-        self._pending.append(Pending(metrics, emb, labels, flags, start))
-        if not deferred or self._logs(self.step_count):
-            self._read()
-        return metrics
+        return reads.after_step(metrics, emb, labels, start)
 
-    def _forward_backward(self) -> tuple:
+    def _forward_backward(self, reads: StepReads) -> tuple:
         """Fetch a batch, embed it, the loss, backward, clip: (loss, parts, embeddings, labels, indices,
         gradient norm), the gradients left in ``.grad``."""
         cfg = self.config
@@ -228,14 +169,15 @@ class Trainer:
         self.net.train()
         self.optimizer.zero_grad(set_to_none=True)
         autocast = dict(device_type=self.device.type, dtype=self.amp_dtype, enabled=self.amp_dtype is not None)
+        loss = functools.partial(self._loss, reads)
         with matmul_precision(cfg.matmul_precision):  # process-wide: set for the step's products, restored
             if cfg.stage_size is not None and cfg.stage_size < len(images):
                 total, parts, emb, labels, index = staged_backward(
-                    self.model, self.net, images, labels, index, self._loss, self.scaler, autocast,
+                    self.model, self.net, images, labels, index, loss, self.scaler, autocast,
                     cfg.stage_size, self.dist, self.random)
             else:
                 total, parts, emb, labels, index = plain_backward(
-                    self.net, images, labels, index, self._loss, self.scaler, autocast)
+                    self.net, images, labels, index, loss, self.scaler, autocast)
         average_gradients(list(self.loss_fn.parameters()))
         self.scaler.unscale_(self.optimizer)
         params = [p for g in self.optimizer.param_groups for p in g["params"]]
@@ -245,61 +187,14 @@ class Trainer:
             grad_norm = torch.nn.utils.get_total_norm([p.grad for p in params if p.grad is not None])
         return total, parts, emb, labels, index, grad_norm
 
-    def _logs(self, step: int) -> bool:
-        return step % self.config.log_every == 0 or step == 1
-
-    def _read(self) -> None:
-        """Read the pending steps' numbers (one transfer), remember and log them; a non-finite one goes
-        back to the state before it and raises NonFiniteLossError, as the simple path would have."""
-        pending, self._pending = self._pending, []
-        if not pending:
-            return
-        values, bad = read_pending(pending)
-        if bad is not None:
-            index, what = bad
-            self._train_again_until(pending[index].record["step"] - 1)
-            raise NonFiniteLossError(pending[index].record["step"], what, self._last_good())
-        now = time.perf_counter()  # the read waited for the device: the steps' real time, together
-        for entry, numbers in zip(pending, values):
-            record = entry.record
-            record.update(numbers, batch_ap=batch_ap(entry.embeddings, entry.labels))
-            if self.plan.deferred_reads:
-                seconds = (now - pending[0].started) / len(pending)
-                record.update(seconds_per_step=seconds, images_per_second=len(entry.embeddings) / seconds)
-            self._remember(record)
-            if self._logs(record["step"]):
-                self._log(record)
-        self._snapshot = None
-
-    def _train_again_until(self, step: int) -> None:
-        """Back to the state before the unread steps, then train on the simple path up to ``step``."""
-        snapshot, self._snapshot = self._snapshot, None
-        self._load_state(snapshot)
-        plan, self.plan = self.plan, dataclasses.replace(self.plan, deferred_reads=False)
-        try:
-            while self.step_count < step:
-                self._train_step()
-        finally:
-            self.plan = plan
-
-    def _deferred_failure(self, error: BaseException) -> None:
-        """A failed deferred step: an earlier step's non-finite value (weights turned NaN make the loss
-        refuse the next batch) or this step's embeddings are reported as the simple path does."""
-        embeddings_bad = self._embeddings_finite is not None and not bool(self._embeddings_finite)
-        self._read()  # raises for an unread non-finite step: the cause of this error
-        if embeddings_bad:
-            raise NonFiniteLossError(self.step_count + 1, "the embeddings (the model diverged)",
-                                     self._last_good()) from error
-
     def step(self, n: int = 1) -> dict[str, Any]:
         """Run ``n`` training steps; the metrics of the last one: step, epoch, loss, loss_batch,
         [loss_memory], batch_ap, lr (backbone), grad_norm, seconds_per_step, images_per_second."""
         if n < 1:
             raise ValueError(f"n must be >= 1, got {n}")
         for _ in range(n):
-            metrics = self._train_step()
-        self._read()
-        return metrics
+            self._train_step()
+        return self.reads.read()
 
     def _rollback(self, buffers: dict[str, Tensor]) -> None:
         """Undo an unfinished step: BN statistics, RNG and stream back to the last commit."""
@@ -341,7 +236,7 @@ class Trainer:
                  progress: bool = False) -> dict[str, Any]:
         """Full-gallery R@k, mAP@R, mAP on ``split`` (default: config.eval_split) and the probe's
         decomposability gap; logged to metrics.jsonl. Only rank 0 evaluates (others get {})."""
-        self._read()  # a non-finite unread step is reported before evaluating
+        self.reads.read()  # a non-finite unread step is reported before evaluating
         split = split or self.config.eval_split
         max_items = self.config.eval_max_items if max_items is None else max_items
         result: dict[str, Any] = {}
@@ -400,7 +295,7 @@ class Trainer:
         return str(self.last_checkpoint) if self.last_checkpoint else None
 
     def state_dict(self) -> dict[str, Any]:
-        self._read()  # the state of a run whose every step was found finite
+        self.reads.read()  # the state of a run whose every step was found finite
         return self._state()
 
     def _state(self) -> dict[str, Any]:
@@ -418,7 +313,7 @@ class Trainer:
 
         A state holding NaN/inf is never written, so the last good checkpoint survives.
         """
-        self._read()
+        self.reads.read()
         path = Path(path) if path is not None else (self.out / "checkpoint.pt" if self.out else None)
         if path is None or not self.dist.is_main:
             return None
@@ -447,7 +342,7 @@ class Trainer:
                              f"Use the run's config.yaml (flags may only change {', '.join(sorted(RESUME_FREE))}).")
         if self.folder is not None:  # before any state changes: refused, this trainer stays as it was
             self.folder.claim("resume", self.config.to_dict())
-        self._pending, self._snapshot = [], None
+        self.reads.clear()
         self._load_state(state, used)
         self.last_checkpoint = used
         self._keep_previous = used == Path(path)
@@ -507,20 +402,20 @@ class Trainer:
 
     def _train_until(self, until: int, bar: tqdm) -> dict[str, Any]:
         """fit's loop: the metrics of the last step; on Ctrl-C a checkpoint of the last finished step."""
-        cfg, metrics = self.config, {}
+        cfg, trains = self.config, self.step_count < until
         try:
             while self.step_count < until:
-                metrics = self._train_step()
+                read = self._train_step()
                 bar.update(1)
-                if not self._pending:  # read (every step on the CPU, at the logging steps on a GPU)
-                    bar.set_postfix(loss=f"{metrics['loss']:.4f}", ap=f"{metrics['batch_ap']:.3f}", refresh=False)
+                if read is not None:  # every step on the CPU, the logging steps on an accelerator
+                    bar.set_postfix(loss=f"{read['loss']:.4f}", ap=f"{read['batch_ap']:.3f}", refresh=False)
                 if cfg.eval_every and self.step_count % cfg.eval_every == 0 and self.step_count < until:
                     result = self.evaluate()
                     if result and not bar.disable:
                         bar.write(f"step {self.step_count}: R@1 {result['R@1']:.3f}, mAP@R {result['mAP@R']:.3f}")
                 if cfg.checkpoint_every and self.step_count % cfg.checkpoint_every == 0:
                     self.save()
-            self._read()
+            newest = self.reads.read()  # the last step's record: read now, or by a save or evaluation before
         except KeyboardInterrupt:
             if self.out is not None and all_finite(self.model):
                 path = self.save()
@@ -528,4 +423,4 @@ class Trainer:
                     print(f"\ninterrupted at step {self.step_count}: checkpoint saved to {path} "
                           "(continue with --resume)", file=sys.stderr)
             raise
-        return metrics
+        return newest if trains else {}
