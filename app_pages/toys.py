@@ -23,7 +23,10 @@ def on_screen(fig):
     if height <= ONE_ROW:
         fig.update_layout(height=SCREEN_HEIGHT)
         if fig.layout.legend.y is not None and fig.layout.legend.y < 0:
-            fig.update_layout(legend=LEGEND_ON_TOP, margin=dict(t=105, b=45))
+            # The title at the very top, so that the legend under it never overlaps it (it did: Plotly centres
+            # a title in the top margin, where the legend now is).
+            fig.update_layout(legend=LEGEND_ON_TOP, margin=dict(t=105, b=45),
+                              title=dict(yref="container", y=0.98, yanchor="top"))
     return fig
 
 

@@ -389,5 +389,7 @@ def test_the_toy_explorers_legend_and_the_scores_main_chart_fit_a_1280x720_scree
     wait_idle(projector)
     assert_on_screen(boxes(projector, ".st-key-toy_fig_surrogates .legend"), "the toy explorer's legend")
     assert_on_screen(boxes(projector, ".st-key-toy_fig_surrogates .js-plotly-plot"), "the toy explorer's figure")
+    assert_apart(boxes(projector, ".st-key-toy_fig_surrogates .gtitle")
+                 + boxes(projector, ".st-key-toy_fig_surrogates .legend"), "the toy explorer's title and legend")
     no_exception(projector)
     projector.screenshot(path=str(ARTIFACTS / "dashboard-1280x720-toys.png"))
