@@ -214,8 +214,8 @@ class Pool:
             if session not in w.queue:
                 return None
             place = list(w.queue).index(session) + 1
-            left = sorted(s.seconds_left() for s in w.running)
-        known = [t for t in left if t is not None]
+            left = [s.seconds_left() for s in w.running]
+        known = sorted(t for t in left if t is not None)  # None (no rate yet) never compared: it broke the page
         if len(known) < len(left) or not known:
             return place, None
         # Each freed place takes the next in the queue: place p waits for the p-th end, one round per k.
