@@ -1,0 +1,38 @@
+"""The class benches' reports (bench/class_load.py, bench/class_capacity.py) say what they measured: a missed
+measurement is shown as missed, never as a number, and the capacity bench keeps its sessions watched."""
+from __future__ import annotations
+
+import argparse
+
+from bench import class_capacity, class_load
+
+
+def test_the_class_section_reports_the_cold_start_and_a_missed_page():
+    row = {"pages": 6, "loads": [3.0, 9.5], "cold": (7.5, None), "first": [9.0, 14.0], "answered": [0.2, None],
+           "stepped": [15.0, 19.0], "queued": 0, "rates": [0.5, 0.0], "pauses": [0.3, 0.6], "stuck": 0,
+           "frozen": 7.0}
+    args = argparse.Namespace(load=0, note="", window=20.0, fast=False)
+    text = class_load.section([row], args, "2 worker processes x 3 runs at once")
+    line = next(line for line in text.splitlines() if line.startswith("| 6 |"))
+    assert "| 7.5 s / – |" in line and "0.2 s / 0.2 s (1 missed)" in line
+    assert "0.50 (0.50-0.50)" in line  # the page that never trained is not a rate of 0 in the median
+
+
+def test_the_capacity_section_sums_the_rates_and_marks_a_missed_first_step():
+    row = {"pages": 3, "workers": "2 x 3", "queued": 0, "first": [2.0, None, 4.0], "rates": [1.0, 2.0, 3.0],
+           "pauses": [0.001, 0.002, 0.003], "loads": [1.0, 2.0]}
+    line = next(line for line in class_capacity.section([row], 20.0, "").splitlines() if line.startswith("| 3 |"))
+    assert "3.0 s / 4.0 s (1 missed)" in line and "| 6.00 |" in line and "2.00 (1.00-3.00)" in line
+
+
+def test_the_capacity_bench_touches_every_session_while_it_waits():
+    class Session:
+        touched = 0
+
+        def touch(self):
+            self.touched += 1
+
+    sessions = [Session(), Session()]
+    calls = []
+    assert class_capacity._wait_touching(sessions, lambda: calls.append(1) or len(calls) >= 2, 1e12)
+    assert [s.touched for s in sessions] == [2, 2]
