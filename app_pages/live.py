@@ -9,8 +9,9 @@ training, so a paused page costs nothing. Elements keep their keys: updated in p
 stale elements is off inside the panel (``NO_FADE``).
 
 The browser redraws a chart each time it is sent, and it shares the CPU with training on a laptop (and, in
-``bench/class_load.py``, with the server and every other page). The Streamlit option ``runner.postScriptGC`` is off (``.streamlit/config.toml``): its full garbage collection after
-every fragment run held the GIL while the training thread waited. Measured in chromium by
+``bench/class_load.py``, with the server and every other page). The Streamlit option ``runner.postScriptGC``
+is off (``.streamlit/config.toml``): its full garbage collection after every fragment run held the GIL while
+the training thread waited. Measured in chromium by
 ``bench/dashboard.py`` (compare mode, full mode, 4 busy loops beside it, load 6-11 on 2 cores):
 no chart faded in 20 s of training in any view (before: 6-14 fades, up to 3 s each).
 """

@@ -117,7 +117,8 @@ def main(argv: Optional[list[str]] = None) -> None:
         r = one_class(n, args.window, args.budget)
         rows.append(r)
         print(f"N={n}: Start→step 1 {_stat(r['first'])}, queued {r['queued']}, steps/s "
-              f"{[round(x, 2) for x in r['rates']]} (sum {sum(r['rates']):.2f}), Pause {_stat(r['pauses'], '{:.3f} s')}, "
+              f"{[round(x, 2) for x in r['rates']]} (sum {sum(r['rates']):.2f}), "
+              f"Pause {_stat(r['pauses'], '{:.3f} s')}, "
               f"load {min(r['loads']):.1f}-{max(r['loads']):.1f}", flush=True)
     publish("class-capacity", section(rows, args.window, args.note), dry_run=args.no_write)
 

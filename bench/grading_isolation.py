@@ -158,8 +158,8 @@ which goes first over {args.rounds} rounds; then the start of a sandboxed `pytho
 lab.grading'` alone, {args.starts} interleaved pairs. Same points for every student: {'yes' if same else 'NO'}.
 Wall-clock seconds, medians and the median of the paired differences; CPU seconds: user + system of the
 grader and every process it started (getrusage of the waited-for children), which the machine's other work
-barely moves. With `--jobs 2` on 2 cores, a submission's added wall time is about half its added CPU time. CPU: {cpu_model()}; load average
-{min(loads):.1f}–{max(loads):.1f} on 2 cores.
+barely moves. With `--jobs 2` on 2 cores, a submission's added wall time is about half its added CPU time.
+CPU: {cpu_model()}; load average {min(loads):.1f}–{max(loads):.1f} on 2 cores.
 
 | seconds | {args.before} | this checkout | added (median of pairs) | added, min … max |
 |---|---|---|---|---|
