@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 ROOT = Path(__file__).resolve().parents[1]
+from bench.class_load import _stat
 from bench.measure import machine, publish
 
 
@@ -76,13 +77,6 @@ def _wait_touching(sessions: list, done, until: float) -> bool:
             return True
         time.sleep(min(1.0, max(0.0, until - time.monotonic())))
     return done()
-
-
-def _stat(values: list[Optional[float]], fmt: str = "{:.1f} s") -> str:
-    known = [v for v in values if v is not None]
-    missed = len(values) - len(known)
-    text = f"{fmt.format(statistics.median(known))} / {fmt.format(max(known))}" if known else "–"
-    return text + (f" ({missed} missed)" if missed else "")
 
 
 def section(rows: list[dict[str, Any]], window: float, note: str) -> str:
