@@ -68,9 +68,14 @@ slurm:
 lint: setup
 	@$(BIN)/ruff check --quiet || { echo "make lint: fix the lines above by hand (\`$(BIN)/ruff check --fix\` removes unused imports), then rerun make lint"; exit 1; }
 
-# Exit code 5 (no tests collected, e.g. with a -k filter) is not a failure.
+# The tests run in one pytest worker per core (pytest-xdist), a whole test file to one worker (--dist loadfile):
+# a module's fixture (a sandboxed batch, a notebook's run, an nbgrader course) is then built once, not once per
+# worker. Serial: `make test TEST_WORKERS=0`. Exit code 5 (no tests collected, e.g. with a -k filter) is not a
+# failure.
+TEST_WORKERS ?= $(shell nproc 2>/dev/null || echo 1)
+XDIST := -n $(TEST_WORKERS) --dist loadfile
 test: setup lint browser sandbox slurm
-	$(BIN)/python -m pytest $(PYTEST_ARGS) || { rc=$$?; [ $$rc -eq 5 ] && echo "pytest: no tests collected" || exit $$rc; }
+	$(BIN)/python -m pytest $(XDIST) $(PYTEST_ARGS) || { rc=$$?; [ $$rc -eq 5 ] && echo "pytest: no tests collected" || exit $$rc; }
 
 # The edit loop's subset: tests/ without the assignments' notebooks (nbmake), the tests marked slow, the browser
 # and AppTest tests of the app, the grading's end-to-end tests (sandbox, nbgrader, assignments) and the benchmarks'
@@ -81,7 +86,7 @@ FAST_SKIP := --ignore=tests/test_app.py --ignore=tests/test_app_browser.py --ign
   --ignore=tests/test_grade.py --ignore=tests/test_grade_nbgrader.py --ignore=tests/test_grading_sandbox.py \
   --ignore=tests/test_grading_hostile.py --ignore=tests/test_assignments.py --ignore-glob='tests/test_bench_*.py'
 test-fast: setup
-	$(BIN)/python -m pytest tests -m "not slow" $(FAST_SKIP) $(PYTEST_ARGS) || { rc=$$?; [ $$rc -eq 5 ] && echo "pytest: no tests collected" || exit $$rc; }
+	$(BIN)/python -m pytest tests -m "not slow" $(FAST_SKIP) $(XDIST) $(PYTEST_ARGS) || { rc=$$?; [ $$rc -eq 5 ] && echo "pytest: no tests collected" || exit $$rc; }
 
 # Student versions (the notebooks as nbgrader releases them: needs the dev extra), hidden tests and an
 # nbgrader source folder in build/assignments/.

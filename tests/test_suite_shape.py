@@ -34,3 +34,29 @@ def test_bench_imports_no_test_module():
     wrong = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "bench").rglob("*.py")
                    if any(m.split(".")[0] == "tests" for m in all_imports(p)))
     assert wrong == [], f"bench/ imports tests/ (the helpers both use live in bench/): {wrong}"
+
+
+def _pytest_line(target: str, *variables: str) -> list[str]:
+    import shlex
+    import subprocess
+
+    done = subprocess.run(["make", "-n", target, "PYTEST_ARGS=", *variables], cwd=ROOT, capture_output=True,
+                          text=True, check=True)
+    line = next(ln for ln in done.stdout.splitlines() if " -m pytest " in ln)
+    return shlex.split(line.split("||")[0])
+
+
+def test_make_test_spreads_whole_files_over_the_cores():
+    # make test ran serially: one of 2 cores idled through most of the suite (review 2026-11b, section 4). One
+    # worker per core, and a whole file to one worker, so a module fixture (the hostile batch, a notebook's run,
+    # an nbgrader course) is built once, not once per worker that draws one of its tests.
+    import os
+
+    for target in ("test", "test-fast"):
+        args = _pytest_line(target)
+        assert args[args.index("-n") + 1] == str(os.cpu_count()), (target, args)
+        assert args[args.index("--dist") + 1] == "loadfile", (target, args)
+    serial = _pytest_line("test", "TEST_WORKERS=0")
+    assert serial[serial.index("-n") + 1] == "0"
+    extras = re.search(r"^dev = \[(.*?)\]$", (ROOT / "pyproject.toml").read_text(), re.M | re.S).group(1)
+    assert '"pytest-xdist' in extras  # make setup installs it from the project's own files
