@@ -61,3 +61,31 @@ def test_the_table_has_a_row_per_case_and_writes_nothing_with_no_write(capsys, m
 def test_a_folder_that_is_not_a_checkout_is_refused(tmp_path):
     with pytest.raises(SystemExit, match="not a checkout"):
         checkouts.main([str(tmp_path), str(ROOT), "--no-write"])
+
+
+SLOW_TRAINER = textwrap.dedent("""
+    import time
+    class TrainConfig:
+        def __init__(self, batch_size, **kwargs):
+            self.batch_size = batch_size
+    class Trainer:
+        def __init__(self, config):
+            self.config = config
+        def step(self):
+            start = time.process_time()
+            while time.process_time() - start < 0.05:   # 50 ms of CPU per step
+                pass
+""")
+
+
+def test_trainer_batches_time_the_checkouts_own_trainer_step(tmp_path, capsys):
+    fake = slow_checkout(tmp_path)
+    (fake / "lab" / "train").mkdir()
+    (fake / "lab" / "train" / "__init__.py").write_text(SLOW_TRAINER)
+    times = checkouts.child(fake, [], [], repeat=1, trainer_batches=[8, 16])
+    assert set(times) == {f"{checkouts.TRAINER} 8", f"{checkouts.TRAINER} 16"}
+    assert min(times.values()) >= 0.045
+    assert checkouts.main([str(fake), str(fake), "--losses", "--trainer-batches", "8", "--rounds", "1",
+                           "--repeat", "1", "--no-write"]) == 0
+    out = capsys.readouterr().out
+    assert f"| {checkouts.TRAINER} | 8 | " in out and "one `Trainer.step` of the CLI's defaults" in out
