@@ -6,6 +6,7 @@ session's published view (a condition), never on time.
 """
 import os
 import signal
+import time
 
 import pytest
 import torch
@@ -152,6 +153,22 @@ def test_the_workers_run_below_the_page_and_end_cleanly(pool):
     assert training.wait(lambda v: v.step_count >= 2, WAIT)
     ended.shutdown()  # while it trains: the worker pauses it and joins its thread, then exits
     assert ended.workers[0].process.exitcode == 0
+
+
+def test_a_worker_stopped_while_a_command_runs_in_torch_ends_without_an_abort():
+    # A page's Step runs in the session's inbox thread, a daemon thread. Stopped during it, the worker used to
+    # return into the interpreter's teardown, which ends a daemon thread inside torch with pthread_exit; its
+    # unwinding through torch's C++ frames aborted the process ("terminate called without an active
+    # exception", exit code -6), seen when a class's server stopped with pages still busy.
+    heavy = TINY.replace(batch_size=256, m=4, classes=64)  # a step long enough to be in flight (a model built first)
+    for attempt in range(3):
+        ended = Pool(1, 1).start()
+        session = session_of(ended, heavy)
+        assert ended.workers[0].ready.wait(WAIT)
+        session.step()  # the inbox thread builds the trainer, then trains one tick
+        time.sleep(0.5 * attempt)
+        ended.shutdown(timeout=WAIT)
+        assert ended.workers[0].process.exitcode == 0, f"attempt {attempt}: {ended.workers[0].process.exitcode}"
 
 
 def test_a_worker_that_dies_is_an_error_on_its_pages_and_reset_trains_again_elsewhere():

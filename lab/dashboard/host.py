@@ -9,8 +9,8 @@ session's view as a :class:`Published` (the history records the page has not see
 them), every new held-out snapshot, and a line when the worker is ready.
 
 The worker ends when the page's process says so (``shutdown``: every session paused and its thread
-joined, so that no thread is inside torch when the interpreter ends) or when it disappears (the
-pipe closes). Ctrl-C reaches the page's process and the workers alike (one process group): the
+joined, then ``os._exit``: no interpreter teardown meets a command's thread inside torch) or when it
+disappears (the pipe closes). Ctrl-C reaches the page's process and the workers alike (one process group): the
 workers ignore it and wait for the page's process to stop them.
 """
 from __future__ import annotations
@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import queue
 import signal
+import sys
 import threading
 from dataclasses import dataclass
 from typing import Any, Optional
@@ -192,3 +193,10 @@ def main(commands: Any, out: Any, gates: Any, niceness: int, threads: int, warm:
     finally:
         stop_all()  # every training thread paused and joined: none inside torch at exit
         host.send("stopped", "", os.getpid())
+    # An inbox thread may still be inside torch (a page's Step or snapshot in flight). The interpreter's
+    # teardown ends such a daemon thread with pthread_exit, whose unwinding through torch's C++ frames aborts
+    # the process ("terminate called without an active exception", exit code -6). Nothing of the worker needs
+    # that teardown (its sessions' state lives in the page's process, it writes no file): it ends here.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
