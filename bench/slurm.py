@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Optional
 
 DAEMONS = ("/usr/sbin/munged", "/usr/sbin/slurmctld", "/usr/sbin/slurmd")
+REQUEUE_SECONDS = 2.0  # a requeued job waits this long before release_requeued starts it (see there)
 REQUIRE_ENV = "RANKLAB_REQUIRE_SLURM"  # CI: the SLURM tests must run, not skip (.ci/run sets it)
 
 
@@ -83,6 +84,7 @@ class Slurm:
         self.conf = self.root / "slurm.conf"
         self.env = {"SLURM_CONF": str(self.conf)}
         self.started = 0.0
+        self._held: dict[str, float] = {}  # a requeued job's id -> when release_requeued first saw it held
 
     def __enter__(self) -> "Slurm":
         try:
@@ -145,13 +147,17 @@ class Slurm:
         return int(path.read_text().split()[0])
 
     def release_requeued(self) -> list[str]:
-        """Start now the jobs a requeue left waiting (SLURM holds a requeued job ~2 minutes, reason BeginTime):
-        only a wait is cut short, as an admin would. Returns their ids."""
-        ids = []
+        """Start the jobs a requeue left waiting (SLURM holds a requeued job ~2 minutes, reason BeginTime) once
+        they have waited ``REQUEUE_SECONDS``: only a wait is cut short, as an admin would. Released within the
+        second of its kill, a job's new launch met its old, revoked credential ("Job credential revoked": SLURM
+        compares whole seconds) and the job ended without starting. Returns the ids released."""
+        ids, now = [], time.monotonic()
         for line in self.run("squeue", "-h", "-o", "%i %T %r", check=False).splitlines():
             job, state, reason = (line.split() + ["", "", ""])[:3]
-            if state == "PENDING" and reason == "BeginTime":
+            if state == "PENDING" and reason == "BeginTime" and \
+                    now - self._held.setdefault(job, now) >= REQUEUE_SECONDS:
                 self.run("scontrol", "update", f"jobid={job}", "StartTime=now", check=False)
+                self._held.pop(job)
                 ids.append(job)
         return ids
 

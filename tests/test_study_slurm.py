@@ -6,6 +6,7 @@ with SIGTERM (``scancel --signal=TERM``) mid-way checkpoints, is requeued and en
 (not root, no slurm-wlm) these tests skip with one line; CI requires them (RANKLAB_REQUIRE_SLURM=1, .ci/run)."""
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -131,6 +132,50 @@ def test_a_run_preempted_with_sigterm_is_requeued_and_ends_with_the_same_bits(tm
     assert any("stopped and requeued at step" in line for line in lines)
     assert any(f"stopped at step {stops[0]['step']} on" in line and "checkpointed; requeued" in line
                for line in lines)  # said as it happened
+
+
+def _kill_when_running(logs: Path, done: threading.Event, sent: list) -> None:
+    """SIGKILL to the job's Python once its log shows a step: the job ends at once, with no result, no checkpoint
+    and no requeue (a scancel's SIGTERM is a preemption: the run checkpoints and requeues itself)."""
+    while not done.is_set() and not sent:
+        if any(": step " in log.read_text() for log in logs.glob("*_log.out")):
+            for proc in Path("/proc").iterdir():
+                try:
+                    argv = (proc / "cmdline").read_bytes().split(b"\0")
+                except OSError:
+                    continue
+                if b"submitit.core._submit" in argv and str(logs).encode() in argv:
+                    os.kill(int(proc.name), signal.SIGKILL)
+                    sent.append(int(proc.name))
+        time.sleep(0.2)
+
+
+def test_a_job_that_leaves_the_queue_without_a_result_is_reported_not_waited_for(tmp_path, on_slurm, monkeypatch):
+    # This cluster, like some small ones, keeps no accounting: submitit cannot learn that a job died (its state
+    # stays UNKNOWN, "not done"), and the driver polled it for ever. Seen when SLURM would not start a requeued
+    # job ("Job credential revoked"): the whole test run hung.
+    from lab.studies.running import submitit_runs
+
+    monkeypatch.setattr(submitit_runs, "GONE_SECONDS", 3.0)
+    spec = _longer_run(steps=150)
+    lines, done, sent, out = [], threading.Event(), [], {}
+    threading.Thread(target=_kill_when_running, args=(tmp_path / "submitit", done, sent),
+                     daemon=True).start()
+
+    def drive() -> None:
+        out["broken"] = submitit_runs.train_as_jobs(
+            [spec], lambda *a, **k: out.setdefault("recorded", a), ClusterConfig(backend="slurm", poll_seconds=1,
+                                                                                time=30),
+            tmp_path, 1, None, "s", 0, lines.append)
+
+    driver = threading.Thread(target=drive, daemon=True)
+    driver.start()
+    driver.join(timeout=600)
+    done.set()
+    assert not driver.is_alive(), f"the driver still waits for a job SLURM no longer holds: {lines}"
+    assert sent and out == {"broken": 1}, (out, lines)
+    assert any("ended without a result (it left SLURM's queue" in line and "left for the next call" in line
+               for line in lines), lines
 
 
 SHARD = """#!/bin/bash

@@ -13,12 +13,17 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 import time
 from pathlib import Path
 from typing import Any, Callable, Optional
 
 from .cluster import ClusterConfig, make_executor
 from .spec import RunSpec
+
+# How long a job may be out of SLURM's queue with no result file before it counts as ended without one: the
+# result of a job that just ended may take this long to appear on a shared file system.
+GONE_SECONDS = 60.0
 
 
 def train_as_jobs(runs: list[RunSpec], record: Callable[..., None], cluster: ClusterConfig, work: Path,
@@ -48,6 +53,7 @@ def train_as_jobs(runs: list[RunSpec], record: Callable[..., None], cluster: Clu
         log(f"  running {len(runs)} runs as submitit's local jobs, at most {cluster.array_parallelism} at once "
             f"(logs in {work / 'submitit'})")
     done = broken = slot = 0
+    vanished = _Vanished()
     seen = {spec.key: len(_stops(work / spec.key)) for spec in runs}  # stops logged (or a past call's), per run
     while waiting or running:
         while waiting and len(running) < cluster.array_parallelism:  # local: start jobs as slots free up
@@ -63,10 +69,13 @@ def train_as_jobs(runs: list[RunSpec], record: Callable[..., None], cluster: Clu
                 log(f"  {spec.study}: {spec.setting}, seed {spec.seed}: stopped at step {stops[-1]['step']} on "
                     f"{stops[-1].get('host', '?')}, checkpointed; requeued")
         finished = [job for job in running if job.paths.result_pickle.exists() or job.done()]
-        for job in finished:
+        gone = vanished.check([job for job in running if job not in finished]) if backend == "slurm" else []
+        for job in finished + gone:
             spec = running.pop(job)
             what = f"{spec.study}: {spec.setting}, seed {spec.seed}"
             try:
+                if job in gone:
+                    raise UncompletedJobError(f"it left SLURM's queue {GONE_SECONDS:.0f} s ago and wrote none")
                 out = _result(job)
             except (UncompletedJobError, FailedJobError) as e:
                 broken += 1
@@ -91,6 +100,38 @@ def train_as_jobs(runs: list[RunSpec], record: Callable[..., None], cluster: Clu
         log(f"  {broken} runs' jobs ended without a result: left for the next call (it resumes those that saved "
             "a checkpoint)")
     return broken
+
+
+class _Vanished:
+    """The jobs that left SLURM's queue without a result. Without SLURM's accounting (``sacct``), submitit cannot
+    learn that a job failed: its state stays UNKNOWN, which submitit counts as not done, and the driver waited
+    for ever (a requeued job SLURM would not start, "Job credential revoked", did so). A job that ``squeue`` has
+    not listed for ``GONE_SECONDS`` and whose result file is still missing has ended without one."""
+
+    def __init__(self) -> None:
+        self.since: dict[str, float] = {}
+
+    def check(self, jobs: list[Any]) -> list[Any]:
+        queued = _queued()
+        if queued is None:  # squeue not answering: nothing is declared gone
+            return []
+        now, gone = time.monotonic(), []
+        for job in jobs:
+            if job.job_id in queued or job.paths.result_pickle.exists():
+                self.since.pop(job.job_id, None)
+            elif now - self.since.setdefault(job.job_id, now) >= GONE_SECONDS:
+                gone.append(job)
+        return gone
+
+
+def _queued() -> Optional[set[str]]:
+    """The ids of this user's jobs SLURM holds (pending, running, completing, requeued), one per array task;
+    None when squeue fails."""
+    try:
+        done = subprocess.run(["squeue", "-h", "-r", "--me", "-o", "%i"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return set(done.stdout.split()) if done.returncode == 0 else None
 
 
 def _stops(work: Path) -> list[dict[str, Any]]:
