@@ -79,8 +79,8 @@ test: setup lint browser sandbox slurm
 
 # The edit loop's subset: tests/ without the assignments' notebooks (nbmake), the tests marked slow, the browser
 # and AppTest tests of the app, the grading's end-to-end tests (sandbox, nbgrader, assignments) and the benchmarks'
-# own tests: 5.3 min of CPU time (15 min wall on 2 cores at load 5-9, 2026-11-27); how many tests, no comment
-# can keep up with: `make test-fast PYTEST_ARGS=--collect-only` counts them. No lint: `make lint`.
+# own tests: 5.3 min of CPU time (2026-11-27), spread over one worker per core like make test's; how many tests,
+# no comment can keep up with: `make test-fast PYTEST_ARGS=--collect-only` counts them. No lint: `make lint`.
 # `make test` (what CI runs) stays the whole suite.
 FAST_SKIP := --ignore=tests/test_app.py --ignore=tests/test_app_browser.py --ignore=tests/test_notebook_browser.py \
   --ignore=tests/test_grade.py --ignore=tests/test_grade_nbgrader.py --ignore=tests/test_grading_sandbox.py \
