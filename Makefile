@@ -71,8 +71,9 @@ lint: setup
 # The tests run in one pytest worker per core (pytest-xdist), a whole test file to one worker (--dist loadfile):
 # a module's fixture (a sandboxed batch, a notebook's run, an nbgrader course) is then built once, not once per
 # worker. Serial: `make test TEST_WORKERS=0`. Exit code 5 (no tests collected, e.g. with a -k filter) is not a
-# failure.
-TEST_WORKERS ?= $(shell nproc 2>/dev/null || echo 1)
+# failure. The cores are the ones this process may run on; nproc also obeys OMP_NUM_THREADS, which a CI may set
+# to 1 for BLAS (CI's nproc said 1 of 2 cores once), so that variable is left out.
+TEST_WORKERS ?= $(shell env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc 2>/dev/null || echo 1)
 XDIST := -n $(TEST_WORKERS) --dist loadfile
 test: setup lint browser sandbox slurm
 	$(BIN)/python -m pytest $(XDIST) $(PYTEST_ARGS) || { rc=$$?; [ $$rc -eq 5 ] && echo "pytest: no tests collected" || exit $$rc; }

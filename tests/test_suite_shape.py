@@ -36,12 +36,12 @@ def test_bench_imports_no_test_module():
     assert wrong == [], f"bench/ imports tests/ (the helpers both use live in bench/): {wrong}"
 
 
-def _pytest_line(target: str, *variables: str) -> list[str]:
+def _pytest_line(target: str, *variables: str, env: dict | None = None) -> list[str]:
     import shlex
     import subprocess
 
     done = subprocess.run(["make", "-n", target, "PYTEST_ARGS=", *variables], cwd=ROOT, capture_output=True,
-                          text=True, check=True)
+                          text=True, check=True, env=env)
     line = next(ln for ln in done.stdout.splitlines() if " -m pytest " in ln)
     return shlex.split(line.split("||")[0])
 
@@ -52,10 +52,14 @@ def test_make_test_spreads_whole_files_over_the_cores():
     # an nbgrader course) is built once, not once per worker that draws one of its tests.
     import os
 
-    for target in ("test", "test-fast"):
-        args = _pytest_line(target)
-        assert args[args.index("-n") + 1] == str(os.cpu_count()), (target, args)
-        assert args[args.index("--dist") + 1] == "loadfile", (target, args)
+    cores = str(len(os.sched_getaffinity(0)))
+    # On CI, nproc said 1 where os.cpu_count said 2 and the suite ran on one worker. nproc also obeys
+    # OMP_NUM_THREADS (a CI may set it to 1 for BLAS): the Makefile leaves it out; the affinity mask still counts.
+    for env in (dict(os.environ), dict(os.environ, OMP_NUM_THREADS="1", OMP_THREAD_LIMIT="1")):
+        for target in ("test", "test-fast"):
+            args = _pytest_line(target, env=env)
+            assert args[args.index("-n") + 1] == cores, (target, env.get("OMP_NUM_THREADS"), args)
+            assert args[args.index("--dist") + 1] == "loadfile", (target, args)
     serial = _pytest_line("test", "TEST_WORKERS=0")
     assert serial[serial.index("-n") + 1] == "0"
     extras = re.search(r"^dev = \[(.*?)\]$", (ROOT / "pyproject.toml").read_text(), re.M | re.S).group(1)
