@@ -106,3 +106,15 @@ def test_the_code_version_comes_from_the_records_provenance_when_they_carry_it()
     assert "results/gpu/README.md" in gpu_time([run], {"a": twin})
     with_code = {**run, "provenance": {"commit": "0123456789abcdef", "torch": "2.11.0+cu130"}}
     assert "(code 0123456, torch 2.11.0+cu130)" in gpu_time([with_code], {"a": twin})
+
+
+def test_a_seed_whose_record_states_a_default_counts_in_the_spread():
+    # SoftBinAP seeds 8-9 came from a commit whose records state amp="none", left out by seeds 0-7: the same run,
+    # but comparing config dicts counted 8 seeds where there are 10 (the page said "5-8 seeds").
+    run = {"key": "a", "method": "FastAP", "seed": 0, "device": "cuda", "seconds": 10.0, "mAP@R": 0.5, "R@1": 0.8,
+           "config": {"loss": "fast_ap", "seed": 0}}
+    cpu = {"a": {**run, "device": "cpu", "seconds": 300.0},
+           "b": {**run, "key": "b", "seed": 1, "mAP@R": 0.6, "config": {"loss": "fast_ap", "seed": 1, "amp": "none"}},
+           "c": {**run, "key": "c", "seed": 2, "mAP@R": 0.7, "config": {"loss": "fast_ap", "seed": 2, "lr": 0.01}}}
+    (row,) = gpu_rows([run], cpu)
+    assert row["seeds"] == 2 and abs(row["mAP@R"][3] - 100 * statistics.stdev([0.5, 0.6])) < 1e-9

@@ -12,11 +12,18 @@ from __future__ import annotations
 import statistics
 from typing import Any, Sequence
 
+from ..running.spec import record_key
+
 METRICS = ("mAP@R", "R@1")
 
 
-def _config_but_seed(rec: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in rec["config"].items() if k not in ("seed", "device")}
+def _run_but_seed(rec: dict[str, Any]) -> str:
+    """The key of the run ``rec`` trained, at seed 0: equal for the seeds of one run. Not its config dict:
+    a record from a later commit states fields an older one left at their default (``amp``), the same run."""
+    unseeded = {**rec, "config": {**rec["config"], "seed": 0}}
+    if "trained_config" in rec:
+        unseeded["trained_config"] = {**rec["trained_config"], "seed": 0}
+    return record_key(unseeded)
 
 
 def gpu_rows(gpu: Sequence[dict[str, Any]], cpu_runs: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
@@ -29,7 +36,8 @@ def gpu_rows(gpu: Sequence[dict[str, Any]], cpu_runs: dict[str, dict[str, Any]])
         cpu = cpu_runs.get(run["key"])
         if cpu is None or not all(m in cpu and m in run for m in METRICS):
             continue
-        seeds = [r for r in cpu_runs.values() if "config" in r and _config_but_seed(r) == _config_but_seed(cpu)]
+        run_key = _run_but_seed(cpu)
+        seeds = [r for r in cpu_runs.values() if "config" in r and _run_but_seed(r) == run_key]
         row: dict[str, Any] = {"method": run["method"], "seed": run["seed"], "cpu_s": cpu["seconds"],
                                "gpu_s": run["seconds"], "ratio": cpu["seconds"] / run["seconds"],
                                "seeds": len(seeds)}

@@ -10,7 +10,7 @@ from ..running.spec import PAPER_ORDER
 from .ordering import seed_positions
 from .paper_claims import claim_tests, claims_headline
 from .registered import COMMIT as REGISTERED_AT, registered_outcome
-from .replication import replicate
+from .replication import replicate, status_line
 from .stats import HOLDS, fmt_p, gains_by, mean_std
 from .study_sections import every_seed, read_study
 from .sweeps import analyse_bins, analyse_hparams, analyse_memory
@@ -27,7 +27,7 @@ def study1(records: list[dict], protocol: str = "v2", every: Optional[list[dict]
     n = sorted({t.test.n for t in tests})
     rep = replicate(records if every is None else every)  # its run count stays on the page: the README changes
     later = ("; the registered replication on seeds 5-14 is not read yet: look 1 is not complete" if not rep.results
-             else "; the registered replication on seeds 5-14 is on the results page, beside these")
+             else f"; {status_line(rep)}")
     histogram = [m for m in ("FastAP", "SoftBinAP") if any(r["method"] == m for r in records)]
     order = [m for m in PAPER_ORDER if any(r["method"] == m for r in records)]
     return (f"Study 1 (protocol {protocol}, {len(records)} runs): {claims_headline(tests)} (mAP@R, and R@1 for supp. "
