@@ -1,15 +1,13 @@
-"""python -m lab.grading.grade and nbgrader score a correct, a blank and a partly wrong submission as the
-weight table says; a hanging, exiting or crashing submission costs only itself; bad input is one line.
+"""python -m lab.grading.grade scores a correct, a blank and a partly wrong submission as the weight table says
+(nbgrader's gradebook, cell by cell: tests/test_grade_nbgrader.py); a hanging, exiting or crashing submission
+costs only itself; bad input is one line.
 
 The expected points come from the weight table (lab/grading/assignments.py), not from a run.
 """
 from __future__ import annotations
 
 import csv
-import os
 import shutil
-import subprocess
-import sys
 import zipfile
 from pathlib import Path
 
@@ -206,38 +204,3 @@ def test_cli_errors_are_one_line_with_status_2(tmp_path, capsys, make, extra, ph
     err = capsys.readouterr().err
     assert info.value.code == 2 and phrase in err and err.count("\n") == 1 and err.startswith("grade: ")
 
-
-# ------------------------------------------------------------------------------------- nbgrader
-@pytest.mark.slow
-def test_nbgrader_autograde_scores_correct_blank_and_partly_wrong(three, tmp_path, monkeypatch):
-    pytest.importorskip("nbgrader", reason="nbgrader is not installed (pip install -e '.[dev]')")
-    from nbgrader.api import Gradebook
-
-    # nbgrader runs the `alembic` command of its environment: that environment's bin/ must be on PATH.
-    monkeypatch.setenv("PATH", os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]))
-    course = tmp_path / "course"
-    shutil.copytree(three / "build" / "nbgrader", course)  # source/NAME + nbgrader_config.py, as generated
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-    run = lambda *args: subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=course, env=env,  # noqa: E731
-                                       capture_output=True, text=True)
-    done = run("generate_assignment", NAME)
-    assert done.returncode == 0, done.stderr[-2000:]
-    released = course / "release" / NAME / A.notebook
-    for student in EXPECTED:  # each hands in the released notebook and their own module
-        folder = course / "submitted" / student / NAME
-        folder.mkdir(parents=True)
-        shutil.copy(released, folder / A.notebook)
-        shutil.copy(three / "submissions" / student / A.modules[0], folder / A.modules[0])
-    done = run("autograde", NAME)
-    assert done.returncode == 0, done.stderr[-3000:]
-    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
-        for student, cells in EXPECTED.items():
-            grades = {g.name: g for nb in gb.find_submission(NAME, student).notebooks for g in nb.grades}
-            for cell, points in cells.items():
-                assert grades[f"cell-{cell}"].auto_score == points, (student, cell)
-                assert grades[f"cell-{cell}"].max_score == POINTS[cell]
-            for cell, points in A.written:  # the written answers wait for the instructor, with their weights
-                assert grades[f"cell-{cell}"].max_score == points
-    # autograde graded the student's module, not the stub of source/ (exclude_overwriting)
-    graded = course / "autograded" / "correct" / NAME / A.modules[0]
-    assert graded.read_text() == (SOURCE / NAME / A.modules[0]).read_text()

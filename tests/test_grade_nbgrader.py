@@ -1,6 +1,7 @@
 """nbgrader end to end from the notebooks students actually get: release -> fetch -> submit -> collect ->
 ``python -m lab.grading.autograde`` -> export with nbgrader's own CLI in a temporary course. alice types the
-solution into the handed-out files (full marks), bob hands them in untouched (0); both agree with grade-all.
+solution into the handed-out files (full marks), bob a partly wrong module (one check of two), cell by cell as
+the weight table says; nbgrader's gradebook and grade-all agree.
 
 Issue 42, row 8: one hostile notebook (mallory: a cell after the imports) gave itself 16/16 under plain
 ``nbgrader autograde`` (it patched the checks, wrote its hand-graded points into gradebook.db, rewrote its own
@@ -28,6 +29,8 @@ from lab.grading.autograde import check_submissions
 from lab.grading.crosscheck import nbgrader_scores
 from lab.grading.generate import generate
 from lab.grading.handin import fingerprint
+
+from .test_grade import EXPECTED, PARTLY_WRONG_LINE
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCE = ROOT / "assignments"
@@ -150,7 +153,7 @@ _SEEN = [p for p in glob.glob(os.path.join(COURSE, "*", "*", "*"))]  # other stu
 
 @pytest.fixture(scope="module")
 def course(built, tmp_path_factory):
-    """A course where alice (the solution in the module), bob (untouched) and mallory (untouched, plus the hostile
+    """A course where alice (the solution in the module), bob (partly wrong) and mallory (untouched, plus the hostile
     cell) went through release -> fetch -> submit -> collect -> python -m lab.grading.autograde -> export."""
     tmp_path = tmp_path_factory.mktemp("nbgrader")
     course, exchange = tmp_path / "course", tmp_path / "exchange"
@@ -176,6 +179,9 @@ def course(built, tmp_path_factory):
         ok(_run(home, "fetch_assignment", NAME, *exchange_args))
         if student == "alice":  # types the solution into the module (the notebook's code cells only call it)
             shutil.copy(SOURCE / NAME / A.modules[0], home / NAME / A.modules[0])
+        if student == "bob":  # FastAP with num_bins centres: one check of two
+            (home / NAME / A.modules[0]).write_text((SOURCE / NAME / A.modules[0]).read_text()
+                                                    .replace(*PARTLY_WRONG_LINE))
         if student == "mallory":
             nb = nbformat.read(home / NAME / A.notebook, as_version=4)
             cell = nbformat.v4.new_code_cell(HOSTILE_CELL.format(course=str(course), name=NAME, module=A.modules[0],
@@ -196,7 +202,15 @@ def course(built, tmp_path_factory):
 def test_nbgrader_end_to_end_from_the_handed_out_notebooks_agrees_with_grade_all(course):
     where = course["course"]
     nbgrader_points = _scores(where / "grades.csv", "raw_score")  # written answers not graded yet: autograded only
-    assert nbgrader_points == {"alice": A.autograded_points, "bob": 0.0, "mallory": 0.0}
+    cells = {"alice": EXPECTED["correct"], "bob": EXPECTED["partly_wrong"], "mallory": EXPECTED["blank"]}
+    assert nbgrader_points == {s: sum(c.values()) for s, c in cells.items()}
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{where / 'gradebook.db'}") as gb:  # cell by cell, with the weight table's maxima
+        for student, expected in cells.items():
+            grades = {g.name: g for nb in gb.find_submission(NAME, student).notebooks for g in nb.grades}
+            assert {c: grades[f"cell-{c}"].auto_score for c in expected} == expected, student
+            assert {c: grades[f"cell-{c}"].max_score for c in A.points} == A.points
     done = _run(where, NAME, "--course", str(where), "--timeout", "60", module="lab.grading.crosscheck")
     grade_all = _scores(where / "crosscheck" / NAME / "grades_totals.csv", "points")
     assert grade_all == nbgrader_points
@@ -208,17 +222,22 @@ def test_nbgrader_end_to_end_from_the_handed_out_notebooks_agrees_with_grade_all
 
     assert sum(determine_grade(c)[0] or 0 for c in autograded.cells if is_grade(c) and c.cell_type == "code") == \
         A.autograded_points  # nbgrader's own rule on the autograded notebook reads the trusted score
+    graded = where / "autograded" / "alice" / NAME / A.modules[0]  # the student's module, not source/'s stub
+    assert graded.read_text() == (SOURCE / NAME / A.modules[0]).read_text()
 
-    from nbgrader.api import Gradebook  # a score changed in nbgrader (here by hand) is what the cross-check reads
-
+    # A score changed in nbgrader (here by hand: bob's failed check given full marks) is what the cross-check
+    # reads. grade-all's scores are the ones above (the hand-ins did not change): compared in this process, not
+    # graded again.
+    cell = f"cell-{A.tests[-1].cell}"
     with Gradebook(f"sqlite:///{where / 'gradebook.db'}") as gb:
-        gb.find_grade(f"cell-{A.tests[0].cell}", A.notebook.removesuffix(".ipynb"), NAME, "bob").manual_score = 3
+        gb.find_grade(cell, A.notebook.removesuffix(".ipynb"), NAME, "bob").manual_score = A.tests[-1].points
         gb.db.commit()
-    assert nbgrader_scores(where, A) == {"alice": A.autograded_points, "bob": 3.0, "mallory": 0.0}
-    done = _run(where, NAME, "--course", str(where), "--timeout", "60", module="lab.grading.crosscheck")
-    assert [line.split()[0] for line in done.stdout.splitlines() if "check it" in line] == ["bob", "mallory"]
+    assert nbgrader_scores(where, A) == {**nbgrader_points, "bob": A.autograded_points}
+    rows = crosscheck.compare(nbgrader_scores(where, A), grade_all, crosscheck.integrity(where, A))
+    assert [student for student, *_, why in rows if why] == ["bob", "mallory"]
+    assert next(why for student, *_, why in rows if student == "bob")[0] == "HIGHER in nbgrader"
     with Gradebook(f"sqlite:///{where / 'gradebook.db'}") as gb:  # put it back for the other tests
-        gb.find_grade(f"cell-{A.tests[0].cell}", A.notebook.removesuffix(".ipynb"), NAME, "bob").manual_score = None
+        gb.find_grade(cell, A.notebook.removesuffix(".ipynb"), NAME, "bob").manual_score = None
         gb.db.commit()
 
 
