@@ -11,7 +11,6 @@ and dropping them.
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
 import threading
@@ -658,15 +657,11 @@ def test_the_first_reproduction_screen_states_the_verdicts_plainly_and_the_extra
 
 
 # A page that trains, in a process of its own: Start, one more run, then wait until the thread has
-# trained a few steps. "exit": the script ends there (the interpreter exits while the thread is
-# inside torch); "wait": it sleeps until a signal comes. Batches of 64: the thread spends most of
-# its time inside torch, where an unjoined thread aborts the process (5 of 6 children did before
-# the fix; with batches of 8, 1 of 2). The child restores Ctrl-C's handler first: a runner started
-# in the background by a shell without job control (`make test &`, nohup) passes SIGINT on as
-# ignored, and the child never saw it (the test hung in a fresh-clone run started so: 2 of 2).
+# trained a few steps; the script ends there (the interpreter exits while the thread is inside
+# torch). Batches of 64: the thread spends most of its time inside torch, where an unjoined thread
+# aborts the process (5 of 6 children did before the fix; with batches of 8, 1 of 2).
 CHILD = """
-import signal, sys, time
-signal.signal(signal.SIGINT, signal.default_int_handler)
+import sys
 from streamlit.testing.v1 import AppTest
 at = AppTest.from_file(sys.argv[1], default_timeout=120)
 at.query_params.update(classes="16", batch="64", m="4", steps="100000")
@@ -676,30 +671,25 @@ at.run()
 session = at.session_state["session"]
 assert session.wait(lambda v: v.step_count >= 4, timeout=120), session.view
 print("training at step", session.step_count, flush=True)
-while sys.argv[2] == "wait":
-    time.sleep(0.05)
 """
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("how", ["exit", "SIGINT"])
-def test_a_training_page_ends_without_an_abort(how):
+def test_a_training_page_ends_without_an_abort():
     # Before: "terminate called without an active exception", exit status 134 (SIGABRT), as the
-    # interpreter finalised while the training thread was inside torch.
-    child = subprocess.Popen([sys.executable, "-c", CHILD, APP, "exit" if how == "exit" else "wait"],
+    # interpreter finalised while the training thread was inside torch. Ctrl-C in such a script ends
+    # the same way (a KeyboardInterrupt, then the same finalisation: it was a case of this test, one
+    # defect tested twice, review 2026-11b 4.3); the server's signal is tests/test_app_browser.py's.
+    child = subprocess.Popen([sys.executable, "-c", CHILD, APP],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                              env={**os.environ, "PYTHONPATH": str(Path(APP).parent)})
     try:
         line = child.stdout.readline()  # blocks until the page trains (or the child dies)
         assert line.startswith("training at step"), (line, child.stderr.read() if child.poll() is not None else "")
-        if how == "SIGINT":
-            child.send_signal(signal.SIGINT)
         out, err = child.communicate(timeout=180)
     finally:
         if child.poll() is None:
             child.kill()
             child.wait()
     assert "terminate called" not in err, err[-2000:]
-    # Exit: status 0. Ctrl-C: Python's own answer to an uncaught KeyboardInterrupt (killed by SIGINT).
-    expected = {0} if how == "exit" else {-signal.SIGINT, 128 + signal.SIGINT}
-    assert child.returncode in expected, (child.returncode, err[-2000:])
+    assert child.returncode == 0, (child.returncode, err[-2000:])
