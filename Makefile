@@ -74,7 +74,7 @@ lint: setup
 # failure. The cores are the ones this process may run on; nproc also obeys OMP_NUM_THREADS, which a CI may set
 # to 1 for BLAS (CI's nproc said 1 of 2 cores once), so that variable is left out.
 TEST_WORKERS ?= $(shell env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc 2>/dev/null || echo 1)
-XDIST := -n $(TEST_WORKERS) --dist loadfile
+XDIST := -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 test: setup lint browser sandbox slurm
 	$(BIN)/python -m pytest $(XDIST) $(PYTEST_ARGS) || { rc=$$?; [ $$rc -eq 5 ] && echo "pytest: no tests collected" || exit $$rc; }
 
