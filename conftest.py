@@ -13,11 +13,11 @@ if not torch.cuda.is_available():
 
 collect_ignore_glob = ["**/.ipynb_checkpoints/*"]
 
-# The files that take longest, heaviest first (seconds of test time in a 2-worker `make test`, 2026-11-29, after
-# this order's commit). `make test` hands whole files to its workers in collection order
-# (--dist loadfile --no-loadscope-reorder), so these start first and the short files fill in around them:
-# sorted by test count instead, xdist started the browser files last, and the suite's last 4 minutes ran on one
-# worker. The order only schedules; a file missing from it runs after these, in pytest's order.
+# The files that take longest, heaviest first (seconds of test time in a 2-worker `make test` at 10c775d). `make
+# test` hands whole files to its workers in collection order (--dist loadfile --no-loadscope-reorder), so these
+# start first and the short files fill in around them; xdist's own order (by test count) sent the browser files
+# last. Measured against that order: no gain beyond the noise (docs/benchmarks.md, "The test suite"). The order
+# only schedules; a file missing from it runs after these, in pytest's order.
 HEAVY_FIRST = ("test_grade_nbgrader.py", "test_app_browser.py", "test_app.py", "test_grading_hostile.py",
                "test_notebook_widgets.py", "test_study_slurm.py", "test_losses_fused.py", "test_grading_escape.py",
                "test_grade.py", "test_dashboard_pool.py", "test_app_class.py", "test_study_cluster.py",

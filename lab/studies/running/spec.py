@@ -135,7 +135,7 @@ def config_key(config: dict[str, Any], train_config: Optional[type] = None) -> s
     return key
 
 
-_KEYS: dict[Optional[tuple[str, type]], str] = {}  # (config as JSON, the TrainConfig class) -> its key
+_KEYS: dict[tuple[str, type], str] = {}  # (config as JSON, the TrainConfig class) -> its key
 
 
 def record_key(record: dict[str, Any], train_config: Optional[type] = None) -> str:
