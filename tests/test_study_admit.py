@@ -119,3 +119,23 @@ def test_admit_merges_a_passing_file_and_writes_nothing_on_a_failing_one(tmp_pat
     assert ad.admit(tmp_path / "part.json", into) == [good["key"]]
     merged = load_results(into)["runs"]
     assert good["key"] in merged and len(merged) == len(load_results(STORED)["runs"]) + 1
+
+
+def test_admit_brings_the_session_lines_its_records_name_and_no_other(tmp_path):
+    """A record's --jobs comes from the session line its provenance names: admitted without it, the page's
+    compute paragraph counted the run as "of an unknown --jobs" (it did before admit carried the line)."""
+    from lab.studies.reporting.compute import run_jobs
+    into = tmp_path / "methods.json"
+    shutil.copy(STORED, into)
+    good = a_new_run(12)
+    good["provenance"]["session"] = "2026-11-29T09:09:31-1-aaaaaa"
+    theirs = {"id": good["provenance"]["session"], "jobs": 2, "threads": 1, "trained": 1, "command": "x",
+              "finished": "2026-11-29 11:15:40", "elapsed_seconds": 1.0, "stopped": False}
+    other = dict(theirs, id="2026-11-29T11:58:19-2-bbbbbb", jobs=7)
+    part = {"study": "methods", "mode": "full", "sessions": [theirs, other], "runs": {good["key"]: good}}
+    (tmp_path / "part.json").write_text(json.dumps(part))
+    ad.admit(tmp_path / "part.json", into)
+    merged = load_results(into)
+    ids = [line.get("id") for line in merged["sessions"]]
+    assert theirs["id"] in ids and other["id"] not in ids
+    assert run_jobs({"methods": merged})[good["key"]] == 2

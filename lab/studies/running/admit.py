@@ -14,7 +14,9 @@ A record from another machine or clone (``../shared/power/``, a cluster node) jo
 
 :func:`problems` lists what fails for one record (an empty list: admitted); :func:`admit` merges a file's
 records with the locked writer (:func:`.results_file.add_results`) only if every record passes, else raises
-one line naming the first problem and writes nothing.
+one line naming the first problem and writes nothing. The session lines that the admitted records name (their
+``provenance.session``) come with them, so the page knows the call that trained each (its ``--jobs``); the
+source's other session lines stay out.
 
     python -m lab.studies.running.admit ../shared/power/roadmap-seeds-7-9-afb24c8.json --seeds 15
 """
@@ -100,7 +102,9 @@ def admit(source: Path, into: Path, study: str = "methods", protocol: str = "v2"
         raise ValueError(f"{source}: not admitted: {found[0]}{more}")
     if part.get("study") != study or part.get("mode") != "full":
         raise ValueError(f"{source}: not admitted: a full-mode file of study {study} is needed")
-    add_results(into, part)
+    named = {(rec.get("provenance") or {}).get("session") for rec in part["runs"].values()}
+    lines = [line for line in part.get("sessions", []) if line.get("id") in named]
+    add_results(into, {"study": study, "mode": "full", "sessions": lines, "runs": part["runs"]})
     return sorted(part["runs"])
 
 
