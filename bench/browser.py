@@ -88,11 +88,11 @@ def _answers(url: str) -> str:
 
 
 @contextlib.contextmanager
-def streamlit_process(env: dict[str, str] | None = None,
-                      timeout: float = 60.0) -> Iterator[tuple[str, subprocess.Popen, Path]]:
-    """Start the app, wait until /_stcore/health says ok, yield (its URL, the process, its log)."""
+def streamlit_process(env: dict[str, str] | None = None, timeout: float = 60.0,
+                      app: Path = ROOT / "app.py") -> Iterator[tuple[str, subprocess.Popen, Path]]:
+    """Start ``app`` (the dashboard), wait until /_stcore/health says ok, yield (its URL, the process, its log)."""
     port = free_port()
-    cmd = [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.headless", "true",
+    cmd = [sys.executable, "-m", "streamlit", "run", str(app), "--server.headless", "true",
            "--server.address", "127.0.0.1", "--server.port", str(port), "--browser.gatherUsageStats", "false",
            "--server.fileWatcherType", "none", "--client.toolbarMode", "minimal"]
     url, name = f"http://127.0.0.1:{port}", f"streamlit-{port}"

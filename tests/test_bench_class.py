@@ -36,3 +36,21 @@ def test_the_capacity_bench_touches_every_session_while_it_waits():
     calls = []
     assert class_capacity._wait_touching(sessions, lambda: calls.append(1) or len(calls) >= 2, 1e12)
     assert [s.touched for s in sessions] == [2, 2]
+
+
+def test_the_bare_page_is_a_first_screen_for_the_watcher(tmp_path):
+    """bench/first_screen.py --page bare measures Streamlit's own floor only if its page is one that
+    class_load.WATCH_PAGE counts as a first screen: a sidebar button whose label ends in Start, and an h2."""
+    import re
+
+    from streamlit.testing.v1 import AppTest
+
+    from bench import first_screen
+
+    assert "window.__first" in class_load.WATCH_PAGE and "Start$" in class_load.WATCH_PAGE
+    app = tmp_path / "bare.py"
+    app.write_text(first_screen.BARE_PAGE)
+    at = AppTest.from_file(str(app)).run()
+    assert not at.exception
+    assert [re.search(r"Start$", b.label.strip()) is not None for b in at.sidebar.button] == [True]
+    assert len(at.header) == 1 and len(at.main.button) == 0
