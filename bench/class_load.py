@@ -19,8 +19,8 @@ page, by its own clock (``performance.now()``):
   longest time a training page's progress text went without changing (a frozen page);
 * Pause: from the click to "paused" on the page; then whether Start is enabled again (a stuck button).
 
-Prints a line per measurement and writes the "class" section of docs/benchmarks.md (``--no-write``: print
-only), with the load average seen. ``--note`` says what else ran on the machine.
+Prints a line per measurement and writes the "class" section of docs/benchmarks.md ("class-load" with
+``--load``; ``--no-write``: print only), with the load average seen. ``--note`` says what else ran on the machine.
 """
 from __future__ import annotations
 
@@ -256,7 +256,12 @@ def main(argv: Optional[list[str]] = None) -> None:
                   f"steps/s {[round(x, 2) for x in r['rates']]}, "
                   f"Pause {_stat(r['pauses'], '{:.2f} s')}, stuck {r['stuck']}, freeze {r['frozen']:.1f} s, "
                   f"server tracebacks {r['errors']}, load {min(r['loads']):.1f}-{max(r['loads']):.1f}", flush=True)
-    publish("class", section(rows, args, workers), dry_run=args.no_write)
+    publish(section_name(args.load), section(rows, args, workers), dry_run=args.no_write)
+
+
+def section_name(busy: int) -> str:
+    """The quiet machine's table and the loaded one's are two sections: a run with ``--load`` keeps the other."""
+    return "class" if busy == 0 else "class-load"
 
 
 if __name__ == "__main__":

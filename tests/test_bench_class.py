@@ -54,3 +54,14 @@ def test_the_bare_page_is_a_first_screen_for_the_watcher(tmp_path):
     assert not at.exception
     assert [re.search(r"Start$", b.label.strip()) is not None for b in at.sidebar.button] == [True]
     assert len(at.header) == 1 and len(at.main.button) == 0
+
+
+def test_a_loaded_class_writes_its_own_section(tmp_path):
+    """--load 8's table went over the quiet machine's (one "class" section for both)."""
+    from bench.measure import write_section
+
+    doc = tmp_path / "benchmarks.md"
+    for busy in (0, 8):
+        write_section(class_load.section_name(busy), f"table with {busy} busy loops", doc)
+    text = doc.read_text()
+    assert "table with 0 busy loops" in text and "table with 8 busy loops" in text
