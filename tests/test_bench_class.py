@@ -65,3 +65,29 @@ def test_a_loaded_class_writes_its_own_section(tmp_path):
         write_section(class_load.section_name(busy), f"table with {busy} busy loops", doc)
     text = doc.read_text()
     assert "table with 0 busy loops" in text and "table with 8 busy loops" in text
+
+
+def test_a_click_past_the_deadline_is_a_missed_measurement_not_a_crash():
+    """At N = 12 a Pause could not be clicked before the bench's deadline: playwright's TimeoutError ended the
+    bench and every N's row was lost. It is now one missed Pause."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    class Button:
+        def click(self, timeout):
+            raise PlaywrightTimeout("Locator.click: Timeout 1000ms exceeded.")
+
+    class Locator:
+        def get_by_role(self, *a, **k):
+            return Button()
+
+    class Page:
+        def evaluate(self, *a):
+            return None
+
+        def get_by_test_id(self, name):
+            return Locator()
+
+        def wait_for_function(self, *a, **k):
+            raise AssertionError("no wait after a click that did not happen")
+
+    assert class_load.timed_click(Page(), "Pause", "· paused", deadline=0.0) is None
