@@ -91,3 +91,54 @@ def test_a_click_past_the_deadline_is_a_missed_measurement_not_a_crash():
             raise AssertionError("no wait after a click that did not happen")
 
     assert class_load.timed_click(Page(), "Pause", "· paused", deadline=0.0) is None
+
+
+def test_a_starved_teachers_page_takes_a_third_of_the_budget_and_reports_no_step():
+    """With 8 busy loops the teacher's first step took 490 s of the 600 s budget, and the class's pages had
+    no time left: every Pause was "missed". The teacher's wait for a step now has a third of what is left."""
+    import time
+
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    waits = []
+
+    class Page:
+        def add_init_script(self, script):
+            pass
+
+        def goto(self, *a, **k):
+            pass
+
+        def evaluate(self, script, *a):
+            return 1000.0
+
+        def get_by_test_id(self, name):
+            return self
+
+        def get_by_role(self, *a, **k):
+            return self
+
+        def click(self, timeout):
+            pass
+
+        def wait_for_function(self, script, arg=None, timeout=0):
+            waits.append((script, timeout))
+            if script == class_load.STEP_AT_LEAST:
+                raise PlaywrightTimeout("no step")
+
+    class Context:
+        def new_page(self):
+            return Page()
+
+        def close(self):
+            pass
+
+    class Browser:
+        def new_context(self, **k):
+            return Context()
+
+    args = argparse.Namespace(steps=100)
+    cold = class_load.teacher_page(Browser(), "http://x", args, deadline=time.monotonic() + 300)
+    assert cold == (1.0, None)
+    step_wait = next(t for s, t in waits if s == class_load.STEP_AT_LEAST)
+    assert 90_000 < step_wait <= 100_000
