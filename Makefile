@@ -28,6 +28,11 @@ endif
 ifdef RUNS_PER_WORKER
 export RANKLAB_RUNS_PER_WORKER := $(RUNS_PER_WORKER)
 endif
+# The trainings run WORKER_NICE nice levels below the page (10): heavy work beside a class at normal priority
+# starves them; run that work under `nice -n 19`, or `make app WORKER_NICE=0` to share the CPU evenly.
+ifdef WORKER_NICE
+export RANKLAB_WORKER_NICE := $(WORKER_NICE)
+endif
 # The Reproduction view's data are computed first (once per state of results/; milliseconds when stored).
 app: setup
 	$(BIN)/python -m lab.dashboard

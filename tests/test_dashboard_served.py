@@ -38,3 +38,50 @@ def test_the_offered_data_are_listed(tmp_path):
 def test_make_app_checks_the_data_before_the_server_starts():
     recipe = (ROOT / "Makefile").read_text().split("\napp:", 1)[1].split("\n\n", 1)[0]
     assert recipe.index("-m lab.dashboard\n") < recipe.index("streamlit run")
+
+
+@pytest.mark.parametrize("value", ["20", "-1", "ten", "1.5", "\u0661\u0660"])
+def test_a_malformed_worker_niceness_is_refused_naming_the_variable(monkeypatch, value):
+    """RANKLAB_WORKER_NICE (make app WORKER_NICE=...) takes 0-19; anything else is one line naming the variable
+    and the accepted values (Arabic-Indic digits included: not read as 10)."""
+    from lab.core.env import worker_nice
+
+    monkeypatch.setenv("RANKLAB_WORKER_NICE", value)
+    with pytest.raises(ValueError, match=r"^RANKLAB_WORKER_NICE=" + re.escape(repr(value)) + r": .*0 to 19"):
+        worker_nice()
+
+
+def test_a_malformed_worker_niceness_stops_make_app_before_the_server():
+    done = subprocess.run([sys.executable, "-I", "-m", "lab.dashboard"], cwd=ROOT, capture_output=True, text=True,
+                          env={**os.environ, "RANKLAB_APP_DATA": "", "RANKLAB_WORKER_NICE": "20"}, timeout=120)
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1 and "RANKLAB_WORKER_NICE='20'" in lines[0], done.stderr
+
+
+@pytest.mark.parametrize("value, nice", [(None, 10), ("0", 0), ("19", 19), (" 3 ", 3)])
+def test_the_server_pool_runs_its_workers_at_the_niceness_asked(monkeypatch, value, nice):
+    """The pool a server starts takes its workers' nice levels from RANKLAB_WORKER_NICE (10 when unset): with
+    8 busy processes at the page's priority, workers 10 levels below trained nothing in minutes."""
+    from lab.dashboard import pool as pool_module
+
+    made = {}
+
+    class Recorded:
+        closed = False
+
+        def __init__(self, workers, runs, nice=None, **kw):
+            made["nice"] = nice
+
+        def shutdown(self):
+            pass
+
+    if value is None:
+        monkeypatch.delenv("RANKLAB_WORKER_NICE", raising=False)
+    else:
+        monkeypatch.setenv("RANKLAB_WORKER_NICE", value)
+    monkeypatch.setenv("RANKLAB_WORKERS", "1")
+    monkeypatch.setattr(pool_module, "Pool", Recorded)
+    monkeypatch.setattr(pool_module, "_POOL", None)
+    monkeypatch.setattr(pool_module.atexit, "register", lambda f: None)
+    pool_module.server_pool()
+    assert made["nice"] == nice

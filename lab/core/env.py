@@ -34,6 +34,7 @@ FAST_ENV_OLD = "LAB_FAST"  # accepted as an alias: one prefix for every variable
 THREADS_ENV = "RANKLAB_THREADS"
 WORKERS_ENV = "RANKLAB_WORKERS"
 RUNS_PER_WORKER_ENV = "RANKLAB_RUNS_PER_WORKER"
+WORKER_NICE_ENV = "RANKLAB_WORKER_NICE"
 BUDGET_ENV = "RANKLAB_MEMORY_BUDGET"
 FUSED_ENV = "RANKLAB_FUSED"
 DATA_ENV = "RANKLAB_DATA"
@@ -96,6 +97,20 @@ def dashboard_workers() -> int:
 def runs_per_worker(default: int = 3) -> int:
     """``RANKLAB_RUNS_PER_WORKER``: the sessions one training process trains at once (the others queue)."""
     return _count(RUNS_PER_WORKER_ENV, default, 1)
+
+
+def worker_nice(default: int = 10) -> int:
+    """``RANKLAB_WORKER_NICE``: how many nice levels the dashboard's training processes run below the page
+    (0-19; default 10: a click never waits behind a step). Heavy work at the page's priority beside a class
+    starves workers 10 levels below it (bench/class_load.py --load 8: no step in minutes); 0 shares the CPU
+    evenly. Another value: ValueError naming the variable and the accepted values."""
+    text = _text(WORKER_NICE_ENV)
+    if text is None:
+        return default
+    if not (text.isascii() and text.isdigit() and int(text) <= 19):
+        raise ValueError(f"{WORKER_NICE_ENV}={text!r}: the training processes' nice levels below the page, "
+                         "a whole number from 0 to 19 (default 10)")
+    return int(text)
 
 
 def app_data_text() -> str:

@@ -3,14 +3,16 @@ from __future__ import annotations
 
 import sys
 
+from ..core.env import worker_nice
 from .served import offered
 
 
 def main() -> int:
     """``python -m lab.dashboard``, which ``make app`` runs before the server: the data the server will
-    offer, or the malformed entry of ``RANKLAB_APP_DATA`` in one line (exit 2), before anything starts. Without
-    it, a typo was reported only when a page drew its sidebar."""
+    offer, or the malformed entry of ``RANKLAB_APP_DATA`` (or a malformed ``RANKLAB_WORKER_NICE``) in one line
+    (exit 2), before anything starts. Without it, a typo was reported only when a page drew its sidebar."""
     try:
+        worker_nice()
         data = offered()
     except ValueError as e:
         print(f"make app: {e}", file=sys.stderr)

@@ -249,7 +249,7 @@ _POOL_LOCK = threading.Lock()
 def server_pool() -> Optional[Pool]:
     """The process's pool, sized from the environment (None: ``RANKLAB_WORKERS=0``, train in threads)."""
     global _POOL
-    from ..core.env import dashboard_threads, dashboard_workers, runs_per_worker
+    from ..core.env import dashboard_threads, dashboard_workers, runs_per_worker, worker_nice
 
     workers = dashboard_workers()
     if workers == 0:
@@ -258,6 +258,7 @@ def server_pool() -> Optional[Pool]:
         if _POOL is None or _POOL.closed:
             from .settings import Settings, to_configs
 
-            _POOL = Pool(workers, runs_per_worker(), threads=dashboard_threads(), warm=to_configs(Settings())[0])
+            _POOL = Pool(workers, runs_per_worker(), nice=worker_nice(WORKER_NICE), threads=dashboard_threads(),
+                         warm=to_configs(Settings())[0])
             atexit.register(_POOL.shutdown)  # after Streamlit stops: the workers end before the interpreter
         return _POOL
