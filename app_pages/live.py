@@ -130,6 +130,7 @@ def _training(v: View) -> None:
     the height of the held-out panels); the step is in the progress text above."""
     if not v.has_model:
         st.info("Building the model in a training process…" if v.running or v.busy else
+                "Paused before the first step: press **Start** to go on." if v.status == "paused" else
                 "Nothing trained yet: press **Start** (continuous) or **Step** (one tick) in the sidebar.")
         return
     compare = len(v.runs) > 1

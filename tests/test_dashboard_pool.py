@@ -132,7 +132,7 @@ def test_a_full_worker_queues_the_next_start_and_says_where_it_waits():
         third = session_of(small)
         third.start()
         third.pause()  # Pause leaves the queue: nothing of it trains, its Start is free again
-        assert third.view.queue is None and third.view.status == "new" and not third.view.running
+        assert third.view.queue is None and third.view.status == "paused" and not third.view.running
         third.close()
     finally:
         first.close()

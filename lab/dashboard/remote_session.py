@@ -73,6 +73,9 @@ class RemoteSession:
         self.runs = [RemoteRun(label, c) for label, c in zip(labels, configs)]
         self.target_steps, self.steps_per_tick, self.eval_every = target_steps, steps_per_tick, eval_every
         self.running = False
+        # Start or Step was pressed since the runs were new: a Pause before the worker has built the model
+        # is "paused" on the page, not "new" (which asks the student to press Start again).
+        self.started = False
         self.error: Optional[str] = None
         self.busy: Optional[str] = None
         self._notice: Optional[str] = None  # the page's own (the worker's comes with its views)
@@ -111,7 +114,7 @@ class RemoteSession:
     def status(self) -> str:
         if self.error:
             return "error"
-        if not self.has_model and not self.running:
+        if not self.has_model and not self.running and not self.started:
             return "new"
         if self.step_count >= self.target_steps:
             return "done"
@@ -172,7 +175,7 @@ class RemoteSession:
                 self._publish()
                 return
             self.gate.allow()
-            self.running, self._final = True, None
+            self.running, self.started, self._final = True, True, None
             self._rate.clear()
             self._publish()
         if self.pool.admit(self):
@@ -215,14 +218,14 @@ class RemoteSession:
         with self.lock:
             if self.error:
                 return
-            self.running, self._notice, self._final = False, None, None
+            self.running, self.started, self._notice, self._final = False, True, None, None
             self.busy, self._busy_until = "training one tick", self._send("step", self.gate.bump())
             self._publish()
         self.pool.release(self)
 
     def reset(self) -> None:
         with self.lock:
-            self.running = False
+            self.running = self.started = False
             if self.host.dead is not None:  # its worker stopped: a new one hosts it from step 0
                 self.host, self.gate = self.pool.attach(self)
                 self._asked = 0
@@ -253,7 +256,8 @@ class RemoteSession:
                 return []
             self.runs, kept = runs, [r for r in runs if r in old]
             if not kept:
-                self.running, self.error, self._notice, self._final, self.busy = False, None, None, None, None
+                self.running = self.started = False
+                self.error = self._notice = self._final = self.busy = None
             self._restarted_at = self._send("reconfigure", list(configs), list(labels))
             self._publish()
         if not kept:

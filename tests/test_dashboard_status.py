@@ -1,0 +1,81 @@
+"""What a page says of a session trained in a worker process (lab.dashboard.remote_session.RemoteSession.status)
+before the worker has answered, with a pool whose worker never answers: a busy machine, where building the
+model takes minutes (bench/class_load.py --load 8 paused 3 of 6 pages while their models were built)."""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from lab.dashboard import Settings, run_labels, to_configs
+from lab.dashboard.remote_session import RemoteSession
+
+TINY = Settings(classes=6, batch_size=8, m=2, steps=100, steps_per_tick=2, eval_every=4)
+
+
+class SilentPool:
+    """Hosts every session on one worker that records what it is asked and never publishes a view."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple] = []
+        self.host = SimpleNamespace(dead=None, send=lambda *message: self.sent.append(message))
+        self.gate = SimpleNamespace(allow=lambda: 0, stop=lambda: 0, clear=lambda: None, bump=lambda: 1)
+        self.training: set[str] = set()
+
+    def attach(self, session):
+        session.slot = 0
+        return self.host, self.gate
+
+    def admit(self, session) -> bool:
+        self.training.add(session.sid)
+        return True
+
+    def release(self, session) -> None:
+        self.training.discard(session.sid)
+
+    def place(self, session):
+        return None
+
+    def detach(self, session) -> None:
+        self.release(session)
+
+
+def session_of(pool: SilentPool, s: Settings = TINY) -> RemoteSession:
+    return RemoteSession(pool, to_configs(s), run_labels(s), s.steps, s.steps_per_tick, s.eval_every)
+
+
+def test_a_pause_before_the_model_is_built_says_paused_and_frees_start():
+    # Before: "new" ("press Start or Step to build the model and train"), so the page never said "paused"
+    # and bench/class_load.py counted the Pause as missed.
+    pool = SilentPool()
+    session = session_of(pool)
+    assert session.view.status == "new"
+    session.start()
+    assert session.view.running and not session.view.has_model and session.sid in pool.training
+    session.pause()
+    v = session.view
+    assert (v.status, v.running, v.has_model, v.step_count) == ("paused", False, False, 0)
+    assert session.sid not in pool.training  # its place in the worker is free for the queue
+    assert [m[0] for m in pool.sent] == ["create", "start", "pause"]
+    session.start()  # Start is free again and trains from where it was: step 0
+    assert session.view.status == "running" and session.sid in pool.training
+
+
+def test_a_step_before_the_model_is_built_is_paused_while_the_worker_works():
+    pool = SilentPool()
+    session = session_of(pool)
+    session.step()
+    v = session.view
+    assert (v.status, v.running, v.busy) == ("paused", False, "training one tick")
+
+
+def test_reset_and_new_settings_make_a_started_session_new_again():
+    pool = SilentPool()
+    session = session_of(pool)
+    session.start()
+    session.pause()
+    session.reset()
+    assert session.view.status == "new"
+    session.start()
+    session.pause()
+    other = Settings(**{**TINY.__dict__, "seed": TINY.seed + 1})
+    assert session.reconfigure(to_configs(other), run_labels(other))  # nothing kept: a new run
+    assert session.view.status == "new" and not session.view.running
