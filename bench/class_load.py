@@ -179,6 +179,9 @@ def teacher_page(browser, url: str, args: argparse.Namespace, deadline: float) -
     try:  # a third of the budget at most: the class's own measurements need the rest
         page.wait_for_function(STEP_AT_LEAST, arg=1, timeout=_left(_third(deadline)))
     except Exception:  # noqa: BLE001 - no step by then (a starved pool): reported as missing
+        # Paused as a teacher would: a run left running keeps its place in a worker until the page's watch
+        # ends (2 min), and one student of six waited in the queue behind it.
+        timed_click(page, "Pause", "· paused", deadline)
         context.close()
         return first, None
     step = page.evaluate("() => { const t = window.__texts.find(([t, s]) => /Step [1-9]/.test(s) && "

@@ -95,12 +95,14 @@ def test_a_click_past_the_deadline_is_a_missed_measurement_not_a_crash():
 
 def test_a_starved_teachers_page_takes_a_third_of_the_budget_and_reports_no_step():
     """With 8 busy loops the teacher's first step took 490 s of the 600 s budget, and the class's pages had
-    no time left: every Pause was "missed". The teacher's wait for a step now has a third of what is left."""
+    no time left: every Pause was "missed". The teacher's wait for a step now has a third of what is left, and
+    a teacher's page that saw no step still pauses its run before it closes (it kept its place in a worker, and
+    one student of six waited in the queue)."""
     import time
 
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
-    waits = []
+    waits, clicks, events = [], [], []
 
     class Page:
         def add_init_script(self, script):
@@ -115,11 +117,12 @@ def test_a_starved_teachers_page_takes_a_third_of_the_budget_and_reports_no_step
         def get_by_test_id(self, name):
             return self
 
-        def get_by_role(self, *a, **k):
+        def get_by_role(self, *a, name=None, **k):
+            clicks.append(name)
             return self
 
         def click(self, timeout):
-            pass
+            events.append(f"click {clicks[-1]}")
 
         def wait_for_function(self, script, arg=None, timeout=0):
             waits.append((script, timeout))
@@ -131,7 +134,7 @@ def test_a_starved_teachers_page_takes_a_third_of_the_budget_and_reports_no_step
             return Page()
 
         def close(self):
-            pass
+            events.append("close")
 
     class Browser:
         def new_context(self, **k):
@@ -142,3 +145,4 @@ def test_a_starved_teachers_page_takes_a_third_of_the_budget_and_reports_no_step
     assert cold == (1.0, None)
     step_wait = next(t for s, t in waits if s == class_load.STEP_AT_LEAST)
     assert 90_000 < step_wait <= 100_000
+    assert [e for e in events if e.startswith("click")] == ["click Start", "click Pause"] and events[-1] == "close"
