@@ -128,7 +128,7 @@ def _training(v: View) -> None:
     """The curves, and in compare mode the latest evaluation side by side: one screen at 1280 x 720
     (issue 36, D-8). The latest numbers are in the panel titles (the metrics row they replace took
     the height of the held-out panels); the step is in the progress text above."""
-    if not v.has_model:
+    if not v.has_model or v.status == "new":  # a worker builds the model before any Start: nothing trained yet
         st.info("Building the model in a training process…" if v.running or v.busy else
                 "Paused before the first step: press **Start** to go on." if v.status == "paused" else
                 "Nothing trained yet: press **Start** (continuous) or **Step** (one tick) in the sidebar.")

@@ -6,6 +6,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from lab.dashboard import Settings, run_labels, to_configs
+from lab.dashboard.host import Published
 from lab.dashboard.remote_session import RemoteSession
 
 TINY = Settings(classes=6, batch_size=8, m=2, steps=100, steps_per_tick=2, eval_every=4)
@@ -79,3 +80,22 @@ def test_reset_and_new_settings_make_a_started_session_new_again():
     other = Settings(**{**TINY.__dict__, "seed": TINY.seed + 1})
     assert session.reconfigure(to_configs(other), run_labels(other))  # nothing kept: a new run
     assert session.view.status == "new" and not session.view.running
+
+
+def built_view(session: RemoteSession, done: int) -> Published:
+    """What a worker publishes once it has built the session's models, before any training step."""
+    runs = tuple((r.label, 0, True, [{"kind": "eval", "step": 0}], True) for r in session.runs)
+    return Published("paused", False, True, 0, None, None, runs, done)
+
+
+def test_a_model_built_before_start_is_still_new_on_the_page():
+    # The worker builds a page's models as soon as the page exists (host.PREPARE): the page must still ask
+    # for Start, not say "paused" about a run nobody started.
+    pool = SilentPool()
+    session = session_of(pool)
+    session.receive("view", built_view(session, done=1))
+    v = session.view
+    assert v.has_model and (v.status, v.running, v.step_count) == ("new", False, 0)
+    session.start()
+    session.pause()
+    assert session.view.status == "paused"

@@ -26,6 +26,10 @@ from typing import Any, Optional
 from .worker import stop_all
 
 READY = "ready"
+# After these commands the worker builds the session's models (and their step-0 evaluation) while no other
+# command of the session waits: a Start then trains at once instead of building first (Start -> step 1 was
+# 12 s with six pages on 2 cores, most of it the build). A burst of new settings builds only the last.
+PREPARE = frozenset({"create", "reset", "reconfigure"})
 
 
 @dataclass(frozen=True)
@@ -89,6 +93,10 @@ class Host:
                 self.done[sid] = number
                 with session.lock:
                     session._publish()  # the page learns that the command is done
+                if op in PREPARE and inbox.empty():
+                    with session.lock:
+                        session.build()  # a failure is the session's error (build catches it), shown before Start
+                        session._publish()
 
     def _run(self, sid: str, op: str, args: tuple) -> Optional[bool]:
         from .session import TrainingSession

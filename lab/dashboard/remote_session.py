@@ -74,7 +74,8 @@ class RemoteSession:
         self.target_steps, self.steps_per_tick, self.eval_every = target_steps, steps_per_tick, eval_every
         self.running = False
         # Start or Step was pressed since the runs were new: a Pause before the worker has built the model
-        # is "paused" on the page, not "new" (which asks the student to press Start again).
+        # is "paused" on the page, not "new" (which asks the student to press Start again), and a model the
+        # worker built before any Start (host.PREPARE) is still "new".
         self.started = False
         self.error: Optional[str] = None
         self.busy: Optional[str] = None
@@ -114,7 +115,7 @@ class RemoteSession:
     def status(self) -> str:
         if self.error:
             return "error"
-        if not self.has_model and not self.running and not self.started:
+        if not self.started:  # the worker builds the models before a Start: "new" is about the student
             return "new"
         if self.step_count >= self.target_steps:
             return "done"
