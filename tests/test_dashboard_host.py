@@ -38,8 +38,29 @@ def host_of(out: Out) -> Host:
     return Host(out, SimpleNamespace(gate=lambda slot: gate))
 
 
-def args_of(s: Settings) -> tuple:
-    return to_configs(s), run_labels(s), s.steps, s.steps_per_tick, s.eval_every, 0
+def args_of(s: Settings, eager: bool = True) -> tuple:
+    return to_configs(s), run_labels(s), s.steps, s.steps_per_tick, s.eval_every, 0, eager
+
+
+def closed(host: Host, sid: str) -> bool:
+    """Close ``sid`` and wait until its inbox has carried out everything before the close."""
+    host.handle("close", sid, (99,))
+    deadline = time.monotonic() + WAIT
+    while sid in host.sessions and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return sid not in host.sessions
+
+
+def counting_builds(monkeypatch) -> list:
+    built = []
+    original = TrainingSession.build
+
+    def counting(self):
+        built.append([r.config.lr for r in self.runs])
+        return original(self)
+
+    monkeypatch.setattr(TrainingSession, "build", counting)
+    return built
 
 
 def test_a_new_page_gets_its_model_built_before_its_start():
@@ -53,17 +74,20 @@ def test_a_new_page_gets_its_model_built_before_its_start():
     host.handle("close", "a", (2,))
 
 
+def test_a_command_right_after_the_creation_does_not_cancel_the_build():
+    out = Out()
+    host = host_of(out)
+    host.handle("create", "c", (1, *args_of(TINY)))
+    host.handle("schedule", "c", (2, 50, 2, 4))  # e.g. the page's run length, sent before the build began
+    out.wait_view(2, built=True)
+    assert all(r.trainer is not None for r in host.sessions["c"].runs)
+    host.handle("close", "c", (3,))
+
+
 def test_a_burst_of_new_settings_builds_the_last_only(monkeypatch):
     # A student dragging a slider sends a reconfigure per value: each build took ~2 s of the worker, and the
     # page's Start waited behind all of them. A build now runs only when no command of the session waits.
-    built = []
-    original = TrainingSession.build
-
-    def counting(self):
-        built.append([r.config.lr for r in self.runs])
-        return original(self)
-
-    monkeypatch.setattr(TrainingSession, "build", counting)
+    built = counting_builds(monkeypatch)
     out = Out()
     host = host_of(out)
     lrs = [1e-3, 2e-3, 3e-3]
@@ -74,8 +98,16 @@ def test_a_burst_of_new_settings_builds_the_last_only(monkeypatch):
     out.wait_view(3, built=True)
     assert built[-1] == [lrs[-1]] and len(built) <= 2, built  # 3 before: every value of the slider built
     assert all(r.trainer is not None for r in host.sessions["b"].runs)
-    host.handle("close", "b", (4,))
-    deadline = time.monotonic() + WAIT
-    while "b" in host.sessions and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert "b" not in host.sessions
+    assert closed(host, "b")
+
+
+def test_a_session_that_would_wait_in_the_queue_is_not_built_before_its_start(monkeypatch):
+    # Its worker has no place to train it (Pool.attach: eager false): building it would take CPU from the
+    # runs that train, for a model that waits.
+    built = counting_builds(monkeypatch)
+    out = Out()
+    host = host_of(out)
+    host.handle("create", "d", (1, *args_of(TINY, eager=False)))
+    host.handle("schedule", "d", (2, 50, 2, 4))
+    out.wait_view(2, built=False)
+    assert closed(host, "d") and built == []

@@ -120,6 +120,7 @@ def test_a_full_worker_queues_the_next_start_and_says_where_it_waits():
     small = Pool(1, 1, warm=to_configs(TINY)[0]).start()  # one place
     first, second = session_of(small), session_of(small)
     try:
+        assert first.eager and not second.eager  # one place: the second is built when it is admitted
         first.start()
         second.start()
         queued = second.view

@@ -22,7 +22,7 @@ class SilentPool:
         self.training: set[str] = set()
 
     def attach(self, session):
-        session.slot = 0
+        session.slot, session.eager = 0, False
         return self.host, self.gate
 
     def admit(self, session) -> bool:

@@ -28,7 +28,9 @@ from .worker import stop_all
 READY = "ready"
 # After these commands the worker builds the session's models (and their step-0 evaluation) while no other
 # command of the session waits: a Start then trains at once instead of building first (Start -> step 1 was
-# 12 s with six pages on 2 cores, most of it the build). A burst of new settings builds only the last.
+# 12 s with six pages on 2 cores, most of it the build). A burst of new settings builds only the last. Only
+# for the sessions the worker has a place to train (``eager`` at create): a page that would wait in the queue
+# builds when it is admitted, and its build takes no CPU from the runs that train.
 PREPARE = frozenset({"create", "reset", "reconfigure"})
 
 
@@ -58,6 +60,7 @@ class Host:
         self.sent: dict[str, dict[int, int]] = {}  # sid -> {id(run): history records sent}
         self.snapshots: dict[str, dict[int, int]] = {}  # sid -> {id(run): id of the snapshot sent}
         self.done: dict[str, int] = {}  # sid -> number of the last command carried out
+        self.eager: dict[str, bool] = {}  # sid -> whether its models are built before a Start (PREPARE)
         self._send_lock = threading.Lock()
 
     def send(self, *message: Any) -> None:
@@ -77,6 +80,7 @@ class Host:
             inbox.put((op, args))
 
     def _serve(self, sid: str, inbox: queue.Queue) -> None:
+        prepare = False  # a PREPARE command came, and the models it calls for are not built yet
         while True:
             op, (number, *args) = inbox.get()
             try:
@@ -93,7 +97,9 @@ class Host:
                 self.done[sid] = number
                 with session.lock:
                     session._publish()  # the page learns that the command is done
-                if op in PREPARE and inbox.empty():
+                prepare = prepare or (op in PREPARE and self.eager.get(sid, False))
+                if prepare and inbox.empty():  # a later command (a Start, new settings) goes first
+                    prepare = False
                     with session.lock:
                         session.build()  # a failure is the session's error (build catches it), shown before Start
                         session._publish()
@@ -102,7 +108,7 @@ class Host:
         from .session import TrainingSession
 
         if op == "create":
-            configs, labels, target, per_tick, every, slot = args
+            configs, labels, target, per_tick, every, slot, self.eager[sid] = args
             session = TrainingSession(configs, labels, target, per_tick, every)
             session.gate = self.gates.gate(slot)
             session.worker.page_open = lambda: True  # the page's process decides whether anyone watches
@@ -114,7 +120,7 @@ class Host:
         if op == "close":
             session.on_publish = None
             session.close()
-            for kept in (self.sessions, self.inboxes, self.sent, self.snapshots, self.done):
+            for kept in (self.sessions, self.inboxes, self.sent, self.snapshots, self.done, self.eager):
                 kept.pop(sid, None)
             self.send("closed", sid, None)
             return False

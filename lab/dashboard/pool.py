@@ -166,6 +166,7 @@ class Pool:
             gate.clear()
             session.slot = slot
             w.hosted[session.sid] = session
+            session.eager = len(w.hosted) <= self.runs_per_worker  # its model built before its Start (host.py)
         return w, gate
 
     def detach(self, session: Any) -> None:

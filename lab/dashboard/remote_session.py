@@ -90,7 +90,8 @@ class RemoteSession:
         self.lock = threading.RLock()
         self._changed = threading.Condition(self.lock)
         self.host, self.gate = pool.attach(self)
-        self._send("create", list(configs), list(labels), target_steps, steps_per_tick, eval_every, self.slot)
+        self._send("create", list(configs), list(labels), target_steps, steps_per_tick, eval_every, self.slot,
+                   self.eager)
         self._publish()
 
     # ------------------------------------------------------------------ state
@@ -231,7 +232,7 @@ class RemoteSession:
                 self.host, self.gate = self.pool.attach(self)
                 self._asked = 0
                 self._send("create", [r.config for r in self.runs], [r.label for r in self.runs], self.target_steps,
-                           self.steps_per_tick, self.eval_every, self.slot)
+                           self.steps_per_tick, self.eval_every, self.slot, self.eager)
             self.gate.clear()
             self._restarted_at = self._send("reset")
             self.runs = [RemoteRun(r.label, r.config) for r in self.runs]
