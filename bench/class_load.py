@@ -144,9 +144,11 @@ def one_class(n: int, args: argparse.Namespace) -> dict[str, Any]:
             out["rates"] = [(shown_step(page) - s) / (time.monotonic() - t) for page, (t, s) in zip(pages, before)]
             out["frozen"] = max(_longest_gap(page, args.window) for page in pages)
             out["loads"].append(os.getloadavg()[0])
-            pauses, stuck = [], 0
+            pauses, stuck, unanswered = [], 0, []
             for page in pages:
                 pauses.append(timed_click(page, "Pause", "· paused", deadline))
+                if pauses[-1] is None:  # what the page said instead, for the reader of the bench's output
+                    unanswered.append(progress_text(page)[:160])
                 try:
                     button(page, "Start").wait_for(state="visible", timeout=_left(deadline))
                     page.wait_for_function("() => [...document.querySelectorAll('[data-testid=\"stSidebar\"] button')]"
@@ -154,7 +156,8 @@ def one_class(n: int, args: argparse.Namespace) -> dict[str, Any]:
                                            timeout=min(10_000, _left(deadline)))
                 except Exception:  # noqa: BLE001 - still disabled 10 s after the Pause: a stuck button
                     stuck += 1
-            out["pauses"], out["stuck"] = pauses, stuck
+                    unanswered.append(f"stuck: {progress_text(page)[:160]}")
+            out["pauses"], out["stuck"], out["unanswered"] = pauses, stuck, unanswered
             out["loads"].append(os.getloadavg()[0])
         finally:
             browser.close()
@@ -274,6 +277,8 @@ def main(argv: Optional[list[str]] = None) -> None:
                   f"steps/s {[round(x, 2) for x in r['rates']]}, "
                   f"Pause {_stat(r['pauses'], '{:.2f} s')}, stuck {r['stuck']}, freeze {r['frozen']:.1f} s, "
                   f"server tracebacks {r['errors']}, load {min(r['loads']):.1f}-{max(r['loads']):.1f}", flush=True)
+            for text in r.get("unanswered", []):
+                print(f"  a Pause not answered, the page said: {text!r}", flush=True)
     publish(section_name(args.load), section(rows, args, workers), dry_run=args.no_write)
 
 
