@@ -27,8 +27,8 @@ from .worker import stop_all
 
 READY = "ready"
 # After these commands the worker builds the session's models (and their step-0 evaluation) while no other
-# command of the session waits: a Start then trains at once instead of building first (Start -> step 1 was
-# 12 s with six pages on 2 cores, most of it the build). A burst of new settings builds only the last. Only
+# command of the session waits: a Start then trains at once instead of building first (0.5 s to step 1 through
+# the pool where the build takes ~2 s; docs/benchmarks.md). A burst of new settings builds only the last. Only
 # for the sessions the worker has a place to train (``eager`` at create): a page that would wait in the queue
 # builds when it is admitted, and its build takes no CPU from the runs that train.
 PREPARE = frozenset({"create", "reset", "reconfigure"})
