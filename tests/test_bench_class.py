@@ -146,3 +146,51 @@ def test_a_starved_teachers_page_takes_a_third_of_the_budget_and_reports_no_step
     step_wait = next(t for s, t in waits if s == class_load.STEP_AT_LEAST)
     assert 90_000 < step_wait <= 100_000
     assert [e for e in events if e.startswith("click")] == ["click Start", "click Pause"] and events[-1] == "close"
+
+
+class _Page:
+    """A page for pause_all: its Pause is answered in 0.3 s unless ``answers`` is False; its Start comes back
+    unless ``start_back`` is False. It records the waits it was given."""
+
+    def __init__(self, answers: bool = True, start_back: bool = True):
+        self.answers, self.start_back, self.waits, self.shots = answers, start_back, [], []
+
+    def evaluate(self, script, *a):
+        if script == class_load.PAGE_STATE:
+            return {"progress": "Step 9 / 100 · training", "status": "Running..."}
+        return 0.3 if "__seen -" in script else None
+
+    def get_by_test_id(self, name):
+        return self
+
+    def get_by_role(self, *a, **k):
+        return self
+
+    def click(self, timeout):
+        self.waits.append(("click", timeout))
+
+    def wait_for_function(self, script, timeout=0):
+        self.waits.append((script, timeout))
+        if (script == class_load.START_ENABLED and not self.start_back) or ("__seen" in script and not self.answers):
+            from playwright.sync_api import TimeoutError as PlaywrightTimeout
+            raise PlaywrightTimeout("not by then")
+
+    def screenshot(self, path, timeout):
+        self.shots.append(path)
+
+
+def test_a_page_that_cannot_be_paused_leaves_the_others_their_wait(tmp_path, monkeypatch):
+    """At N = 12 one page's Pause went unanswered, took all that was left of the budget, and the 11 pages after
+    it got 1 s each: 7 Pauses "missed" and 4 Starts "stuck". Each Pause now has a wait of its own, a missed Pause
+    is not also a stuck Start, and what the page showed is printed."""
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    pages = [_Page(answers=False), _Page(), _Page(start_back=False), _Page()]
+    pauses, stuck, unanswered = class_load.pause_all(pages, "N4")
+    assert pauses == [None, 0.3, 0.3, 0.3] and stuck == 1
+    assert len(unanswered) == 2 and unanswered[0].startswith("N4-page0-pause: ")
+    assert "'Running...'" in unanswered[0] and unanswered[1].startswith("stuck: N4-page2-stuck")
+    for page in pages[1:]:  # every later page had its full waits, whatever page 0 took
+        seen = next(t for s, t in page.waits if "__seen" in str(s))
+        assert seen >= (class_load.PAUSE_WAIT - 1) * 1000
+    assert not any(s == class_load.START_ENABLED for s, _ in pages[0].waits)  # not paused: no Start expected
+    assert next(t for s, t in pages[2].waits if s == class_load.START_ENABLED) == class_load.START_AGAIN_WAIT * 1000
