@@ -16,7 +16,7 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = ROOT / "test-artifacts"
@@ -224,3 +224,47 @@ def show_study(page, title: str, open_view: bool = False, timeout_ms: int = 120_
         page.evaluate(WATCH_STUDY, [title, timeout_ms])  # armed once the list is open: times the option's click
         option.click()
     return page.evaluate("() => window.__study")
+
+
+PROGRESS = '[data-testid="stProgress"]'  # the dashboard's progress bar, its text the run's state
+# What a page shows when a click was not answered: its progress, Streamlit's status widget (a rerun in
+# progress, "Connecting"), a dialog (a lost connection), an exception, the sidebar's buttons.
+PAGE_STATE = """() => { const q = s => [...document.querySelectorAll(s)].map(e => e.innerText.trim()).join(' | ');
+  return {progress: q('%s'), status: q('[data-testid="stStatusWidget"]'), dialog: q('[role="dialog"]'),
+          exception: q('[data-testid="stException"]').slice(0, 160),
+          buttons: [...document.querySelectorAll('[data-testid="stSidebar"] button')].filter(b => b.innerText.trim())
+                   .map(b => b.innerText.trim() + (b.disabled ? ' (disabled)' : '')).join(', '),
+          stale: document.querySelectorAll('[data-stale="true"]').length}; }""" % PROGRESS
+
+
+def watch_events(page) -> None:
+    """Keep the page's errors, crashes, navigations and closed websockets (``page.events``, last 20), for
+    ``page_state``: a page found blank at N = 12 had to say why."""
+    events: list[str] = []
+    page.events = events
+
+    def note(kind: str, text: Any) -> None:
+        events.append(f"{time.strftime('%H:%M:%S')} {kind}: {str(text)[:200]}")
+        del events[:-20]
+
+    page.on("pageerror", lambda e: note("pageerror", e))
+    page.on("console", lambda m: m.type in ("error", "warning") and note(f"console.{m.type}", m.text))
+    page.on("crash", lambda _: note("crash", "the renderer crashed"))
+    page.on("framenavigated", lambda f: f == page.main_frame and note("navigated", f.url))
+    page.on("websocket", lambda ws: ws.on("close", lambda _: note("websocket closed", ws.url)))
+
+
+def page_state(page, name: str) -> str:
+    """One line on what ``page`` shows, and a screenshot in $TMPDIR/class_load_``name``.png."""
+    try:
+        state = page.evaluate(PAGE_STATE)
+    except Exception as e:  # noqa: BLE001 - a page that does not answer is itself the finding
+        return f"{name}: the page did not answer ({type(e).__name__})"
+    shot = Path(os.environ.get("TMPDIR", "/tmp")) / f"class_load_{name}.png"
+    try:
+        page.screenshot(path=str(shot), timeout=10_000)
+    except Exception:  # noqa: BLE001 - the state line is what matters
+        shot = None
+    events = getattr(page, "events", [])
+    return (f"{name}: " + ", ".join(f"{k} {v!r}" for k, v in state.items()) + (f" (screenshot {shot})" if shot else "")
+            + "".join(f"\n      {e}" for e in events))

@@ -37,9 +37,9 @@ from typing import Any, Optional
 ROOT = Path(__file__).resolve().parents[1]
 from bench.dashboard import load
 from bench.measure import machine, publish
-from bench.browser import CHROMIUM, CHROMIUM_ARGS, INSTALL_HINT, streamlit_process
+from bench.browser import CHROMIUM, CHROMIUM_ARGS, INSTALL_HINT, PROGRESS, page_state, streamlit_process, \
+    watch_events
 
-PROGRESS = '[data-testid="stProgress"]'
 # Injected before the page's own scripts: the first screen's time, and every change of the progress text.
 WATCH_PAGE = """(() => {
   window.__first = null; window.__texts = [];
@@ -72,49 +72,6 @@ START_ENABLED = ("() => [...document.querySelectorAll('[data-testid=\"stSidebar\
                  ".some(b => /Start$/.test(b.innerText.trim()) && !b.disabled)")
 PAUSE_WAIT = 15.0  # s a Pause may take before it counts as missed (the issue's target: 1 s; 2 s under load)
 START_AGAIN_WAIT = 10.0  # s after a Pause answered, until a still-disabled Start counts as stuck
-# What a page shows when a click was not answered: its progress, Streamlit's status widget (a rerun in
-# progress, "Connecting"), a dialog (a lost connection), an exception, the sidebar's buttons.
-PAGE_STATE = """() => { const q = s => [...document.querySelectorAll(s)].map(e => e.innerText.trim()).join(' | ');
-  return {progress: q('%s'), status: q('[data-testid="stStatusWidget"]'), dialog: q('[role="dialog"]'),
-          exception: q('[data-testid="stException"]').slice(0, 160),
-          buttons: [...document.querySelectorAll('[data-testid="stSidebar"] button')].filter(b => b.innerText.trim())
-                   .map(b => b.innerText.trim() + (b.disabled ? ' (disabled)' : '')).join(', '),
-          stale: document.querySelectorAll('[data-stale="true"]').length}; }""" % PROGRESS
-
-
-def watch_events(page) -> None:
-    """Keep the page's errors, crashes, navigations and closed websockets (``page.events``, last 20), for
-    ``page_state``: a page found blank at N = 12 had to say why."""
-    events: list[str] = []
-    page.events = events
-
-    def note(kind: str, text: Any) -> None:
-        events.append(f"{time.strftime('%H:%M:%S')} {kind}: {str(text)[:200]}")
-        del events[:-20]
-
-    page.on("pageerror", lambda e: note("pageerror", e))
-    page.on("console", lambda m: m.type in ("error", "warning") and note(f"console.{m.type}", m.text))
-    page.on("crash", lambda _: note("crash", "the renderer crashed"))
-    page.on("framenavigated", lambda f: f == page.main_frame and note("navigated", f.url))
-    page.on("websocket", lambda ws: ws.on("close", lambda _: note("websocket closed", ws.url)))
-
-
-def page_state(page, name: str) -> str:
-    """One line on what ``page`` shows, and a screenshot in $TMPDIR/class_load_``name``.png."""
-    try:
-        state = page.evaluate(PAGE_STATE)
-    except Exception as e:  # noqa: BLE001 - a page that does not answer is itself the finding
-        return f"{name}: the page did not answer ({type(e).__name__})"
-    shot = Path(os.environ.get("TMPDIR", "/tmp")) / f"class_load_{name}.png"
-    try:
-        page.screenshot(path=str(shot), timeout=10_000)
-    except Exception:  # noqa: BLE001 - the state line is what matters
-        shot = None
-    events = getattr(page, "events", [])
-    return (f"{name}: " + ", ".join(f"{k} {v!r}" for k, v in state.items()) + (f" (screenshot {shot})" if shot else "")
-            + "".join(f"\n      {e}" for e in events))
-
-
 def start_enabled(page, wait: float) -> bool:
     """Whether the sidebar's Start is enabled within ``wait`` seconds."""
     try:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from bench import class_capacity, class_load
+from bench import browser, class_capacity, class_load
 
 
 def test_the_class_section_reports_the_cold_start_and_a_missed_page():
@@ -156,7 +156,7 @@ class _Page:
         self.answers, self.start_back, self.waits, self.shots = answers, start_back, [], []
 
     def evaluate(self, script, *a):
-        if script == class_load.PAGE_STATE:
+        if script == browser.PAGE_STATE:
             return {"progress": "Step 9 / 100 · training", "status": "Running..."}
         return 0.3 if "__seen -" in script else None
 
