@@ -164,6 +164,8 @@ def one_class(n: int, args: argparse.Namespace) -> dict[str, Any]:
             out["loads"].append(os.getloadavg()[0])
             out["pauses"], out["stuck"], unanswered = pause_all(pages, f"N{n}")
             out["unanswered"] += unanswered
+            # A page whose front end threw (N = 12: "Bad delta path index 1") is blank from then on: a crash.
+            out["crashed"] = sum(any(" pageerror: " in e for e in page.events) for page in pages)
             out["loads"].append(os.getloadavg()[0])
         finally:
             browser.close()
@@ -251,7 +253,8 @@ def section(rows: list[dict[str, Any]], args: argparse.Namespace, workers: str) 
         cold = " / ".join("–" if v is None else f"{v:.1f} s" for v in r["cold"])
         table.append(f"| {r['pages']} | {args.load} | {min(r['loads']):.1f}-{max(r['loads']):.1f} | {cold} | "
                      f"{_stat(r['first'])} | {_stat(r['answered'])} | {_stat(r['stepped'])} | {r['queued']} | "
-                     f"{rate} | {_stat(r['pauses'], '{:.2f} s')} | {r['stuck']} | {r['frozen']:.1f} s |")
+                     f"{rate} | {_stat(r['pauses'], '{:.2f} s')} | {r['stuck']} | {r['frozen']:.1f} s | "
+                     f"{r.get('crashed', 0)} |")
     beside = f"{args.load} busy loop{'s' if args.load != 1 else ''}" + (f" and {args.note}" if args.note else "")
     return "\n".join([
         f"## A class on one server (`python -m bench.class_load --pages ... --load {args.load}`)", "",
@@ -266,10 +269,10 @@ def section(rows: list[dict[str, Any]], args: argparse.Namespace, workers: str) 
         f"Pause (\"paused\", {PAUSE_WAIT:.0f} s at most each). Steps/s: each training page's steps over "
         f"{args.window:.0f} s, median (min-max). Stuck: a Start still disabled {START_AGAIN_WAIT:.0f} s after its "
         "answered Pause. Freeze: the longest time a training page's progress text did not change (it changes about "
-        "every second).", "",
+        "every second). Crashed: pages whose front end threw an error (a blank page from then on).", "",
         "| N | busy loops | load (1 min) | teacher's page (cold): first screen / step 1 | first screen | "
-        "Start → answer | Start → step 1 | queued | steps/s per student | Pause | stuck | freeze |",
-        "|---:|---:|---|---|---|---|---|---:|---|---|---:|---:|", *table, "",
+        "Start → answer | Start → step 1 | queued | steps/s per student | Pause | stuck | freeze | crashed |",
+        "|---:|---:|---|---|---|---|---|---:|---|---|---:|---:|---:|", *table, "",
         "Targets (issue 46, N = 6 on 2 cores, browsers included): first screen ≤ 4 s, Start → training ≤ 2 s, "
         "every Pause ≤ 1 s (≤ 2 s with 8 busy processes), no stuck button; at N = 12 the queue works and no page "
         "freezes.", ""])
@@ -301,6 +304,7 @@ def main(argv: Optional[list[str]] = None) -> None:
                   f"Start→step 1 {_stat(r['stepped'])}, queued {r['queued']}, "
                   f"steps/s {[round(x, 2) for x in r['rates']]}, "
                   f"Pause {_stat(r['pauses'], '{:.2f} s')}, stuck {r['stuck']}, freeze {r['frozen']:.1f} s, "
+                  f"crashed pages {r['crashed']}, "
                   f"server tracebacks {r['errors']}, load {min(r['loads']):.1f}-{max(r['loads']):.1f}", flush=True)
             for text in r.get("unanswered", []):
                 print(f"  not answered: {text}", flush=True)

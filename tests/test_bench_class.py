@@ -10,12 +10,13 @@ from bench import browser, class_capacity, class_load
 def test_the_class_section_reports_the_cold_start_and_a_missed_page():
     row = {"pages": 6, "loads": [3.0, 9.5], "cold": (7.5, None), "first": [9.0, 14.0], "answered": [0.2, None],
            "stepped": [15.0, 19.0], "queued": 0, "rates": [0.5, 0.0], "pauses": [0.3, 0.6], "stuck": 0,
-           "frozen": 7.0}
+           "frozen": 7.0, "crashed": 1}
     args = argparse.Namespace(load=0, note="", window=20.0, fast=False)
     text = class_load.section([row], args, "2 worker processes x 3 runs at once")
     line = next(line for line in text.splitlines() if line.startswith("| 6 |"))
     assert "| 7.5 s / – |" in line and "0.2 s / 0.2 s (1 missed)" in line
     assert "0.50 (0.50-0.50)" in line  # the page that never trained is not a rate of 0 in the median
+    assert line.endswith("| 7.0 s | 1 |") and "| crashed |" in text  # a page whose front end threw is counted
 
 
 def test_the_capacity_section_sums_the_rates_and_marks_a_missed_first_step():
