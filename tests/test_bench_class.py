@@ -195,3 +195,15 @@ def test_a_page_that_cannot_be_paused_leaves_the_others_their_wait(tmp_path, mon
         assert seen >= (class_load.PAUSE_WAIT - 1) * 1000
     assert not any(s == class_load.START_ENABLED for s, _ in pages[0].waits)  # not paused: no Start expected
     assert next(t for s, t in pages[2].waits if s == class_load.START_ENABLED) == class_load.START_AGAIN_WAIT * 1000
+
+
+def test_the_fragment_crash_page_runs():
+    """bench/fragment_crash.py's page (the live panel's shape without the lab) runs without an exception, so the
+    reproduction of the blank pages does not rot into a page that fails for its own reasons."""
+    from streamlit.testing.v1 import AppTest
+
+    from bench import fragment_crash
+
+    at = AppTest.from_string(fragment_crash.SHAPE_PAGE).run(timeout=30)
+    assert not at.exception
+    assert [h.value for h in at.header] == ["The live panel's shape"] and len(at.sidebar.button) == 1
