@@ -255,12 +255,12 @@ def watch_events(page) -> None:
 
 
 def page_state(page, name: str) -> str:
-    """One line on what ``page`` shows, and a screenshot in $TMPDIR/class_load_``name``.png."""
+    """One line on what ``page`` shows, its events (``watch_events``), and a screenshot in $TMPDIR/page_``name``.png."""
     try:
         state = page.evaluate(PAGE_STATE)
     except Exception as e:  # noqa: BLE001 - a page that does not answer is itself the finding
         return f"{name}: the page did not answer ({type(e).__name__})"
-    shot = Path(os.environ.get("TMPDIR", "/tmp")) / f"class_load_{name}.png"
+    shot = Path(os.environ.get("TMPDIR", "/tmp")) / f"page_{name}.png"
     try:
         page.screenshot(path=str(shot), timeout=10_000)
     except Exception:  # noqa: BLE001 - the state line is what matters

@@ -72,6 +72,8 @@ START_ENABLED = ("() => [...document.querySelectorAll('[data-testid=\"stSidebar\
                  ".some(b => /Start$/.test(b.innerText.trim()) && !b.disabled)")
 PAUSE_WAIT = 15.0  # s a Pause may take before it counts as missed (the issue's target: 1 s; 2 s under load)
 START_AGAIN_WAIT = 10.0  # s after a Pause answered, until a still-disabled Start counts as stuck
+
+
 def start_enabled(page, wait: float) -> bool:
     """Whether the sidebar's Start is enabled within ``wait`` seconds."""
     try:
