@@ -29,6 +29,7 @@ from lab.viz.dashboard_figures import comparison_note, plot_run_comparison, plot
 from lab.viz.training_curves import LATEST_STYLE, latest_numbers_html
 
 from . import analysis, reattach
+from .fragments import timed_fragment
 from .widgets import CHART_SECONDS, paced_figure
 
 TICK_SECONDS = 1.0  # every fragment run costs Streamlit machinery too: numbers each second, charts less often
@@ -64,8 +65,10 @@ def live_panel(view: str) -> None:
         # CHART_SECONDS. A chart re-sent is a chart the browser redraws, new data or not: with the curves in
         # the one-second fragment, a training page cost chromium 0.27-0.32 of a core against 0.07 without
         # them (bench/class_load.py's pages share the server's 2 cores: six pages took the machine).
-        st.fragment(run_every=TICK_SECONDS if ticking else None)(_progress)(ticking)
-        st.fragment(run_every=CHART_SECONDS if ticking else None)(_content)(view, ticking)
+        # Each in a container of its own: Streamlit can drop a fragment's elements of a full run, and two
+        # fragments side by side then blank the page (app_pages/fragments.py).
+        timed_fragment("live_progress", _progress, TICK_SECONDS if ticking else None, ticking)
+        timed_fragment("live_view", _content, CHART_SECONDS if ticking else None, view, ticking)
 
 
 def _progress(page_ticking: bool) -> None:

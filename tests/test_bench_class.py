@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+import pytest
+
 from bench import browser, class_capacity, class_load
 
 
@@ -197,13 +199,19 @@ def test_a_page_that_cannot_be_paused_leaves_the_others_their_wait(tmp_path, mon
     assert next(t for s, t in pages[2].waits if s == class_load.START_ENABLED) == class_load.START_AGAIN_WAIT * 1000
 
 
-def test_the_fragment_crash_page_runs():
-    """bench/fragment_crash.py's page (the live panel's shape without the lab) runs without an exception, so the
-    reproduction of the blank pages does not rot into a page that fails for its own reasons."""
+@pytest.mark.parametrize("layout", ["own", "shared"])
+def test_the_fragment_crash_page_runs(layout):
+    """bench/fragment_crash.py's page (the live panel's shape without the lab) runs without an exception in both
+    layouts, so the reproduction of the blank pages does not rot into a page that fails for its own reasons."""
     from streamlit.testing.v1 import AppTest
 
     from bench import fragment_crash
 
-    at = AppTest.from_string(fragment_crash.SHAPE_PAGE).run(timeout=30)
+    at = AppTest.from_string(fragment_crash.shape_page(layout)).run(timeout=30)
     assert not at.exception
     assert [h.value for h in at.header] == ["The live panel's shape"] and len(at.sidebar.button) == 1
+    live = next(b for b in at.main.children.values() if getattr(b, "key", None) == "live")
+    keys = [getattr(b, "key", None) for b in live.children.values()]
+    assert keys == (["live_progress", "live_view"] if layout == "own" else [None, None])
+    with pytest.raises(ValueError, match="layout='side': accepted values are 'own' and 'shared'"):
+        fragment_crash.shape_page("side")
