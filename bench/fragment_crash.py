@@ -1,6 +1,6 @@
 """Streamlit's front end blanking a page, reproduced in 40 s without the lab, and the layout that stops it.
 
-    .venv/bin/python -m bench.fragment_crash --layout shared   # the live panel's layout before 2026-11-30
+    .venv/bin/python -m bench.fragment_crash --layout shared   # the live panel's layout before 5b2befe
     .venv/bin/python -m bench.fragment_crash --layout own      # today's: app_pages.fragments.timed_fragment
 
 At N = 12, ``bench/class_load.py`` found 1-2 training pages blank in about one run in four, each after the
@@ -12,7 +12,7 @@ common. ``--layout shared`` puts the two fragments side by side in the container
 
 Every page's websocket frames are decoded (Streamlit's ``ForwardMsg``): the report counts the runs whose
 end never reached the page ("cut") and, for the first page whose front end threw, prints the messages
-before the error: the evidence for the mechanism. By hand, 2026-11-30 (Streamlit 1.67.0, 6 pages, 40 s, no
+before the error: the evidence for the mechanism. By hand, 2026-11-29 (Streamlit 1.67.0, 6 pages, 40 s, no
 busy loop): ``shared`` blanked 1 page of 6 in each of 4 runs, ``own`` none in 4 runs.
 """
 from __future__ import annotations

@@ -4,7 +4,7 @@ Streamlit's dropped fragment deltas never blank a page.
 Streamlit 1.67 can drop a fragment's elements of a full run that the browser then clears; two fragments side by
 side in one container left it empty, and the next delta for the second fragment threw "Bad delta path index 1
 (should be between [0, 0])". The minimal page of bench/fragment_crash.py at three times the dashboard's ticks
-blanked 1-2 of 6 pages within 40 s in every run measured with the fragments side by side (2026-11-30, 5 of 5
+blanked 1-2 of 6 pages within 40 s in every run measured with the fragments side by side (2026-11-29, 5 of 5
 runs); here, with the dashboard's layout, no page may throw and every page must keep receiving its ticks.
 """
 import pytest
