@@ -22,6 +22,7 @@ import streamlit as st  # noqa: E402
 import torch  # noqa: E402
 
 from app_pages import live, results, sidebar, toys  # noqa: E402
+from app_pages.fragments import fragment_in_container  # noqa: E402
 from lab.core.env import dashboard_threads  # noqa: E402
 from lab.dashboard import escape_markdown, validate  # noqa: E402
 from lab.dashboard.pool import server_pool  # noqa: E402
@@ -63,6 +64,6 @@ view = st.segmented_control("View", VIEWS, default="Training", key="view", requi
 if session is not None and not errors and view != "Reproduction":  # its table needs the screen; it trains nothing
     live.live_panel(view)
 if view == "Toy explorer":
-    toys.toy_explorer()
+    fragment_in_container("toys", toys.toy_explorer)
 elif view == "Reproduction":
-    results.results_view()
+    fragment_in_container("repro", results.results_view)

@@ -1,4 +1,4 @@
-"""A timed fragment in a container of its own: a page that survives Streamlit's dropped fragment deltas.
+"""A fragment in a container of its own: a page that survives Streamlit's dropped fragment deltas.
 
 Streamlit 1.67 loses a fragment's elements when a queued run of that fragment starts right after a full run,
 before the server has sent the full run's messages: the start of the fragment run clears the send queue of
@@ -9,8 +9,10 @@ addresses its old place in it: the front end throws ``Bad delta path index 1 (sh
 and the page goes blank. A timed fragment makes this common (its timer queues runs while a full run works):
 ``python -m bench.fragment_crash --layout shared`` blanks about one page in six within 40 s on an idle
 machine. In a container of its own, written by the full run, the fragment's first element is always child
-0: after a drop the fragment's elements are missing until its next tick, and the page goes on
-(``--layout own``: no page blank; tests/test_fragment_layout.py).
+0: after a drop the fragment's elements are missing until its next run, and the page goes on
+(``--layout own``: no page blank; tests/test_fragment_layout.py). A fragment that reruns on a widget (the Toy
+explorer, the Reproduction view) gets the same container: beside other elements, its old place would be
+taken by the next one's.
 
 This module imports only Streamlit, so that the bench's minimal page can use the dashboard's own layout.
 """
@@ -21,8 +23,8 @@ from typing import Any, Callable, Optional
 import streamlit as st
 
 
-def timed_fragment(key: str, body: Callable[..., Any], seconds: Optional[float], *args: Any) -> None:
-    """Run ``body(*args)`` as a fragment that reruns every ``seconds`` (never when None), inside a keyed
-    container of its own (``st-key-KEY`` in the page) that the calling run writes."""
+def fragment_in_container(key: str, body: Callable[..., Any], *args: Any, run_every: Optional[float] = None) -> None:
+    """Run ``body(*args)`` as a fragment (rerun every ``run_every`` seconds; on its widgets only when None),
+    inside a keyed container of its own (``st-key-KEY`` in the page) that the calling run writes."""
     with st.container(key=key):
-        st.fragment(run_every=seconds)(body)(*args)
+        st.fragment(run_every=run_every)(body)(*args)

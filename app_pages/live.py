@@ -29,7 +29,7 @@ from lab.viz.dashboard_figures import comparison_note, plot_run_comparison, plot
 from lab.viz.training_curves import LATEST_STYLE, latest_numbers_html
 
 from . import analysis, reattach
-from .fragments import timed_fragment
+from .fragments import fragment_in_container
 from .widgets import CHART_SECONDS, paced_figure
 
 TICK_SECONDS = 1.0  # every fragment run costs Streamlit machinery too: numbers each second, charts less often
@@ -67,8 +67,8 @@ def live_panel(view: str) -> None:
         # them (bench/class_load.py's pages share the server's 2 cores: six pages took the machine).
         # Each in a container of its own: Streamlit can drop a fragment's elements of a full run, and two
         # fragments side by side then blank the page (app_pages/fragments.py).
-        timed_fragment("live_progress", _progress, TICK_SECONDS if ticking else None, ticking)
-        timed_fragment("live_view", _content, CHART_SECONDS if ticking else None, view, ticking)
+        fragment_in_container("live_progress", _progress, ticking, run_every=TICK_SECONDS if ticking else None)
+        fragment_in_container("live_view", _content, view, ticking, run_every=CHART_SECONDS if ticking else None)
 
 
 def _progress(page_ticking: bool) -> None:

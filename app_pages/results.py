@@ -44,8 +44,8 @@ def warm() -> None:
         cache().warm(PAGE)
 
 
-@st.fragment
 def results_view() -> None:
+    """A fragment: app.py runs it in a container of its own (app_pages/fragments.py)."""
     st.html(STYLE)
     name = st.selectbox("Study", PAGE, key="study", format_func=TITLES.get, label_visibility="collapsed")
     if not cache().ready(PAGE):

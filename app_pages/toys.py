@@ -30,8 +30,8 @@ def on_screen(fig):
     return fig
 
 
-@st.fragment
 def toy_explorer() -> None:
+    """A fragment: app.py runs it in a container of its own (app_pages/fragments.py)."""
     name = st.selectbox("Figure", NAMES, key="toy", format_func=lambda n: n.replace("_", " "))
     builder, spec = INTERACTIVE[name]
     st.caption(caption(name))

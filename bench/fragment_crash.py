@@ -1,7 +1,7 @@
 """Streamlit's front end blanking a page, reproduced in 40 s without the lab, and the layout that stops it.
 
     .venv/bin/python -m bench.fragment_crash --layout shared   # the live panel's layout before 5b2befe
-    .venv/bin/python -m bench.fragment_crash --layout own      # today's: app_pages.fragments.timed_fragment
+    .venv/bin/python -m bench.fragment_crash --layout own      # today's: app_pages.fragments.fragment_in_container
 
 At N = 12, ``bench/class_load.py`` found 1-2 training pages blank in about one run in four, each after the
 front end threw ``Bad delta path index 1 (should be between [0, 0])``. ``SHAPE_PAGE`` keeps only the shape
@@ -30,7 +30,7 @@ SHAPE_PAGE = '''import random, sys, time
 import plotly.graph_objects as go
 import streamlit as st
 sys.path.insert(0, {root!r})  # the dashboard's own layout helper (it imports only Streamlit)
-from app_pages.fragments import timed_fragment
+from app_pages.fragments import fragment_in_container
 
 st.sidebar.button("Start")
 st.header("The live panel's shape")
@@ -59,8 +59,8 @@ def content():
 
 with st.container(key="live"):
     if {own}:
-        timed_fragment("live_progress", progress, {tick})
-        timed_fragment("live_view", content, {chart_tick})
+        fragment_in_container("live_progress", progress, run_every={tick})
+        fragment_in_container("live_view", content, run_every={chart_tick})
     else:
         st.fragment(run_every={tick})(progress)()
         st.fragment(run_every={chart_tick})(content)()

@@ -193,17 +193,24 @@ def test_the_charts_tick_slower_than_the_progress(monkeypatch):
     assert len(drawn) == 2 and all(every is not None and every >= CHART_SECONDS for every in drawn), drawn
 
 
-def test_each_timed_fragment_of_the_live_panel_sits_in_a_container_of_its_own():
+def keyed(block, key: str):
+    return next(b for b in block.children.values() if getattr(b, "key", None) == key)
+
+
+def test_every_fragment_of_the_dashboard_sits_in_a_container_of_its_own():
     """Side by side in one container, Streamlit's dropped fragment deltas left it empty and blanked the page
     (tests/test_fragment_layout.py has the browser test of the layout, app_pages/fragments.py the mechanism)."""
     at = app(**TINY, steps=LONG)
     click(at, "start")
     wait_steps(at, 1)
     at.run()
-    live = next(b for b in at.main.children.values() if getattr(b, "key", None) == "live")
+    live = keyed(at.main, "live")
     assert [getattr(b, "key", None) for b in live.children.values()] == ["live_progress", "live_view"]
     assert all(len(b.children) == 1 for b in live.children.values())  # the fragment's block, alone
     click(at, "pause")
+    for view, key in (("Toy explorer", "toys"), ("Reproduction", "repro")):
+        at.segmented_control(key="view").set_value(view).run()
+        assert not at.exception and len(keyed(at.main, key).children) == 1, view
 
 
 def test_streamlit_does_not_collect_all_garbage_after_every_tick():
