@@ -13,7 +13,8 @@ common. ``--layout shared`` puts the two fragments side by side in the container
 Every page's websocket frames are decoded (Streamlit's ``ForwardMsg``): the report counts the runs whose
 end never reached the page ("cut") and, for the first page whose front end threw, prints the messages
 before the error: the evidence for the mechanism. By hand, 2026-11-29 (Streamlit 1.67.0, 6 pages, 40 s, no
-busy loop): ``shared`` blanked 1 page of 6 in each of 4 runs, ``own`` none in 4 runs.
+busy loop): ``shared`` blanked 1 or 2 pages of 6 in each of 5 runs (4 of them with a scratch copy of this
+page), ``own`` none in 6 (4 by hand, 2 of tests/test_fragment_layout.py).
 """
 from __future__ import annotations
 
