@@ -78,6 +78,7 @@ def test_a_trained_run_records_its_code_libraries_device_times_and_session(tmp_p
                                                             "faiss-gpu-cu11", "faiss")
         assert origin["torchvision"] == prov.distribution_version("torchvision") and origin["torchvision"]
         assert origin["cpu_model"] == prov.cpu_model() and origin["cpu_model"]
+        assert origin["cpu_features"] == prov.cpu_features()
         cfg = TrainConfig.from_dict(rec["config"])
         assert origin["dataset_hash"] == prov.dataset_hash(execution.run_datasets(cfg)) and origin["dataset_hash"]
 
@@ -87,6 +88,20 @@ def test_the_cpu_model_is_cpuinfos_model_name(tmp_path):
     info.write_text("processor\t: 0\nvendor_id\t: X\nmodel name\t: Some CPU @ 2.00GHz\nflags\t: a b\n")
     assert prov.cpu_model(info) == "Some CPU @ 2.00GHz"
     assert prov.cpu_model(tmp_path / "missing") == (__import__("platform").processor() or None)
+
+
+def test_the_cpu_features_are_its_vector_instruction_sets_sorted(tmp_path):
+    """Two machines with one "model name" and one torch capability ("AVX512") trained different bits: the
+    replay guard's machine and every record name the vector units (lab/studies/running/replay.py)."""
+    info = tmp_path / "cpuinfo"
+    info.write_text("processor\t: 0\nflags\t: fpu sse2 avx512f amx_tile fma avx2 lm avx512_fp16 sse\n"
+                    "processor\t: 1\nflags\t: fpu sse2\n")
+    assert prov.cpu_features(info) == "amx_tile avx2 avx512_fp16 avx512f fma sse sse2"
+    info.write_text("processor\t: 0\nflags\t: fpu lm\n")
+    assert prov.cpu_features(info) is None and prov.cpu_features(tmp_path / "missing") is None
+    from lab.studies.running import replay
+
+    assert replay.machine()["cpu_features"] == prov.cpu_features()
 
 
 class Images:

@@ -6,9 +6,10 @@ cheap (one ``git`` call and a hash of ``lab``'s own sources, ~50 ms) and never r
 checkout the commit is None and the source hash still identifies the code.
 
 Since issue 43 a record also names faiss's and torchvision's versions (None where not installed), the CPU
-model (``/proc/cpuinfo``'s "model name") and, given the run's datasets, a hash of what they hold
-(:func:`dataset_hash`: their sizes, labels and a sample of rendered images). Records from before lack those
-fields and stay valid: nothing reads them to find a run (a run's key hashes its config).
+model (``/proc/cpuinfo``'s "model name") and its vector instruction sets (:func:`cpu_features`) and, given the
+run's datasets, a hash of what they hold (:func:`dataset_hash`: their sizes, labels and a sample of rendered
+images). Records from before lack those fields and stay valid: nothing reads them to find a run (a run's key
+hashes its config).
 """
 from __future__ import annotations
 
@@ -64,6 +65,25 @@ def distribution_version(*names: str) -> Optional[str]:
     return None
 
 
+# The vector units a float32 kernel can be dispatched to (oneDNN, MKL): "model name" does not tell them apart on a
+# virtual machine ("Intel(R) Xeon(R) Processor" on two machines whose runs' bits differed, 2026-11-29), nor does
+# torch's capability string ("AVX512" on both; the second also had AMX and AVX512-FP16).
+VECTOR_FLAGS = ("sse", "ssse", "avx", "amx", "fma", "f16c")
+
+
+def cpu_features(cpuinfo: Path = Path("/proc/cpuinfo")) -> Optional[str]:
+    """The CPU's vector instruction sets, sorted, from the first "flags" line of ``/proc/cpuinfo`` (Linux), e.g.
+    "amx_bf16 ... avx512f ... fma"; None where it cannot be read."""
+    try:
+        for line in cpuinfo.read_text().splitlines():
+            if line.split(":")[0].strip() == "flags":
+                flags = line.split(":", 1)[1].split()
+                return " ".join(sorted(f for f in flags if f.startswith(VECTOR_FLAGS))) or None
+    except OSError:
+        pass
+    return None
+
+
 def cpu_model(cpuinfo: Path = Path("/proc/cpuinfo")) -> Optional[str]:
     """The CPU's "model name" (Linux), else what ``platform.processor()`` says, else None."""
     try:
@@ -107,7 +127,7 @@ def provenance(device: str = "cpu", threads: Optional[int] = None,
         "torch": torch.__version__, "numpy": numpy.__version__, "python": sys.version.split()[0],
         "torchvision": distribution_version("torchvision"),
         "faiss": distribution_version("faiss-cpu", "faiss-gpu", "faiss-gpu-cu12", "faiss-gpu-cu11", "faiss"),
-        "cpu_model": cpu_model(),
+        "cpu_model": cpu_model(), "cpu_features": cpu_features(),
         "dataset_hash": dataset_hash(datasets) if datasets is not None else None,
         "device": str(device), "threads": threads if threads is not None else torch.get_num_threads(),
         "machine": f"{platform.machine()}, {os.cpu_count()} cores", "host": platform.node(),

@@ -22,10 +22,11 @@ import sys
 import tarfile
 import tempfile
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Optional, Sequence
 
 import torch
 
+from ...core.provenance import cpu_features
 from .paths import RESULTS, ROOT
 
 # The code that trained protocol v2's seed-0 runs of study 1 (started 2026-11-25 14:45-17:30, by their
@@ -131,10 +132,11 @@ def first_difference(then: Sequence[str], now: Sequence[str]) -> str:
         f"{len(then)} vs {len(now)} steps recorded"
 
 
-def machine() -> dict[str, str]:
-    """What a CPU run's bits depend on besides the code: torch's version and the vector unit it uses."""
+def machine() -> dict[str, Optional[str]]:
+    """What a CPU run's bits depend on besides the code: torch's version and the vector units it may use (torch's
+    capability and the CPU's own flags: two machines both "AVX512" to torch trained different bits)."""
     return {"torch": torch.__version__, "cpu_capability": torch.backends.cpu.get_cpu_capability(),
-            "machine": platform.machine()}
+            "cpu_features": cpu_features(), "machine": platform.machine()}
 
 
 def write_fingerprint(configs: dict[str, dict[str, Any]], steps: int, path: Path = FINGERPRINT) -> dict[str, Any]:
