@@ -78,20 +78,25 @@ def test_todays_code_trains_the_stored_runs_first_steps_bitwise(tmp_path):
     runs = _stored_runs()
     configs = [r["config"] for r in runs]
     stored = replay.read_fingerprint()
-    assert stored["steps"] == STEPS and sorted(stored["runs"]) == [r["method"] for r in runs]
-    assert all(stored["runs"][r["method"]]["config"] == r["config"] for r in runs), "the fingerprint's configs"
+    assert stored["steps"] == STEPS
+    for fingerprint in stored["fingerprints"]:
+        assert sorted(fingerprint["runs"]) == [r["method"] for r in runs]
+        assert all(fingerprint["runs"][r["method"]]["config"] == r["config"] for r in runs), "a fingerprint's configs"
     now = replay.train_first_steps(ROOT, configs, STEPS)
     if _history_available():
         then = replay.collect(replay.train_first_steps(replay.export_lab(replay.TRAINED_AT, tmp_path), configs, STEPS))
-        if stored["machine"] == replay.machine():  # the stored fingerprint is what TRAINED_AT trains here
-            assert [stored["runs"][r["method"]]["weights_sha256"] for r in runs] == \
+        mine = replay.fingerprint_for(stored, exact=True)
+        if mine is not None:  # the stored fingerprint of this machine is what TRAINED_AT trains here
+            assert [mine["runs"][r["method"]]["weights_sha256"] for r in runs] == \
                 [t["weights_sha256"] for t in then], "results/v2/replay_fingerprint.json is not TRAINED_AT's run"
-    elif stored["machine"] == replay.machine():
-        then = [stored["runs"][r["method"]] for r in runs]
+    elif replay.fingerprint_for(stored, exact=False) is not None:
+        mine = replay.fingerprint_for(stored, exact=False)
+        then = [mine["runs"][r["method"]] for r in runs]
     else:
         now.kill()
-        pytest.fail(f"no history of {replay.TRAINED_AT} in this clone (shallow?) and the stored fingerprint was made "
-                    f"on {stored['machine']}, not {replay.machine()}: fetch the history (git fetch --unshallow)",
+        machines = [f["machine"] for f in stored["fingerprints"]]
+        pytest.fail(f"no history of {replay.TRAINED_AT} in this clone (shallow?) and the stored fingerprints were made "
+                    f"on {machines}, not {replay.machine()}: fetch the history (git fetch --unshallow)",
                     pytrace=False)
     now = replay.collect(now)
     moved = [f"{run['method']} seed {run['seed']}: after {STEPS} steps weights {a['weights_sha256'][:12]} at "
@@ -159,8 +164,22 @@ def test_without_history_or_a_matching_fingerprint_the_guard_fails_in_one_line(m
     assert "fetch the history" in str(failed.value) and "\n" not in str(failed.value)
 
 
+def test_a_fingerprint_is_this_machines_only_when_its_machine_says_so(monkeypatch):
+    """Two machines that torch calls "AVX512" trained different bits (one had AMX): a fingerprint recorded
+    before the CPU's features were named is only a shallow clone's fallback, never checked as this machine's."""
+    here = {"torch": "2.0", "cpu_capability": "AVX512", "cpu_features": "amx_tile avx512f", "machine": "x86_64"}
+    monkeypatch.setattr(replay, "machine", lambda: dict(here))
+    older = {"machine": {k: v for k, v in here.items() if k != "cpu_features"}, "runs": {}}
+    other = {"machine": {**here, "cpu_features": "avx512f"}, "runs": {}}
+    assert replay.fingerprint_for({"fingerprints": [older, other]}, exact=True) is None
+    assert replay.fingerprint_for({"fingerprints": [other, older]}, exact=False) is older
+    exact = {"machine": dict(here), "runs": {}}
+    assert replay.fingerprint_for({"fingerprints": [older, exact]}, exact=False) is exact
+    assert replay.fingerprint_for({"fingerprints": [other]}, exact=False) is None
+
+
 def test_a_damaged_fingerprint_is_one_line_naming_its_file(tmp_path):
     bad = tmp_path / "fp.json"
-    bad.write_text('{"runs": {}, "machine": {}, "steps": 0}')
+    bad.write_text('{"fingerprints": [{"runs": {}, "machine": {}}], "steps": 0}')
     with pytest.raises(ValueError, match="fp.json: not a replay fingerprint"):
         replay.read_fingerprint(bad)

@@ -36,8 +36,8 @@ from .paths import RESULTS, ROOT
 # tests/test_study_replay.py checks that span against git's history and the records.
 TRAINED_AT = "eb7e669"
 NEXT_TRAINING_CHANGE = "4e0c22f"
-# What TRAINED_AT's code trained, recorded once (``python -m lab.studies.running.replay --write``) for a clone
-# without the history (a shallow one): comparable only on the same torch and CPU kind (``machine()``).
+# What TRAINED_AT's code trained, recorded once per machine kind (``python -m lab.studies.running.replay --write``)
+# for a clone without the history (a shallow one): comparable only on the same torch and CPU kind (``machine()``).
 FINGERPRINT = RESULTS / "v2" / "replay_fingerprint.json"
 TRAINING_CODE = ("lab/train", "lab/losses", "lab/core", "lab/data", "lab/models", "lab/__init__.py")
 
@@ -141,25 +141,44 @@ def machine() -> dict[str, Optional[str]]:
 
 def write_fingerprint(configs: dict[str, dict[str, Any]], steps: int, path: Path = FINGERPRINT) -> dict[str, Any]:
     """Train ``configs`` ({name: config})' first ``steps`` steps at TRAINED_AT (needs the history) and store
-    their weights' sha256 and losses with this ``machine()``, written atomically."""
+    their weights' sha256 and losses with this ``machine()``, written atomically. The fingerprints of other
+    machines stay (one per machine: a CPU kind trains its own bits); this machine's replaces its old one."""
     with tempfile.TemporaryDirectory() as tmp:
         then = collect(train_first_steps(export_lab(TRAINED_AT, Path(tmp)), list(configs.values()), steps))
-    data = {"commit": resolve(TRAINED_AT), "steps": steps, "machine": machine(),
+    here = {"machine": machine(),
             "runs": {name: {"config": config, **result} for (name, config), result in zip(configs.items(), then)}}
+    kept = [f for f in read_fingerprint(path)["fingerprints"] if f["machine"] != here["machine"]] \
+        if path.exists() else []
+    data = {"commit": resolve(TRAINED_AT), "steps": steps, "fingerprints": kept + [here]}
     tmp_path = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     tmp_path.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
     os.replace(tmp_path, path)
-    return data
+    return here
 
 
 def read_fingerprint(path: Path = FINGERPRINT) -> dict[str, Any]:
-    """The stored fingerprint; a one-line ValueError naming the file if it is not one."""
+    """The stored fingerprints ({"commit", "steps", "fingerprints": [{"machine", "runs"}, ...]}); a one-line
+    ValueError naming the file if it is not one."""
     try:
         data = json.loads(path.read_text())
-        assert isinstance(data["runs"], dict) and isinstance(data["machine"], dict) and data["steps"] >= 1
+        assert data["steps"] >= 1 and data["fingerprints"]
+        assert all(isinstance(f["runs"], dict) and isinstance(f["machine"], dict) for f in data["fingerprints"])
     except (OSError, ValueError, KeyError, TypeError, AssertionError) as e:
         raise ValueError(f"{path}: not a replay fingerprint ({type(e).__name__}: {e})") from None
     return data
+
+
+def fingerprint_for(data: dict[str, Any], exact: bool) -> Optional[dict[str, Any]]:
+    """The stored fingerprint of this machine's kind: the one whose machine is ``machine()``, else (``exact``
+    False) one whose machine names fewer fields, all equal here (recorded before ``cpu_features`` existed: it
+    may be another CPU kind's, so only a clone without the history falls back on it); None if none."""
+    here = machine()
+    for f in data["fingerprints"]:
+        if f["machine"] == here:
+            return f
+    if exact:
+        return None
+    return next((f for f in data["fingerprints"] if all(here.get(k) == v for k, v in f["machine"].items())), None)
 
 
 if __name__ == "__main__":  # python -m lab.studies.running.replay --write: record TRAINED_AT's first steps
