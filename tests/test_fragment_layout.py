@@ -20,4 +20,5 @@ def test_six_pages_of_timed_fragments_in_their_own_containers_never_go_blank():
     result = fragment_crash.run(pages=6, seconds=40.0, layout="own", quiet=True)
     assert result["threw"] == [], result
     assert all(runs >= 20 for runs in result["runs"]), result  # every page ran its fragments, over and over
-    assert all(s is not None and s < 5 for s in result["silent"]), result  # and was still ticking at the end
+    assert all(s is not None and s < 15 for s in result["silent"]), result  # still ticking at the end (a page whose
+    # timers died is silent from then on; 15 s, not 5: a loaded CI machine can stall the server a few seconds)
