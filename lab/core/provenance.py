@@ -71,28 +71,27 @@ def distribution_version(*names: str) -> Optional[str]:
 VECTOR_FLAGS = ("sse", "ssse", "avx", "amx", "fma", "f16c")
 
 
-def cpu_features(cpuinfo: Path = Path("/proc/cpuinfo")) -> Optional[str]:
-    """The CPU's vector instruction sets, sorted, from the first "flags" line of ``/proc/cpuinfo`` (Linux), e.g.
-    "amx_bf16 ... avx512f ... fma"; None where it cannot be read."""
+def _cpuinfo_field(name: str, cpuinfo: Path) -> Optional[str]:
+    """The value of the first ``name`` line of ``/proc/cpuinfo`` (Linux); None where there is none."""
     try:
         for line in cpuinfo.read_text().splitlines():
-            if line.split(":")[0].strip() == "flags":
-                flags = line.split(":", 1)[1].split()
-                return " ".join(sorted(f for f in flags if f.startswith(VECTOR_FLAGS))) or None
+            if line.split(":")[0].strip() == name:
+                return line.split(":", 1)[1].strip()
     except OSError:
         pass
     return None
 
 
+def cpu_features(cpuinfo: Path = Path("/proc/cpuinfo")) -> Optional[str]:
+    """The CPU's vector instruction sets, sorted, from the first "flags" line of ``/proc/cpuinfo`` (Linux), e.g.
+    "amx_bf16 ... avx512f ... fma"; None where it cannot be read."""
+    flags = (_cpuinfo_field("flags", cpuinfo) or "").split()
+    return " ".join(sorted(f for f in flags if f.startswith(VECTOR_FLAGS))) or None
+
+
 def cpu_model(cpuinfo: Path = Path("/proc/cpuinfo")) -> Optional[str]:
     """The CPU's "model name" (Linux), else what ``platform.processor()`` says, else None."""
-    try:
-        for line in cpuinfo.read_text().splitlines():
-            if line.split(":")[0].strip() == "model name":
-                return line.split(":", 1)[1].strip() or None
-    except OSError:
-        pass
-    return platform.processor() or None
+    return _cpuinfo_field("model name", cpuinfo) or platform.processor() or None
 
 
 def dataset_hash(datasets: Mapping[str, Any], sample: int = 8) -> Optional[str]:
