@@ -15,6 +15,11 @@ end never reached the page ("cut") and, for the first page whose front end threw
 before the error: the evidence for the mechanism. By hand, 2026-11-29 (Streamlit 1.67.0, 6 pages, 40 s, no
 busy loop): ``shared`` blanked 1 or 2 pages of 6 in each of 5 runs (4 of them with a scratch copy of this
 page), ``own`` none in 6 (4 by hand, 2 of tests/test_fragment_layout.py).
+
+Every frame a page sends is kept too (``Sent``: its rerun requests), and a page that received nothing in its
+last seconds gets its last messages printed: with ``--load 4``, 2 of 9 runs had such a page, whose timers a
+lost full run had cleared (``app_pages/fragments.py`` says how, and how each fragment run now restores them:
+0 of 11 runs after, 2026-11-30). ``timers`` says which fragments' timers the full runs and the fragment runs set.
 """
 from __future__ import annotations
 
@@ -22,7 +27,7 @@ import argparse
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Iterator, Optional
 
 from bench.browser import CHROMIUM, CHROMIUM_ARGS, ROOT, streamlit_process
 from bench.dashboard import load
@@ -75,12 +80,26 @@ def shape_page(layout: str = "own", tick: float = 0.3, rerun: float = 0.15) -> s
     return SHAPE_PAGE.format(root=str(ROOT), own=layout == "own", tick=tick, chart_tick=2 * tick, rerun=rerun)
 
 
+class Sent(bytes):
+    """A frame the page sent (a ``BackMsg``: a rerun request, a heartbeat); received frames are plain bytes."""
+
+
 def describe(frame: Any) -> str:
-    """One line for a websocket frame: the message type, its delta path, run and fragment ids."""
+    """One line for a websocket frame: the message type, its delta path, run and fragment ids; for a frame
+    the page sent, "sent" and the request (a fragment's rerun, auto or not)."""
+    from streamlit.proto.BackMsg_pb2 import BackMsg
     from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 
     if isinstance(frame, str):
         return frame
+    if isinstance(frame, Sent):
+        back = BackMsg()
+        back.ParseFromString(bytes(frame))
+        kind = back.WhichOneof("type")
+        if kind != "rerun_script":
+            return f"sent {kind}"
+        state = back.rerun_script
+        return f"sent rerun fragment {state.fragment_id[:6] or '-'} auto {state.is_auto_rerun}"
     msg = ForwardMsg()
     msg.ParseFromString(frame)
     kind, meta = msg.WhichOneof("type"), msg.metadata
@@ -93,20 +112,41 @@ def describe(frame: Any) -> str:
         line += f" {what}:{part.WhichOneof('type')} fragment {msg.delta.fragment_id[:6] or '-'}"
     elif kind == "script_finished":
         line += f" {ForwardMsg.ScriptFinishedStatus.Name(msg.script_finished)}"
+    elif kind == "auto_rerun":
+        line += f" fragment {msg.auto_rerun.fragment_id[:6]} every {msg.auto_rerun.interval:g} s"
     return line
+
+
+def received(frames: list[tuple[float, Any]]) -> Iterator[Any]:
+    """The ``ForwardMsg`` of each frame a page received, in order (its errors and sent frames skipped)."""
+    from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+
+    for _, frame in frames:
+        if not isinstance(frame, (str, Sent)):
+            msg = ForwardMsg()
+            msg.ParseFromString(frame)
+            yield msg
+
+
+def timers(frames: list[tuple[float, Any]]) -> tuple[set[str], set[str]]:
+    """(fragments whose timer a full run set, fragments whose timer a fragment run set again) in a page's
+    received frames: the ``auto_rerun`` messages, each counted in the run that sent it."""
+    by_full, by_fragment = set(), set()
+    in_fragment_run = False
+    for msg in received(frames):
+        kind = msg.WhichOneof("type")
+        if kind == "new_session":
+            in_fragment_run = bool(msg.metadata.run.fragment_ids)
+        elif kind == "auto_rerun":
+            (by_fragment if in_fragment_run else by_full).add(msg.auto_rerun.fragment_id)
+    return by_full, by_fragment
 
 
 def cut_runs(frames: list[tuple[float, Any]]) -> tuple[int, int]:
     """(runs that a new run followed before their script_finished arrived, runs) among a page's frames."""
-    from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
-
     cut = runs = 0
     running = False
-    for _, frame in frames:
-        if isinstance(frame, str):
-            continue
-        msg = ForwardMsg()
-        msg.ParseFromString(frame)
+    for msg in received(frames):
         kind = msg.WhichOneof("type")
         if kind == "new_session":
             runs, cut, running = runs + 1, cut + running, True
@@ -119,7 +159,8 @@ def run(pages: int = 6, seconds: float = 40.0, layout: str = "own", busy: int = 
         rerun: float = 0.15, trail: int = 40, quiet: bool = False) -> dict:
     """Open ``pages`` chromium pages on one server of the shape page for ``seconds``, with ``busy`` busy
     loops beside them. Returns {"threw": pages whose front end threw, "errors": their messages,
-    "silent": seconds since each page's last frame, "cut": cut runs per page, "runs": runs per page}."""
+    "silent": seconds since each page's last frame, "cut": cut runs per page, "runs": runs per page,
+    "timers": per page, [fragments whose timer a full run set, those a fragment run set again]}."""
     from playwright.sync_api import sync_playwright
 
     say = (lambda *a: None) if quiet else (lambda *a: print(*a, flush=True))
@@ -132,8 +173,9 @@ def run(pages: int = 6, seconds: float = 40.0, layout: str = "own", busy: int = 
             for _ in range(pages):
                 page = browser.new_context(viewport={"width": 1280, "height": 720}).new_page()
                 log: list[tuple[float, Any]] = []
-                page.on("websocket", lambda ws, log=log: ws.on(
-                    "framereceived", lambda f, log=log: log.append((time.time(), f))))
+                page.on("websocket", lambda ws, log=log: (
+                    ws.on("framereceived", lambda f, log=log: log.append((time.time(), f))),
+                    ws.on("framesent", lambda f, log=log: log.append((time.time(), Sent(_bytes(f)))))))
                 page.on("pageerror", lambda e, log=log: log.append((time.time(), f"ERROR {e}"[:160])))
                 page.goto(url, wait_until="commit")
                 frames.append(log)
@@ -151,10 +193,23 @@ def run(pages: int = 6, seconds: float = 40.0, layout: str = "own", busy: int = 
         say(f"page {threw[0]}: the last {trail} messages before its error (s from the error)")
         for t, frame in log[max(0, at - trail):at + 1]:
             say(f"  {t - log[at][0]:+7.3f} {describe(frame)}")
+    got = [[(t, f) for t, f in log if not isinstance(f, Sent)] for log in frames]
+    silent = [round(now - log[-1][0], 1) if log else None for log in got]
+    for i, quiet_for in enumerate(silent):
+        if trail and quiet_for is not None and quiet_for > max(5.0, 10 * tick) and i not in threw:
+            log = frames[i]
+            say(f"page {i} received nothing for its last {quiet_for} s; its last {trail} messages (s from the last)")
+            for t, frame in log[-trail:]:
+                say(f"  {t - got[i][-1][0]:+7.3f} {describe(frame)}")
     counts = [cut_runs(log) for log in frames]
     return {"threw": threw, "errors": sorted({e for log in frames for e in _errors(log)}),
-            "silent": [round(now - log[-1][0], 1) if log else None for log in frames],
-            "cut": [c for c, _ in counts], "runs": [r for _, r in counts]}
+            "silent": silent,
+            "cut": [c for c, _ in counts], "runs": [r for _, r in counts],
+            "timers": [[sorted(ids) for ids in timers(log)] for log in frames]}
+
+
+def _bytes(frame: Any) -> bytes:
+    return frame if isinstance(frame, bytes) else frame.encode()
 
 
 def _errors(log: list[tuple[float, Any]]) -> list[str]:

@@ -215,3 +215,33 @@ def test_the_fragment_crash_page_runs(layout):
     assert keys == (["live_progress", "live_view"] if layout == "own" else [None, None])
     with pytest.raises(ValueError, match="layout='side': accepted values are 'own' and 'shared'"):
         fragment_crash.shape_page("side")
+
+
+def _frame(kind: str, fragments: tuple = (), fragment: str = "") -> bytes:
+    from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+
+    msg = ForwardMsg()
+    if kind == "new_session":
+        msg.new_session.SetInParent()
+        msg.metadata.run.fragment_ids.extend(fragments)
+    elif kind == "script_finished":
+        msg.script_finished = ForwardMsg.FINISHED_SUCCESSFULLY
+    elif kind == "auto_rerun":
+        msg.auto_rerun.fragment_id, msg.auto_rerun.interval = fragment, 0.3
+    return msg.SerializeToString()
+
+
+def test_the_fragment_bench_reads_timers_and_cut_runs_from_a_page_s_frames():
+    """fragment_crash's readers of a page's frames: which run set which timer, which runs lost their end; the
+    page's own requests (Sent) and its errors (str) are skipped."""
+    from bench.fragment_crash import Sent, cut_runs, describe, timers
+
+    frames = [(0.0, f) for f in (
+        _frame("new_session"), _frame("auto_rerun", fragment="a"), _frame("auto_rerun", fragment="b"),
+        _frame("new_session"),  # the full run above was cut: no script_finished
+        Sent(b""), _frame("auto_rerun", fragment="a"), _frame("script_finished"),
+        _frame("new_session", ("a",)), _frame("auto_rerun", fragment="b"), "ERROR x", _frame("script_finished"))]
+    assert timers(frames) == ({"a", "b"}, {"b"})
+    assert cut_runs(frames) == (1, 3)
+    assert describe(frames[1][1]) == "auto_rerun [] fragment a every 0.3 s"
+    assert describe(frames[4][1]) == "sent None"
