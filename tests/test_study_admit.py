@@ -5,14 +5,13 @@ from __future__ import annotations
 import copy
 import json
 import math
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from lab.studies.running import admit as ad
-from lab.studies.running.results_file import load_results
+from lab.studies.running.results_file import load_results, save_results
 from lab.studies.running.spec import record_key, study_runs
 
 from ._history import require_history
@@ -38,9 +37,25 @@ def a_new_run(seed: int = 12) -> dict:
     return rec
 
 
+def stored_without(*recs: dict) -> dict:
+    """The stored results without the runs ``recs`` stand in for: once the look trains a seed for real, its
+    stored run would make the made-up one "already held" (tests of that: test_a_run_already_present_is_refused)."""
+    data = load_results(STORED)
+    for rec in recs:
+        data["runs"].pop(rec["key"], None)
+    return data
+
+
+def store_copy(into: Path, *recs: dict) -> int:
+    """Write the stored results without ``recs``' runs to ``into``; returns its number of runs."""
+    data = stored_without(*recs)
+    save_results(into, data)
+    return len(data["runs"])
+
+
 def test_the_planned_run_passes():
     rec = a_new_run()
-    assert ad.problems(rec, planned(), list(load_results(STORED)["runs"])) == []
+    assert ad.problems(rec, planned(), list(stored_without(rec)["runs"])) == []
 
 
 def spoil(kind: str, rec: dict) -> dict:
@@ -105,9 +120,9 @@ def test_a_commit_off_the_analysis_history_is_refused(tmp_path):
 
 def test_admit_merges_a_passing_file_and_writes_nothing_on_a_failing_one(tmp_path):
     into = tmp_path / "methods.json"
-    shutil.copy(STORED, into)
-    before = into.read_text()
     good, bad = a_new_run(12), spoil("dirty", a_new_run(13))
+    stored = store_copy(into, good, bad)
+    before = into.read_text()
     part = {"study": "methods", "mode": "full", "sessions": [], "runs": {good["key"]: good, bad["key"]: bad}}
     (tmp_path / "part.json").write_text(json.dumps(part))
     one_line = r"not admitted: ROADMAP seed 13: dirty is True \(uncommitted changes to lab/ or unknown\)$"
@@ -118,7 +133,7 @@ def test_admit_merges_a_passing_file_and_writes_nothing_on_a_failing_one(tmp_pat
     (tmp_path / "part.json").write_text(json.dumps(part))
     assert ad.admit(tmp_path / "part.json", into) == [good["key"]]
     merged = load_results(into)["runs"]
-    assert good["key"] in merged and len(merged) == len(load_results(STORED)["runs"]) + 1
+    assert good["key"] in merged and len(merged) == stored + 1
 
 
 def test_admit_brings_the_session_lines_its_records_name_and_no_other(tmp_path):
@@ -126,8 +141,8 @@ def test_admit_brings_the_session_lines_its_records_name_and_no_other(tmp_path):
     compute paragraph counted the run as "of an unknown --jobs" (it did before admit carried the line)."""
     from lab.studies.reporting.compute import run_jobs
     into = tmp_path / "methods.json"
-    shutil.copy(STORED, into)
     good = a_new_run(12)
+    store_copy(into, good)
     good["provenance"]["session"] = "2026-11-29T09:09:31-1-aaaaaa"
     theirs = {"id": good["provenance"]["session"], "jobs": 2, "threads": 1, "trained": 1, "command": "x",
               "finished": "2026-11-29 11:15:40", "elapsed_seconds": 1.0, "stopped": False}
