@@ -16,7 +16,7 @@ from lab.data import EMBEDDED
 from lab.losses import LOSSES
 
 from . import reattach
-from .widgets import seed_state, spec_slider
+from .widgets import kept, lazy_expander, seed_state, spec_slider, spec_value
 
 # Settings field -> widget key.
 KEYS = {"dataset": "w_dataset", "data_root": "w_root", "classes": "w_classes", "model": "w_model", "loss": "w_loss",
@@ -54,16 +54,26 @@ def _index(options: list, name: str) -> int:
     return options.index(value if value in options else getattr(Settings(), name))
 
 
-def _number(label: str, name: str, help: Optional[str] = None, step: int = 1) -> int:
+def _number(label: str, name: str, help: Optional[str] = None, step: int = 1, drawn: bool = True) -> int:
+    """The number field of setting ``name``; its value only (kept) when ``drawn`` is false."""
     low, high = BOUNDS[name]
     value = int(st.session_state[KEYS[name]])
+    if not drawn:
+        return kept(KEYS[name], value)
     return int(st.number_input(label, int(low), int(high), value=value, step=step, key=KEYS[name], help=help))
 
 
 def _loss_widgets(run: str, loss: str) -> dict[str, Any]:
+    """Loss ``loss``'s hyper-parameter sliders for run ``run`` in a lazy expander: their values, drawn or not."""
+    box, drawn = lazy_expander(f"{loss} hyper-parameters" + (" (run B)" if run == "b" else " (paper defaults)"),
+                               key=f"x_hp_{run}_{loss}")
     specs = loss_sliders(loss)
-    return {name: spec_slider(spec.description, spec, hparam_key(run, loss, name), help=spec.help or None)
-            for name, spec in specs.items()}
+    if not drawn:
+        return {name: kept(hparam_key(run, loss, name), spec_value(spec, hparam_key(run, loss, name)))
+                for name, spec in specs.items()}
+    with box:
+        return {name: spec_slider(spec.description, spec, hparam_key(run, loss, name), help=spec.help or None)
+                for name, spec in specs.items()}
 
 
 def settings_panel() -> Settings:
@@ -87,25 +97,24 @@ def settings_panel() -> Settings:
     model = st.selectbox("Model", models, index=_index(models, "model"), key=KEYS["model"],
                          accept_new_options=True, help="small_cnn (fast on a CPU) or any timm model name: type it")
     loss = st.selectbox("Loss", LOSS_NAMES, index=_index(LOSS_NAMES, "loss"), key=KEYS["loss"])
-    with st.expander(f"{loss} hyper-parameters (paper defaults)", expanded=False):
-        hparams = _loss_widgets("a", loss)
+    hparams = _loss_widgets("a", loss)
     compare = st.toggle("Compare with a second loss (same seed)", value=bool(st.session_state[KEYS["compare"]]),
                         key=KEYS["compare"])
     loss_b, hparams_b = st.session_state[KEYS["loss_b"]], {}
     if compare:
         loss_b = st.selectbox("Second loss (run B)", LOSS_NAMES, index=_index(LOSS_NAMES, "loss_b"),
                               key=KEYS["loss_b"])
-        with st.expander(f"{loss_b} hyper-parameters (run B)", expanded=False):
-            hparams_b = _loss_widgets("b", loss_b)
+        hparams_b = _loss_widgets("b", loss_b)
     batch = _number("Batch size", "batch_size", help="At most 256 for the small CNN on embedded data, else 64",
                     step=4)
     m = _number("Images per class in a batch (m)", "m")
     lr = spec_slider("Learning rate (Adam)", LR_SLIDER, KEYS["lr"])
     seed = _number("Seed", "seed")
-    with st.expander("Schedule"):
-        steps = _number("Run length (steps)", "steps")
-        tick = _number("Steps per tick", "steps_per_tick", help="Fewer: a more responsive page")
-        every = _number("Evaluate every (steps)", "eval_every")
+    box, drawn = lazy_expander("Schedule", key="x_schedule")
+    with box:
+        steps = _number("Run length (steps)", "steps", drawn=drawn)
+        tick = _number("Steps per tick", "steps_per_tick", help="Fewer: a more responsive page", drawn=drawn)
+        every = _number("Evaluate every (steps)", "eval_every", drawn=drawn)
     return Settings(dataset=dataset, data_root=root or "", classes=int(classes), model=str(model), loss=loss,
                     hparams=hparams, compare=compare, loss_b=loss_b, hparams_b=hparams_b, batch_size=batch, m=m,
                     lr=float(lr), seed=seed, steps=steps, steps_per_tick=tick, eval_every=every)

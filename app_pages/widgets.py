@@ -22,24 +22,53 @@ T = TypeVar("T")
 CHART_SECONDS = 2.0  # while training, a figure is rebuilt at most this often; a paused page shows the latest
 
 
-def spec_slider(label: str, spec: Slider, key: str, help: Optional[str] = None, disabled: bool = False) -> Number:
-    """The widget of one spec; returns its value (an int for integer specs)."""
+def spec_value(spec: Slider, key: str) -> Number:
+    """The setting of ``key``: seeded with the spec's default, a log spec's value snapped to its grid (e.g.
+    0.0100000001 from a link). What the widget shows, drawn or not (``kept``)."""
     if key not in st.session_state:
         st.session_state[key] = int(spec.value) if spec.integer else float(spec.value)
-    current = st.session_state[key]
     if spec.log:
-        options = slider_options(spec, extra=current)
-        if spec.integer:
-            options = sorted({int(v) for v in options})
-        if current not in options:  # e.g. 0.0100000001 from a link: snap to the grid
+        options = _log_options(spec, st.session_state[key])
+        current = st.session_state[key]
+        if current not in options:
             st.session_state[key] = min(options, key=lambda v: abs(v - current))
-        return st.select_slider(label, options=options, value=st.session_state[key], key=key, help=help,
+    value = st.session_state[key]
+    return int(value) if spec.integer else float(value)
+
+
+def _log_options(spec: Slider, current: Number) -> list:
+    options = slider_options(spec, extra=current)
+    return sorted({int(v) for v in options}) if spec.integer else options
+
+
+def spec_slider(label: str, spec: Slider, key: str, help: Optional[str] = None, disabled: bool = False) -> Number:
+    """The widget of one spec; returns its value (an int for integer specs)."""
+    current = spec_value(spec, key)
+    if spec.log:
+        return st.select_slider(label, options=_log_options(spec, current), value=current, key=key, help=help,
                                 disabled=disabled, format_func=lambda v: f"{v:.3g}")
     if spec.integer:
-        return st.slider(label, int(spec.min), int(spec.max), value=int(current), step=max(1, int(spec.step)),
+        return st.slider(label, int(spec.min), int(spec.max), value=current, step=max(1, int(spec.step)),
                          key=key, help=help, disabled=disabled)
-    return st.slider(label, float(spec.min), float(spec.max), value=float(current), step=float(spec.step), key=key,
+    return st.slider(label, float(spec.min), float(spec.max), value=current, step=float(spec.step), key=key,
                      help=help, disabled=disabled)
+
+
+def kept(key: str, value: Any) -> Any:
+    """A setting whose widget this run does not draw (a closed ``lazy_expander``): ``value``, kept in session
+    state. Streamlit drops the state of a widget that a run does not draw; a value the script sets is kept."""
+    st.session_state[key] = value
+    return value
+
+
+def lazy_expander(label: str, key: str) -> tuple[Any, bool]:
+    """An expander and whether it is open; its widgets are drawn only while it is (``on_change="rerun"``).
+
+    Collapsed, Streamlit still sends and the browser still builds every widget of an expander: the sidebar's
+    hyper-parameter sliders and schedule fields were 9 of its 20 widgets, each with a label and most with a
+    help icon. A first screen costs the browser less without them (``bench/first_screen.py``: issue 46)."""
+    box = st.expander(label, key=key, on_change="rerun")
+    return box, bool(box.open)
 
 
 def seed_state(key: str, value) -> None:

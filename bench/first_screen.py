@@ -3,6 +3,7 @@
     .venv/bin/python -m bench.first_screen                 # ~1 min on 2 cores; prints, writes nothing
     .venv/bin/python -m bench.first_screen --page bare     # the same for a bare Streamlit page (BARE_PAGE)
     .venv/bin/python -m bench.first_screen --cache shared  # every page in one browser context
+    .venv/bin/python -m bench.first_screen --page my_app.py --single 1 --six 3  # any script, other trial counts
 
 On one server, first the teacher's page (cold: the server imports the app and starts its workers), then one page
 at a time three times and six pages at once twice, timed from the navigation to the sidebar's Start button and
@@ -81,24 +82,30 @@ def main(argv: list[str] | None = None) -> None:
     from playwright.sync_api import sync_playwright
 
     parser = argparse.ArgumentParser(prog="python -m bench.first_screen", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--page", choices=("app", "bare"), default="app",
-                        help="the dashboard (app.py) or BARE_PAGE, Streamlit's own floor")
+    parser.add_argument("--page", default="app",
+                        help="app (the dashboard, app.py), bare (BARE_PAGE, Streamlit's own floor) or a script's path")
     parser.add_argument("--cache", choices=("new", "shared"), default="new",
                         help="each page a new browser context (a first visit) or tabs of one context")
+    parser.add_argument("--single", type=int, default=3, help="trials of one page at a time (default 3)")
+    parser.add_argument("--six", type=int, default=2, help="trials of six pages at once (default 2)")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         app = Path(tmp) / "bare.py"
         app.write_text(BARE_PAGE)
+        if args.page not in ("app", "bare"):
+            app = Path(args.page).resolve()
+            if not app.is_file():
+                parser.error(f"--page: {args.page} is not a file (accepted: app, bare or a script's path)")
         with streamlit_process(env={"RANKLAB_FAST": "0"}, timeout=300,
-                               **({"app": app} if args.page == "bare" else {})) as (url, _, _), \
+                               **({} if args.page == "app" else {"app": app})) as (url, _, _), \
                 sync_playwright() as p:
             browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
             shared = browser.new_context(viewport={"width": 1280, "height": 720}) if args.cache == "shared" else None
             print(f"page {args.page}, cache {args.cache}", flush=True)
             batch(browser, url, 1, "teacher (cold)", shared)
-            for k in range(3):
+            for k in range(args.single):
                 batch(browser, url, 1, f"one page #{k}", shared)
-            for k in range(2):
+            for k in range(args.six):
                 batch(browser, url, 6, f"six pages #{k}", shared)
             browser.close()
 

@@ -86,6 +86,15 @@ def click(at: AppTest, key: str) -> AppTest:
     return at
 
 
+def opened(at: AppTest, *expanders: str) -> AppTest:
+    """Open the sidebar's lazy expanders (their widgets are drawn only while open), as a click on each would."""
+    for key in expanders:
+        at.session_state[key] = True
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
 def chart(at: AppTest, key: str) -> dict:
     for c in at.get("plotly_chart"):
         if c.proto.id.endswith(key) or key in c.proto.id:
@@ -348,7 +357,7 @@ def test_invalid_inputs_are_refused_with_a_message():
     at.number_input(key="w_batch").set_value(8).run()
     at.number_input(key="w_m").set_value(2).run()
     assert not at.error and not at.button(key="start").disabled
-    at.slider(key="w_hp_a_roadmap_alpha").set_value(0.5).run()  # below beta = 0.6
+    opened(at, "x_hp_a_roadmap").slider(key="w_hp_a_roadmap_alpha").set_value(0.5).run()  # below beta = 0.6
     assert any("alpha must be larger than beta" in e.value for e in at.error)
     assert not at.exception
 
@@ -388,12 +397,39 @@ def test_a_training_error_is_shown_and_the_app_keeps_working(monkeypatch):
     assert not at.error and session(at).step_count == session(at).steps_per_tick
 
 
+def test_closed_expanders_draw_no_widgets_and_keep_their_settings():
+    """A first screen draws the hyper-parameter sliders and the schedule's fields only once their expander is
+    open (issue 46: the browser builds a collapsed expander's widgets too); closed, each keeps its setting."""
+    at = app(**TINY, loss="roadmap", **{"a.lam": "0.25"}, steps="300", tick="5")
+    assert [s.key for s in at.slider] + [s.key for s in at.select_slider] == ["w_lr"]
+    assert {n.key for n in at.number_input} == {"w_classes", "w_batch", "w_m", "w_seed"}
+    config = session(at).runs[0].config
+    assert config.loss_kwargs["lam"] == 0.25 and session(at).target_steps == 300 and session(at).steps_per_tick == 5
+    opened(at, "x_hp_a_roadmap", "x_schedule")
+    assert at.slider(key="w_hp_a_roadmap_lam").value == 0.25 and at.number_input(key="w_steps").value == 300
+    at.slider(key="w_hp_a_roadmap_lam").set_value(0.75).run()
+    at.number_input(key="w_tick").set_value(7).run()
+    changed = session(at).runs[0].config
+    assert changed.loss_kwargs["lam"] == 0.75 and session(at).steps_per_tick == 7
+    at.session_state["x_hp_a_roadmap"] = at.session_state["x_schedule"] = False
+    at.run()
+    at.run()  # a second run without the widgets: Streamlit drops a widget's state one run after it is gone
+    assert [s.key for s in at.slider] + [s.key for s in at.select_slider] == ["w_lr"]
+    assert "w_tick" not in {n.key for n in at.number_input}
+    assert session(at).runs[0].config is changed and session(at).steps_per_tick == 7
+    assert at.query_params["a.lam"] == "0.75" and at.query_params["tick"] == "7"
+    opened(at, "x_hp_a_roadmap", "x_schedule")
+    assert at.slider(key="w_hp_a_roadmap_lam").value == 0.75 and at.number_input(key="w_tick").value == 7
+
+
 def test_a_link_opens_on_its_settings_and_a_bad_link_is_explained():
     at = app(**TINY, loss="smooth_ap", **{"a.tau": "0.05"}, compare="1", loss_b="fast_ap", **{"b.num_bins": "4"})
     assert at.selectbox(key="w_loss").value == "smooth_ap" and at.selectbox(key="w_loss_b").value == "fast_ap"
-    assert at.select_slider(key="w_hp_a_smooth_ap_tau").value == pytest.approx(0.05)
-    configs = [r.config for r in session(at).runs]
+    configs = [r.config for r in session(at).runs]  # their expanders closed: the link's values all the same
     assert configs[0].loss_kwargs["tau"] == pytest.approx(0.05) and configs[1].loss_kwargs["num_bins"] == 4
+    opened(at, "x_hp_a_smooth_ap", "x_hp_b_fast_ap")
+    assert at.select_slider(key="w_hp_a_smooth_ap_tau").value == pytest.approx(0.05)
+    assert at.slider(key="w_hp_b_fast_ap_num_bins").value == 4 and session(at).runs[0].config is configs[0]
     assert configs[0].batch_size == 8 and configs[0].dataset_kwargs == {"num_classes": 6}
     bad = app(batch="lots", foo="1")
     assert set(warnings(bad)) >= {"Link: batch='lots' is not an integer: using the default 16",
@@ -473,7 +509,7 @@ def test_a_rebuilt_widget_falls_back_to_the_current_setting_not_the_minimum():
 
 
 def test_the_sidebar_rho_slider_is_logarithmic_and_reaches_10():
-    at = app(**TINY, loss="sup_ap")
+    at = opened(app(**TINY, loss="sup_ap"), "x_hp_a_sup_ap")
     rho = at.select_slider(key="w_hp_a_sup_ap_rho")  # a select slider over a geometric grid
     assert rho.value == 100.0 and {"1", "10", "100", "1e+03", "1e+04"} <= set(rho.proto.options)
     rho.set_value(10.0).run()
@@ -484,6 +520,8 @@ def test_changing_a_hyperparameter_starts_a_new_run_with_it():
     at = app(**TINY)
     click(at, "step")
     assert session(at).step_count > 0
+    opened(at, "x_hp_a_roadmap")
+    assert session(at).step_count > 0  # opening the sliders changes no setting
     at.slider(key="w_hp_a_roadmap_lam").set_value(0.25).run()
     assert session(at).step_count == 0 and session(at).runs[0].config.loss_kwargs["lam"] == 0.25
     assert at.query_params["a.lam"] == "0.25"
@@ -514,6 +552,8 @@ def test_a_rerun_with_the_same_settings_builds_no_config_and_no_loss(monkeypatch
     at.run()
     at.run()
     assert built == {"configs": 0, "losses": 0}
+    opened(at, "x_hp_a_roadmap")
+    assert built == {"configs": 0, "losses": 0}
     at.slider(key="w_hp_a_roadmap_lam").set_value(0.25).run()
     assert built["configs"] == 2  # runs A and B, once
     assert session(at).runs[0].config.loss_kwargs["lam"] == 0.25
@@ -530,7 +570,7 @@ def test_a_new_loss_b_restarts_run_b_only():
     assert runs[0] is a and a.step_count == 4 and a.history == history
     assert runs[1].label == "B · fast_ap" and runs[1].step_count == 0
     assert "catching up" in at.get("progress")[0].proto.text
-    at.slider(key="w_hp_b_fast_ap_num_bins").set_value(4).run()  # B's hyper-parameter: B again
+    opened(at, "x_hp_b_fast_ap").slider(key="w_hp_b_fast_ap_num_bins").set_value(4).run()  # B's: B again
     assert session(at).runs[0] is a and a.step_count == 4
     click(at, "step")
     assert [r.step_count for r in session(at).runs] == [4, 2]  # A waits for B
