@@ -236,3 +236,31 @@ def test_the_committed_page_reads_as_one_page():
     readme = (ROOT / "README.md").read_text()
     results = readme[readme.index("## Do the papers' claims hold?"):]
     assert results.index("--protocol v2") < results.index("python -m lab study all")
+
+
+def test_rod_recall_s_declared_runs_train_only_when_named_and_then_join_their_family(tmp_path, fake,  # noqa: F811
+                                                                                      monkeypatch):
+    """SupRank Table II's ROD-R@k > Sup-R@k is declared with its 5 runs (spec.PLANNED_METHODS): a study call trains
+    them only when ``--methods`` names ROD-R@k, with the keys the page declares, and a results file that holds them
+    tests the claim in its family (Holm over 3) instead of listing it as not yet run."""
+    from lab.studies.running import runner
+    from lab.studies.running.results_file import load_results
+
+    monkeypatch.setattr(study_spec, "V2_STEPS", 1000)
+    out = tmp_path / "v2"
+    runner.run_studies(["methods"], out, quick=False, log=lambda _: None, protocol="v2")
+    records = list(load_results(out / "methods.json")["runs"].values())
+    assert "ROD-R@k" not in {r["method"] for r in records}
+    assert [c.better for c in pc.planned_claims(records)] == ["ROD-R@k"]
+    fake.clear()
+    runner.run_studies(["methods"], out, quick=False, log=lambda _: None, protocol="v2", methods=["ROD-R@k"])
+    declared = {s.key for s in study_spec.planned_runs()}
+    assert set(fake) == declared and len(declared) == 5
+    records = list(load_results(out / "methods.json")["runs"].values())
+    assert pc.planned_claims(records) == []
+    for r in records:  # fake_execute gives ROD-R@k and Sup-R@k equal values: paired differences that vary by seed
+        r["mAP@R"] += 0.001 * (r["seed"] + 1) * (sum(map(ord, r["method"])) % 11)
+    family = [t for t in pc.claim_tests(records) if t.claim.family == "SupRank Table II"]
+    assert [(t.claim.better, t.claim.worse) for t in family][-1] == ("ROD-R@k", "Sup-R@k")
+    assert [t.p_holm for t in family] == pytest.approx(holm_by_hand([t.test.p for t in family]))
+    assert study_spec.planned_runs(seeds=15) == study_spec.planned_runs()  # the declared seeds 0-4, no more

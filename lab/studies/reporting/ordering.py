@@ -86,8 +86,9 @@ def analyse_methods_v2(records: Records, all_records: Optional[Records] = None) 
         table(CLAIMS_HEADER, claims_table_rows(tests, planned)),
         *([f"Declared, not yet run: {'; '.join(f'{c.better} > {c.worse} ({c.source})' for c in planned)} needs "
            f"{len(runs)} runs ({'; '.join(f'{r.method} seed {r.seed}: key {r.key}' for r in runs)}), study 1's "
-           "config with the loss of `lab.studies.running.spec.PLANNED_METHODS`; none is trained yet, and the claim "
-           "will join its family's Holm once they are (changing that family's adjusted p)."] if runs else []),
+           "config with the loss of `lab.studies.running.spec.PLANNED_METHODS`; none is trained yet (`python -m lab "
+           "study methods --protocol v2 --methods ROD-R@k` trains them, and only them), and the claim will join its "
+           "family's Holm once they are (changing that family's adjusted p)."] if runs else []),
         registered_section(records),
         replication_section(everything),
         f"**Descriptive, not a claim of the papers** (seeds {fmt_seeds(seeds)}, n = {len(seeds)}, whatever later seeds "

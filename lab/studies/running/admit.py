@@ -94,7 +94,7 @@ def admit(source: Path, into: Path, study: str = "methods", protocol: str = "v2"
     """Merge every record of the results file ``source`` into ``into`` (under its lock) if each passes
     :func:`problems`; the admitted keys. Nothing is written when one fails: ValueError naming it."""
     part = json.loads(Path(source).read_text())
-    planned = study_runs(study, False, seeds, protocol)
+    planned = study_runs(study, False, seeds, protocol, planned=True)  # ROD-R@k's declared runs too
     have = list(load_results(into).get("runs", {}))
     found = [p for rec in part.get("runs", {}).values() for p in problems(rec, planned, have, repo)]
     if found:

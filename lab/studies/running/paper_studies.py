@@ -91,11 +91,12 @@ def paper_runs(name: str, quick: bool = False, seeds: Seeds = None, base: Option
 
 
 def runs_of(name: str, quick: bool = False, seeds: Seeds = None, protocol: str = "v1",
-            base: Optional[Path] = None) -> list[RunSpec]:
-    """The runs of any study: a paper-scale one's (:func:`paper_runs`) or a glyph study's (``spec.study_runs``)."""
+            base: Optional[Path] = None, planned: bool = False) -> list[RunSpec]:
+    """The runs of any study: a paper-scale one's (:func:`paper_runs`) or a glyph study's (``spec.study_runs``,
+    with its declared runs if ``planned``)."""
     if is_paper(name):
         return paper_runs(name, quick, seeds, base)
     if base is not None:
         raise ValueError(f"--base takes a paper-scale study ({', '.join(PAPER_STUDIES)}), not {name!r}: the glyph "
                          "studies' budget is fixed (lab/studies/running/spec.py)")
-    return study_runs(name, quick, seeds, protocol)
+    return study_runs(name, quick, seeds, protocol, planned)

@@ -27,7 +27,7 @@ from .local_pool import device_queue, pool_execute, worker_init
 from .results_file import add_results, load_results
 from .recording import Session, _as_run_of
 from .paper_studies import runs_of
-from .spec import RunSpec, Seeds, missing_runs, seeds_text
+from .spec import PLANNED_METHODS, RunSpec, Seeds, missing_runs, seeds_text
 
 if TYPE_CHECKING:
     from .cluster import ClusterConfig
@@ -96,8 +96,10 @@ def plan(names: list[str], out: Path, quick: bool = False, seeds: Seeds = None, 
         if data["runs"] and data.get("mode") not in (None, mode):
             raise ValueError(f"{paths[n]} holds {data['mode']}-mode results; write {mode}-mode runs elsewhere "
                              f"(--out DIR)")
+    # Study 1's declared runs (spec.PLANNED_METHODS) are trained only when --methods names them.
+    pool = {n: runs_of(n, quick, seeds, protocol, base, planned=True) for n in names}
     if methods is not None:
-        offered = sorted({s.method for n in names for s in runs_of(n, quick, seeds, protocol, base)})
+        offered = sorted({s.method for specs in pool.values() for s in specs})
         unknown = [m for m in methods if m not in offered]
         if unknown:
             raise ValueError(f"methods: unknown method {unknown[0]!r} for {', '.join(names)}; choose from: "
@@ -105,8 +107,8 @@ def plan(names: list[str], out: Path, quick: bool = False, seeds: Seeds = None, 
     known = _known(out)
     mine: dict[str, dict[str, Any]] = {n: {"study": n, "mode": mode, "runs": {}, "sessions": []} for n in names}
     wanted: dict[str, list[RunSpec]] = {}
-    named = {n: [s for s in runs_of(n, quick, seeds, protocol, base) if methods is None or s.method in methods]
-             for n in names}
+    chosen = (lambda m: m in methods) if methods is not None else (lambda m: m not in PLANNED_METHODS)
+    named = {n: [s for s in pool[n] if chosen(s.method)] for n in names}
     share = shard_keys([s for specs in named.values() for s in specs], shard) if shard else None
     for n in names:
         for spec in named[n]:

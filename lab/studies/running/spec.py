@@ -254,11 +254,14 @@ def base_config(quick: bool = False, protocol: str = "v1") -> dict[str, Any]:
     return dict(V2_BASE, steps=V2_STEPS)
 
 
-def planned_runs(protocol: str = "v2", seeds: int = V2_SEEDS) -> list[RunSpec]:
-    """The runs declared for study 1 and not trained yet (PLANNED_METHODS), as its runs would be."""
-    base = base_config(False, protocol)
-    return [RunSpec("methods", m, s, _config(base, loss, s))
-            for m, loss in PLANNED_METHODS.items() for s in range(seeds)]
+def planned_runs(protocol: str = "v2", seeds: "Seeds" = None, quick: bool = False) -> list[RunSpec]:
+    """The runs declared for study 1 and not trained yet (PLANNED_METHODS), as its runs would be: protocol v2's
+    seeds 0-4, the ones its claim declares (of ``seeds`` only, if given); none under protocol v1."""
+    if protocol != "v2" and not quick:
+        return []
+    base = base_config(quick, protocol)
+    chosen = [s for s in seed_range(seeds, QUICK_SEEDS if quick else V2_SEEDS) if quick or s < V2_SEEDS]
+    return [RunSpec("methods", m, s, _config(base, loss, s)) for m, loss in PLANNED_METHODS.items() for s in chosen]
 
 
 # The seeds of a call: a count N (seeds 0..N-1), a range (``--seeds A-B``: A..B, e.g. a node's share of more
@@ -297,15 +300,18 @@ def seeds_text(seeds: Seeds) -> str:
     return str(seeds)
 
 
-def study_runs(name: str, quick: bool = False, seeds: Seeds = None, protocol: str = "v1") -> list[RunSpec]:
+def study_runs(name: str, quick: bool = False, seeds: Seeds = None, protocol: str = "v1",
+               planned: bool = False) -> list[RunSpec]:
     """The runs of study ``name`` (see STUDIES) under ``protocol``, for ``seeds`` (a count N: seeds 0..N-1, or a
-    range of seeds; default: v1 3, v2 5, quick 2)."""
+    range of seeds; default: v1 3, v2 5, quick 2); with ``planned``, study 1's declared runs too (planned_runs:
+    trained only when named, ``--methods ROD-R@k``)."""
     if name not in STUDIES:
         raise ValueError(f"unknown study {name!r}; choose one of: {', '.join(ORDER)} (or all)")
     if protocol == "v2" and name not in V2_STUDIES:
         raise ValueError(f"protocol v2 re-runs {', '.join(V2_STUDIES)}; {name!r} stays a v1 study")
     default = QUICK_SEEDS if quick else (V2_SEEDS if protocol == "v2" else FULL_SEEDS)
-    return STUDIES[name](base_config(quick, protocol), seed_range(seeds, default), quick)
+    runs = STUDIES[name](base_config(quick, protocol), seed_range(seeds, default), quick)
+    return runs + (planned_runs(protocol, seeds, quick) if planned and name == "methods" else [])
 
 
 def missing_runs(name: str, data: dict[str, Any], quick: bool = False, seeds: Seeds = None,
