@@ -18,7 +18,7 @@ import streamlit as st
 from lab.dashboard.reproduction import StudyCache, claims_table, study_heading, verdict_table
 from lab.dashboard.settings import escape_markdown
 from .studies_page import server_cache
-from lab.experiments.plain_verdicts import plain_verdict, seeds_in_progress
+from lab.experiments.plain_verdicts import extra_seeds_title, plain_verdict, seeds_in_progress
 from lab.studies.reporting.study_sections import PAGE, TITLES
 
 # While a rerun is under way Streamlit greys the elements it has not re-sent yet: the previous
@@ -64,8 +64,8 @@ def results_view() -> None:
         for i, png in enumerate(shown.figures):
             st.image(png, caption=f"{shown.title}: figure {i + 1} of {len(shown.figures)}")
     progress = seeds_in_progress(shown.verdict)
-    if progress:  # a study still adding seeds: said in the details, in words a class reads
-        with st.expander(f"{shown.title}: more seeds in progress"):
+    if progress:  # a study adding seeds, or done adding them: said in the details, in words a class reads
+        with st.expander(f"{shown.title}: {extra_seeds_title(shown.verdict)}"):
             st.markdown(escape_markdown(progress))
     with st.expander(f"{shown.title}: the paper's claim, the measurement and the reasons"):
         st.markdown(plain_verdict(shown.verdict))

@@ -60,7 +60,7 @@ from lab.experiments.runs import (ABLATION, RETRIEVAL, evaluation_embeddings, lo
                                   train_and_evaluate, trained_model, untrained_metrics)
 from lab.experiments.sentences import script_grouping_sentence
 from lab.viz.comparisons import metrics_table, plot_loss_comparison
-from lab.experiments.plain_verdicts import plain_verdict, seeds_in_progress
+from lab.experiments.plain_verdicts import extra_seeds_title, plain_verdict, seeds_in_progress
 from lab.studies.reporting.verdicts import claims_markdown, reproduction_rows, study_verdict
 
 # The model(s) this notebook trains for its figures ship as checkpoints (lab/data/checkpoints/, made by
@@ -124,13 +124,14 @@ Markdown(claims_markdown("methods", ("ablation",)))
 # answers it for all of them at this scale, with the papers' claims, what was measured, the
 # verdict and, where a claim does not hold here, the most likely reasons (the protocol
 # is named in the first line; the tables and the rank plot are on the results page). Where the
-# study is still training more seeds for the claims it could not resolve, the last line (open it)
-# says how far it is; until it is done, every verdict here is that of the first seeds:
+# study trained more seeds for the claims it could not resolve, the last line (open it) says how far
+# it is, or what the new seeds answered; every verdict above it is that of the first seeds:
 
 # %%
 verdict = study_verdict("methods")
 extra = seeds_in_progress(verdict)
-Markdown(plain_verdict(verdict) + (f"\n\n<details><summary>More seeds in progress</summary>\n\n{extra}\n\n"
+title = extra_seeds_title(verdict)
+Markdown(plain_verdict(verdict) + (f"\n\n<details><summary>{title[0].upper()}{title[1:]}</summary>\n\n{extra}\n\n"
                                    "</details>" if extra else ""))
 
 # %% [markdown]

@@ -695,12 +695,12 @@ def test_the_reproduction_views_first_table_for_study_1_is_the_papers_claims_of_
 
 def test_the_first_reproduction_screen_states_the_verdicts_plainly_and_the_extra_seeds_in_the_details():
     # Issue 46: the first screen said "the look at n = 10: provisional, 11 of 20 runs done", research state a
-    # student cannot interpret. The committed results are mid-way through study 1's extra seeds.
-    from lab.experiments.plain_verdicts import seeds_in_progress
+    # student cannot interpret. The committed results hold study 1's extra seeds (mid-way, or every look read).
+    from lab.experiments.plain_verdicts import extra_seeds_title, seeds_in_progress
     from lab.studies.reporting.verdicts import study_verdict
 
     progress = seeds_in_progress(study_verdict("methods"))
-    assert progress is not None and "of those" in progress  # the committed results: extra seeds in progress
+    assert progress is not None  # the committed results: study 1's extra seeds, in progress or read
     at = app()
     at.segmented_control(key="view").set_value("Reproduction").run()
     first = at.markdown[0].value if at.markdown[0].value.startswith("▶") else next(
@@ -709,7 +709,7 @@ def test_the_first_reproduction_screen_states_the_verdicts_plainly_and_the_extra
     assert "look" not in first and "provisional" not in first, heading
     assert "n = 5" in heading and "not resolved" in heading  # the verdicts of the 5 seeds, plainly
     details = {e.label: [m.value for m in e.markdown] for e in at.expander}
-    extra = next(label for label in details if label.endswith("more seeds in progress"))
+    extra = next(label for label in details if label.endswith(extra_seeds_title(study_verdict("methods"))))
     assert read(details[extra][0]) == progress
     # The tables' expander is the research record (docs/results.md's text, which explains the looks); the others
     # are worded for a class.

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import jupytext
 
-from lab.experiments.plain_verdicts import plain_verdict, seeds_in_progress
+from lab.experiments.plain_verdicts import extra_seeds_title, plain_verdict, seeds_in_progress
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -30,6 +30,7 @@ def test_notebook_04_shows_the_plain_verdict_and_the_extra_seeds_folded_away():
     cells = [c.source for c in jupytext.read(ROOT / "notebooks" / "04_train_retrieve_visualise.py").cells]
     shown = next(c for c in cells if 'study_verdict("methods")' in c and "Markdown(" in c)
     assert "plain_verdict(verdict)" in shown and "<details>" in shown and "seeds_in_progress(verdict)" in shown
+    assert "extra_seeds_title(verdict)" in shown
 
 
 REPLICATION = ("3 not resolved (mAP@R, and R@1 for supp. B.4's; paired t, Holm within each family, n = 5; the "
@@ -51,6 +52,19 @@ def test_the_registered_replication_is_said_plainly_and_left_out_of_the_verdict(
     assert plain_verdict(read).startswith("3 not resolved (mAP@R, and R@1 for supp. B.4's; paired t, Holm within each "
                                           "family, n = 5).**")
     assert "were tested again on new seeds (seeds 5 to 14): SupAP > SmoothAP replicated." in seeds_in_progress(read)
+
+
+def test_the_details_title_says_in_progress_only_while_a_look_still_trains():
+    # Once look 2 is read the details hold the new seeds' answer: their title said "more seeds in progress".
+    assert extra_seeds_title(LINE) == extra_seeds_title(REPLICATION) == "more seeds in progress"
+    second = REPLICATION.replace("(b0a4995): look 1 (seeds 5-9): 14 of 20 runs done, not read)",
+                                 "(b0a4995; look 1 (seeds 5-9): read; look 2 (seeds 5-14): 19 of 20 runs done, not "
+                                 "read): SupAP > SmoothAP open (look 2 not read yet))")
+    assert extra_seeds_title(second) == "more seeds in progress" and "19 of those 20" in seeds_in_progress(second)
+    done = second.replace("19 of 20 runs done, not read): SupAP > SmoothAP open (look 2 not read yet)",
+                          "read): SupAP > SmoothAP replicated as in the paper")
+    assert extra_seeds_title(done) == "more seeds: a second answer"
+    assert "were tested again on new seeds (seeds 5 to 14): SupAP > SmoothAP replicated" in seeds_in_progress(done)
 
 
 def test_the_committed_study_1_verdict_reads_plainly():

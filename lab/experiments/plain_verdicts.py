@@ -8,7 +8,7 @@ provisional, 11 of 20 runs done)". That is the research record's sentence (docs/
 Since the registered replication (b0a4995) the same place holds its state instead ("; the replication on seeds
 5-14 (b0a4995): look 1 (seeds 5-9): 14 of 20 runs done, not read"); both forms are read here.
 The first Reproduction screen of the dashboard and notebook 04 show :func:`plain_verdict`'s instead,
-and :func:`seeds_in_progress` where the details are.
+and :func:`seeds_in_progress` where the details are (titled by :func:`extra_seeds_title`).
 """
 from __future__ import annotations
 
@@ -73,6 +73,16 @@ def seeds_in_progress(text: str) -> Optional[str]:
     return (f"More seeds are being trained for the claims not resolved yet ({seeds} of the losses they compare): "
             f"{done} of those {needed} runs are done. Until all of them are, {_first_seeds(text[:look.start()])}; "
             "the extra runs can resolve a claim, never change one already resolved.")
+
+
+def extra_seeds_title(text: str) -> str:
+    """The title of the details that hold :func:`seeds_in_progress`'s words: "more seeds in progress" while a
+    look of the replication (or the power plan) still trains, "more seeds: a second answer" once every look is
+    read."""
+    span = _replication(text)
+    training = (LOOK.search(text) is not None if span is None
+                else any(r["done"] is not None for r in ROUND.finditer(text[span[0]:span[1]])))
+    return "more seeds in progress" if training else "more seeds: a second answer"
 
 
 def _replication_words(text: str, start: int, end: int) -> str:
