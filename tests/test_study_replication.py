@@ -222,3 +222,5 @@ def test_study_1s_time_counts_the_replications_runs_apart_and_says_where_it_stan
     assert text.endswith("every run of seeds 0-4 is done; look 1 (seeds 5-9): 3 of 20 runs done, not read)")
     assert "every run of this study is done" not in text
     assert "every run of this study is done" in _timing(data, first, True)  # another study: as before
+    done = _timing(data, first, True, later, "look 1 (seeds 5-9): read; look 2 (seeds 5-14): read", True)
+    assert "the 3 runs of the replication's seeds 5-7; its last call" in done and "so far" not in done  # all read

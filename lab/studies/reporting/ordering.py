@@ -152,7 +152,8 @@ def why_not_v2(records: Records, tests: Sequence[ClaimTest], order: Sequence[str
             f"Not resolved ({'; '.join(f'{said(t)}: Δ {delta_cell(t.interval)} pt' for t in open_)}): each mean "
             + (f"is {min(effects):.1f}-{max(effects):.1f} times" if effects else "is within")
             + " the paired seed-to-seed spread, too little for 5 seeds after Holm (the registered replication on "
-            "seeds 5-14 tests the open claims again). The papers' own gaps on these claims are "
+            "seeds 5-14 tests some of them again on new seeds, reported beside these verdicts). The papers' own gaps "
+            "on these claims are "
             f"{min(gaps):+.1f} to {max(gaps):+.1f} pt of mAP@R (pretrained ResNet-50, 100+ epochs), and their "
             "differences between losses change size and "
             f"sign from one setting to the next: adjacent rows of supp. Table 4 (ResNet-50) differ by {low:+.1f} to "

@@ -54,9 +54,10 @@ def _missing_settings(missing: list) -> str:
 
 
 def _timing(data: dict[str, Any], records: list[dict[str, Any]], complete: bool = False,
-            beyond: Optional[list[dict[str, Any]]] = None, beyond_status: str = "") -> str:
+            beyond: Optional[list[dict[str, Any]]] = None, beyond_status: str = "", beyond_done: bool = False) -> str:
     """The study's run time and the call that trained it. ``beyond``: its runs outside ``records`` (study 1's
-    replication seeds), counted apart, with ``beyond_status`` (where the replication stands)."""
+    replication seeds), counted apart, with ``beyond_status`` (where the replication stands); ``beyond_done``:
+    every look of the replication is read (its runs are all there is, not a count "so far")."""
     records = list({r["key"]: r for r in records}.values())  # a run that is several sweep points counts once
     own = [r for r in records if "shared_from" not in r]
     shared = sorted({r["shared_from"] for r in records if "shared_from" in r})
@@ -69,7 +70,7 @@ def _timing(data: dict[str, Any], records: list[dict[str, Any]], complete: bool 
         text = f"no run of its own: all {len(records)} runs were trained for {', '.join(shared)}"
     if beyond:
         text += (f", + {_minutes(sum(r['seconds'] for r in beyond))} over the {len(beyond)} runs of the replication's "
-                 f"seeds {_seed_list(beyond)} so far")
+                 f"seeds {_seed_list(beyond)}" + ("" if beyond_done else " so far"))
     sessions = data.get("sessions", [])
     if sessions:
         last = sessions[-1]
@@ -125,8 +126,9 @@ def _section(name: str, data: dict[str, Any], quick: bool, seeds: Optional[int],
             path = save_png(fig, figures / f"{stem}.png")
             lines += [f"![{s.title}]({path.relative_to(docs).as_posix()})", ""]
     beyond = [r for r in extended if r["seed"] not in {x["seed"] for x in records}] if extended else None
-    status = status_line(replicate(extended)) if extended else ""
-    lines.append(f"**Command and time.** `{command}`: {_timing(data, records, not missing, beyond, status)}.")
+    rep = replicate(extended) if extended else None
+    status, read = (status_line(rep), all(look.complete for look in rep.looks)) if rep else ("", False)
+    lines.append(f"**Command and time.** `{command}`: {_timing(data, records, not missing, beyond, status, read)}.")
     if protocol == "v2":
         lines += ["", code_versions(extended or records)]
     if missing or failed:
