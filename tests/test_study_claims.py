@@ -149,6 +149,14 @@ def test_a_claim_whose_loss_was_not_run_is_left_out_and_holm_counts_only_the_tes
     assert [c.worse for c in pc.planned_claims(records)] == ["FastAP", "Sup-R@k", "FastAP"]
 
 
+def test_a_loss_with_runs_on_only_some_seeds_is_not_tested_yet():
+    """ROD-R@k's runs admitted part-way (2 seeds of 5) must not make a 2-seed test of its claim."""
+    records = synthetic() + [{"method": "ROD-R@k", "seed": s, "mAP@R": 0.7, "R@1": 0.95, "params": {}} for s in (0, 1)]
+    assert all("ROD-R@k" not in (t.claim.better, t.claim.worse) for t in pc.claim_tests(records))
+    assert [c.better for c in pc.planned_claims(records) if c.worse == "Sup-R@k"] == ["ROD-R@k"]
+    assert pc.claim_tests(records) == pc.claim_tests(synthetic())
+
+
 def test_claims_rows_for_the_dashboard_are_the_pages_table(tmp_path, fake, monkeypatch):  # noqa: F811
     from lab.studies.running import runner
     from lab.studies.reporting.verdicts import claims_markdown, claims_rows
