@@ -28,8 +28,8 @@ def spec_value(spec: Slider, key: str) -> Number:
     if key not in st.session_state:
         st.session_state[key] = int(spec.value) if spec.integer else float(spec.value)
     if spec.log:
-        options = _log_options(spec, st.session_state[key])
         current = st.session_state[key]
+        options = _log_options(spec, current)
         if current not in options:
             st.session_state[key] = min(options, key=lambda v: abs(v - current))
     value = st.session_state[key]

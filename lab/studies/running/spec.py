@@ -254,7 +254,7 @@ def base_config(quick: bool = False, protocol: str = "v1") -> dict[str, Any]:
     return dict(V2_BASE, steps=V2_STEPS)
 
 
-def planned_runs(protocol: str = "v2", seeds: "Seeds" = None, quick: bool = False) -> list[RunSpec]:
+def planned_runs(protocol: str = "v2", seeds: Seeds = None, quick: bool = False) -> list[RunSpec]:
     """The runs declared for study 1 and not trained yet (PLANNED_METHODS), as its runs would be: protocol v2's
     seeds 0-4, the ones its claim declares (of ``seeds`` only, if given); none under protocol v1."""
     if protocol != "v2" and not quick:
