@@ -9,9 +9,12 @@ training, so a paused page costs nothing. Elements keep their keys: updated in p
 stale elements is off inside the panel (``NO_FADE``).
 
 The browser redraws a chart each time it is sent, and it shares the CPU with training on a laptop (and, in
-``bench/class_load.py``, with the server and every other page). The Streamlit option ``runner.postScriptGC``
-is off (``.streamlit/config.toml``): its full garbage collection after every fragment run held the GIL while
-the training thread waited. Measured in chromium by
+``bench/class_load.py``, with the server and every other page). The training curves are an SVG that the server
+draws (:mod:`lab.viz.svg_curves`): as a plotly chart they cost each page's browser about 3 CPU seconds at the
+first Start and 0.5 a redraw; in the 10 s after six pages' Starts on 2 cores, chromium took 15.7 CPU seconds and
+the trainings 4.4 (with the SVG: 9.2 and 13.1; docs/benchmarks.md).
+The Streamlit option ``runner.postScriptGC`` is off (``.streamlit/config.toml``): its full garbage collection
+after every fragment run held the GIL while the training thread waited. Measured in chromium by
 ``bench/dashboard.py`` (compare mode, full mode, 4 busy loops beside it, load 6-11 on 2 cores):
 no chart faded in 20 s of training in any view (before: 6-14 fades, up to 3 s each).
 """
@@ -25,7 +28,8 @@ import streamlit as st
 from lab.dashboard import TrainingSession
 from lab.dashboard.view import View
 from lab.experiments.cached import seed_spread
-from lab.viz.dashboard_figures import comparison_note, plot_run_comparison, plot_training_curves, spread_note
+from lab.viz.dashboard_figures import comparison_note, plot_run_comparison, spread_note
+from lab.viz.svg_curves import training_curves_svg
 from lab.viz.training_curves import LATEST_STYLE, latest_numbers_html
 
 from . import analysis, reattach
@@ -138,9 +142,11 @@ def _training(v: View) -> None:
         return
     compare = len(v.runs) > 1
     version = tuple((r.label, len(r.history), r.step_count) for r in v.runs)
-    curves = paced_figure("curves", version, v.running, lambda: plot_training_curves(
+    curves = paced_figure("curves", version, v.running, lambda: training_curves_svg(
         {run.label: run.history for run in v.runs}, title=CURVES_TITLE, **(COMPARE_CURVES if compare else CURVES)))
-    st.plotly_chart(curves, key="curves")
+    with st.container(key="curves"):
+        # An SVG drawn here (plotly cost each page's browser 2.5 CPU s, then 0.5 a redraw); st.html drops SVG.
+        st.markdown(curves, unsafe_allow_html=True)
     if compare:
         spread = _seed_spread()
         chart = paced_figure("compare", version, v.running, lambda: plot_run_comparison(

@@ -64,7 +64,7 @@ WATCH_DIMMING = """(seconds) => new Promise(done => {
   const episodes = []; let start = null; const t0 = performance.now();
   const frame = () => {
     const now = performance.now();
-    const dim = [...document.querySelectorAll('.js-plotly-plot')].some(p => {
+    const dim = [...document.querySelectorAll('.js-plotly-plot, .rl-curves')].some(p => {
       for (let e = p; e && e !== document.body; e = e.parentElement)
         if (parseFloat(getComputedStyle(e).opacity) < 0.99) return true;
       return false; });

@@ -23,7 +23,7 @@ from bench.browser import CHROMIUM, INSTALL_HINT, chromium_page, streamlit_serve
 MAX_BYTES = 400_000
 VIEWS = ("Training", "Retrievals", "Embeddings", "Scores", "Toy explorer", "Reproduction")
 # What each view shows once it is drawn (the previous view's charts are still there a moment after the click).
-SHOWN = {"Training": ".st-key-curves .main-svg", "Retrievals": ".st-key-live [data-testid='stNumberInput']",
+SHOWN = {"Training": ".st-key-curves .rl-curves", "Retrievals": ".st-key-live [data-testid='stNumberInput']",
          "Embeddings": ".st-key-live [data-testid='stImage']", "Scores": ".st-key-scores .main-svg",
          "Toy explorer": "[class*='st-key-toy_fig'] .main-svg", "Reproduction": ".st-key-repro_table table"}
 PROJECTOR = (1280, 720)
@@ -71,7 +71,7 @@ def main() -> None:
             page.get_by_role("radio", name=args.view, exact=True).click()
             page.get_by_text("· finished").wait_for()
             wait_idle(page)
-        page.locator(".js-plotly-plot").first.wait_for()
+        page.locator(".js-plotly-plot, .rl-curves").first.wait_for()
         page.wait_for_function("() => [...document.querySelectorAll('.js-plotly-plot')]"
                                ".every(p => p.querySelector('.main-svg'))")
         if page.locator('[data-testid="stException"]').count():

@@ -95,6 +95,21 @@ def opened(at: AppTest, *expanders: str) -> AppTest:
     return at
 
 
+def curves(at: AppTest) -> dict[tuple[str, str], tuple[list[float], list[float]]]:
+    """{(run, metric): (steps, values)} that the Training view's SVG curves draw (lab.viz.svg_curves)."""
+    import xml.etree.ElementTree as ET
+
+    svgs = [m.value for m in at.markdown if m.value.startswith("<svg class='rl-curves'")]
+    assert len(svgs) == 1, f"{len(svgs)} training curves drawn"
+    drawn = {}
+    for group in ET.fromstring(svgs[0]).iter("{http://www.w3.org/2000/svg}g"):
+        if group.get("class") == "rl-line":
+            line = group.find("{http://www.w3.org/2000/svg}polyline")
+            drawn[group.get("data-run"), group.get("data-metric")] = (
+                [float(x) for x in line.get("data-x").split(",")], [float(y) for y in line.get("data-y").split(",")])
+    return drawn
+
+
 def chart(at: AppTest, key: str) -> dict:
     for c in at.get("plotly_chart"):
         if c.proto.id.endswith(key) or key in c.proto.id:
@@ -170,7 +185,7 @@ def test_the_charts_tick_slower_than_the_progress(monkeypatch):
     from app_pages import live
     from app_pages.widgets import CHART_SECONDS
 
-    fragment, plotly_chart = st.fragment, st.plotly_chart
+    fragment, plotly_chart, markdown = st.fragment, st.plotly_chart, st.markdown
     running_every, charts, ticks = [None], [], []
 
     def recorded_fragment(func=None, *, run_every=None):
@@ -189,8 +204,14 @@ def test_the_charts_tick_slower_than_the_progress(monkeypatch):
         charts.append(running_every[0])
         return plotly_chart(*args, **kwargs)
 
+    def recorded_markdown(body, *args, **kwargs):
+        if str(body).startswith("<svg class='rl-curves'"):  # the training curves (lab.viz.svg_curves)
+            charts.append(running_every[0])
+        return markdown(body, *args, **kwargs)
+
     monkeypatch.setattr(live.st, "fragment", recorded_fragment)
     monkeypatch.setattr(live.st, "plotly_chart", recorded_chart)
+    monkeypatch.setattr(live.st, "markdown", recorded_markdown)
     at = app(**TINY, steps=LONG, compare="1", loss_b="smooth_ap")
     click(at, "start")
     wait_steps(at, 2)
@@ -235,12 +256,13 @@ def test_the_curves_show_what_the_run_has_reached():
     s = wait_steps(at, 8)
     click(at, "pause")
     s.worker.thread.join(timeout=60)
-    spec = chart(at, "curves")
-    loss = next(t for t in spec["data"] if t["xaxis"] == "x")
-    assert loss["x"] == list(range(1, s.step_count + 1))
-    assert loss["y"] == pytest.approx([r["loss"] for r in s.runs[0].history if r["kind"] == "train"])
-    recall = next(t for t in spec["data"] if t["xaxis"] == "x3" and t["line"].get("dash") != "dash")
-    assert recall["x"][0] == 0 and len(recall["x"]) >= 2  # the untrained model, then evaluations
+    drawn = curves(at)
+    label = s.runs[0].label
+    steps, losses = drawn[label, "loss"]
+    assert steps == list(range(1, s.step_count + 1))
+    assert losses == [r["loss"] for r in s.runs[0].history if r["kind"] == "train"]  # exactly: repr round-trips
+    recall_steps, _ = drawn[label, "R@1"]
+    assert recall_steps[0] == 0 and len(recall_steps) >= 2  # the untrained model, then evaluations
 
 
 def test_every_loss_can_be_selected_and_trains_a_tick():
@@ -262,8 +284,7 @@ def test_compare_mode_trains_two_losses_side_by_side():
     runs = session(at).runs
     assert [r.label for r in runs] == ["A · roadmap", "B · smooth_ap"]
     assert [r.step_count for r in runs] == [session(at).steps_per_tick] * 2
-    names = {t["name"] for t in chart(at, "curves")["data"]}
-    assert names == {"A · roadmap", "B · smooth_ap"}
+    assert {run for run, _ in curves(at)} == {"A · roadmap", "B · smooth_ap"}
     compare = chart(at, "compare")
     points = {(t["name"], t["xaxis"]): t["y"][0] for t in compare["data"]}
     assert points[("A · roadmap", "x")] == pytest.approx(runs[0].last_eval()["R@1"])
@@ -574,8 +595,7 @@ def test_a_new_loss_b_restarts_run_b_only():
     assert session(at).runs[0] is a and a.step_count == 4
     click(at, "step")
     assert [r.step_count for r in session(at).runs] == [4, 2]  # A waits for B
-    names = {t["name"] for t in chart(at, "curves")["data"]}
-    assert names == {"A · roadmap", "B · fast_ap"}
+    assert {run for run, _ in curves(at)} == {"A · roadmap", "B · fast_ap"}
 
 
 def test_a_reload_finds_the_run_of_its_page():

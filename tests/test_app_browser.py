@@ -71,7 +71,7 @@ def test_the_page_renders_and_start_trains_until_paused(server, page):
     wait_idle(page)
     paused_at = step_shown(page)
     assert paused_at >= 6
-    page.locator(".js-plotly-plot").first.wait_for()
+    page.locator(".st-key-curves .rl-curves").first.wait_for()
     no_exception(page)
     page.screenshot(path=str(ARTIFACTS / "dashboard-browser.png"), full_page=True)
     # Another browser session has its own model: it starts untrained whatever this one did.
@@ -193,7 +193,7 @@ WATCH_STALE = """([seconds, wanted]) => new Promise(done => {
       if (r.target.getAttribute('data-stale') !== 'true') continue;
       const style = getComputedStyle(r.target);
       seen.push({opacity: style.opacity, transition: style.transitionDuration + ' ' + style.transitionDelay,
-                 chart: !!r.target.querySelector('.js-plotly-plot')});
+                 chart: !!r.target.querySelector('.js-plotly-plot, .rl-curves')});
     }
     if (seen.filter(s => s.chart).length >= wanted) { obs.disconnect(); done(seen); }
   });
@@ -207,7 +207,7 @@ def test_the_live_charts_never_fade_while_the_panel_ticks(server, page):
     wait_idle(page)
     sidebar_button(page, "Start").click()
     page.get_by_text("· training").wait_for(timeout=60_000)
-    page.locator(".st-key-live .js-plotly-plot").first.wait_for(timeout=60_000)
+    page.locator(".st-key-live .rl-curves").first.wait_for(timeout=60_000)
     seen = page.evaluate(WATCH_STALE, [60, 3])
     charts = [s for s in seen if s["chart"]]
     assert len(charts) >= 3, seen  # the timed reruns did mark the charts stale, three times at least
@@ -283,17 +283,17 @@ def stepped(page, url: str) -> None:
     sidebar_button(page, "Step").click()
     wait_visible(page, page.get_by_text("· paused"), "the paused status after Step")
     wait_idle(page)
-    page.locator(".st-key-live .js-plotly-plot").first.wait_for()
+    page.locator(".st-key-live .rl-curves").first.wait_for()
 
 
 def test_the_training_view_fits_a_1280x720_screen(server, projector):
     stepped(projector, server)
     title = boxes(projector, "h2")
     assert title and title[0]["y"] < 60, title  # not ~110 px of empty page above it
-    assert_on_screen(boxes(projector, ".st-key-live .js-plotly-plot"), "the training curves")
-    assert_on_screen(boxes(projector, ".js-plotly-plot .cartesianlayer .subplot"), "the four panels")
-    assert len(boxes(projector, ".js-plotly-plot .cartesianlayer .subplot")) == 4
-    titles = boxes(projector, ".js-plotly-plot .infolayer .annotation")
+    assert_on_screen(boxes(projector, ".st-key-live .rl-curves"), "the training curves")
+    assert_on_screen(boxes(projector, ".rl-curves .rl-panel"), "the four panels")
+    assert len(boxes(projector, ".rl-curves .rl-panel")) == 4
+    titles = boxes(projector, ".rl-curves .rl-panel-title")
     assert any(t["text"].startswith("held-out R@1") for t in titles)
     assert_on_screen(titles, "the panel titles")
     assert_apart(titles, "the panel titles")
@@ -303,17 +303,18 @@ def test_the_training_view_fits_a_1280x720_screen(server, projector):
 
 def test_compare_mode_fits_both_runs_curves_and_the_comparison_on_a_1280x720_screen(server, projector):
     stepped(projector, f"{server}/?compare=1&loss_b=smooth_ap")
-    wait_visible(projector, projector.locator(".st-key-live .js-plotly-plot").nth(1), "the comparison chart")
-    charts = boxes(projector, ".st-key-live .js-plotly-plot")
+    wait_visible(projector, projector.locator(".st-key-live .js-plotly-plot").first, "the comparison chart")
+    charts = boxes(projector, ".st-key-live .rl-curves, .st-key-live .js-plotly-plot")
     assert len(charts) == 2
     assert_on_screen(charts, "the curves and the comparison")
-    assert_on_screen(boxes(projector, ".js-plotly-plot .cartesianlayer .subplot"), "the 4 + 4 panels")
-    recall = projector.locator(".st-key-live .js-plotly-plot").first.locator(".subplot.x3y3 .scatterlayer .trace")
+    assert_on_screen(boxes(projector, ".rl-curves .rl-panel, .js-plotly-plot .cartesianlayer .subplot"),
+                     "the 4 + 4 panels")
+    recall = projector.locator(".st-key-live .rl-curves .rl-panel[data-metric='R@1'] .rl-line")
     assert recall.count() == 4  # R@1 and mAP@R of both runs in the held-out panel
-    titles = boxes(projector, ".js-plotly-plot .infolayer .annotation")
+    titles = boxes(projector, ".rl-curves .rl-panel-title, .js-plotly-plot .infolayer .annotation")
     assert_on_screen(titles, "the panel titles")
     assert_apart(titles, "the panel titles")
-    figure_titles = boxes(projector, ".js-plotly-plot .gtitle")
+    figure_titles = boxes(projector, ".rl-curves .rl-title, .js-plotly-plot .gtitle")
     assert len(figure_titles) == 2 and all(t["right"] <= c["right"] for t, c in zip(figure_titles, charts))
     assert any(t["text"].startswith("decomp. gap: B − A = ") for t in titles)  # D-9: a name, not the key
     no_exception(projector)
@@ -366,7 +367,7 @@ def test_the_latest_numbers_are_room_sized_and_every_axis_counts_whole_steps(ser
     sizes = projector.evaluate(FONT_SIZES, ".st-key-latest .rl-value")
     assert all(size >= ROOM_PX for size in sizes), sizes
     assert_on_screen(boxes(projector, ".st-key-latest .rl-value"), "the latest numbers")
-    ticks = [t["text"] for t in boxes(projector, ".st-key-curves .xaxislayer-above .xtick text")]
+    ticks = [t["text"] for t in boxes(projector, ".st-key-curves .rl-xtick")]
     assert ticks and all(re.fullmatch(r"\d+", t) for t in ticks), ticks  # whole steps, none below 0
     assert "0" in ticks
     no_exception(projector)

@@ -38,11 +38,10 @@ WATCH_PAUSE = """timeoutMs => { window.__pause = new Promise(done => {
   observer.observe(document.body, {subtree: true, childList: true, characterData: true});
   const timer = setTimeout(() => { observer.disconnect(); done({ms: null}); }, timeoutMs);
 }); }"""
-# The loss curve of the page's run as its chart holds it (plotly keeps the figure's data on the div).
-LOSSES = """() => { const gd = document.querySelector('.st-key-curves .js-plotly-plot');
-  if (!gd || !gd.data) return null;
-  const t = gd.data.find(t => (t.xaxis || 'x') === 'x' && t.mode === 'lines');
-  return t ? {x: Array.from(t.x), y: Array.from(t.y)} : null; }"""
+# The loss curve of the page's run as its chart draws it (lab.viz.svg_curves: each line's steps and values).
+LOSSES = """() => { const line = document.querySelector('.st-key-curves .rl-line[data-metric="loss"] polyline');
+  if (!line) return null;
+  return {x: line.dataset.x.split(',').map(Number), y: line.dataset.y.split(',').map(Number)}; }"""
 STEP = re.compile(r"Step (\d+) / ")
 
 

@@ -8,10 +8,10 @@ from PIL import Image
 
 from lab.viz.dashboard_figures import (LEVEL_COLORS, ap_histogram, plot_ap_histograms, plot_embedding_map,
                                plot_retrieval_strip, plot_run_comparison, plot_score_histograms,
-                               plot_training_curves, png_data_uri, score_histogram, spread_note, training_series)
+                               png_data_uri, score_histogram, spread_note, training_series)
 from lab.viz.dashboard_figures import comparison_note, signed
 from lab.viz.retrieval_views import QUERY
-from lab.viz.style import NEGATIVE, POSITIVE, SERIES
+from lab.viz.style import NEGATIVE, POSITIVE
 
 HISTORY = [
     {"kind": "eval", "step": 0, "R@1": 0.2, "mAP@R": 0.1, "decomposability_gap": 0.3},
@@ -33,20 +33,6 @@ def test_training_series_splits_train_and_eval_records():
     assert s["batch_ap"] == ([1.0, 2.0], [0.4, 0.5])
     assert s["R@1"] == ([0.0, 2.0], [0.2, 0.4])
     assert s["decomposability_gap"] == ([0.0, 2.0], [0.3, 0.2])
-
-
-def test_training_curves_one_colour_per_run_and_the_history_values():
-    other = [dict(r, loss=r["loss"] + 1) if "loss" in r else r for r in HISTORY]
-    fig = spec(plot_training_curves({"A": HISTORY, "B": other}))
-    traces = fig["data"]
-    assert len(traces) == 2 * 5  # loss, batch AP, R@1, mAP@R, gap per run
-    a_loss = next(t for t in traces if t["name"] == "A" and t["xaxis"] == "x")
-    b_loss = next(t for t in traces if t["name"] == "B" and t["xaxis"] == "x")
-    assert a_loss["y"] == [0.9, 0.7] and b_loss["y"] == [1.9, 1.7]
-    assert a_loss["line"]["color"] == SERIES[0] and b_loss["line"]["color"] == SERIES[1]
-    assert sum(t.get("showlegend", True) for t in traces) == 2  # one legend entry per run
-    dashed = [t for t in traces if t["line"].get("dash") == "dash"]
-    assert [t["y"] for t in dashed] == [[0.1, 0.2], [0.1, 0.2]]  # mAP@R, dashed beside R@1
 
 
 def test_score_histogram_densities_and_calibration_fractions():
@@ -194,18 +180,6 @@ def test_run_comparison_zooms_to_the_values_and_shows_the_difference():
 def test_a_difference_keeps_its_digits():
     assert [signed(v) for v in (0.012, -0.1, 0.0, 3.2e-4, -1e-5)] == ["+0.012", "-0.100", "+0.000", "+3.2e-04",
                                                                       "-1.0e-05"]
-
-
-def test_the_curve_panels_carry_each_runs_latest_value_in_its_colour():
-    # Issue 36, D-8: the metrics row is merged into the panel titles (one screen at 1280 x 720).
-    other = [dict(r, loss=r["loss"] + 1) if "loss" in r else r for r in HISTORY]
-    fig = spec(plot_training_curves({"A": HISTORY, "B": other}, rows=1))
-    titles = [a["text"] for a in fig["layout"]["annotations"]]
-    assert titles[0] == (f'training loss<br><span style="color:{SERIES[0]}">0.700</span> | '
-                         f'<span style="color:{SERIES[1]}">1.700</span>')
-    assert "0.400 · 0.200" in titles[2] and titles[2].startswith("held-out R@1 · mAP@R")
-    assert fig["layout"]["meta"]["latest"]["A"]["decomposability_gap"] == 0.2
-    assert {t["xaxis"] for t in fig["data"]} == {"x", "x2", "x3", "x4"} and fig["layout"]["xaxis4"]["domain"][0] > 0.7
 
 
 def test_run_comparison_error_bars_are_the_seed_spread_it_is_given():

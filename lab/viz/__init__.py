@@ -10,8 +10,8 @@ Modules: ``surrogates`` (ROADMAP Fig. 3, 11), ``gradient_flow`` (Fig. 1a, 7-8),
 Fig. 1), ``hierarchical_ap`` (SupRank Fig. 13-14), ``recall_at_k`` (SupRank Eq. 13-16), ``comparisons``
 (trained runs' rows: ROADMAP Table 2, Fig. 5, FastAP Fig. 4b, SupRank Tab. II, IX), ``retrieval_views``
 (retrieval grids, PCA / t-SNE maps, class-mean maps of SupRank Fig. 9), ``dashboard_figures`` (the
-dashboard's charts). The runs themselves are made by :mod:`lab.experiments`; this package draws
-what it is given and trains nothing.
+dashboard's charts), ``svg_curves`` (its live training curves, an SVG string: light for a browser). The runs
+themselves are made by :mod:`lab.experiments`; this package draws what it is given and trains nothing.
 """
 from ..core.extras import require
 

@@ -1,6 +1,7 @@
-"""The dashboard's figures: training curves, run comparison, score and AP histograms, the
-embedding map and a query's retrievals. Pure functions, built from Python lists (plotly 7 would
-base64-encode arrays), with the numbers they draw computed by functions the tests call.
+"""The dashboard's figures: what the training curves plot (drawn by :mod:`lab.viz.svg_curves`), run
+comparison, score and AP histograms, the embedding map and a query's retrievals. Pure functions, built from
+Python lists (plotly 7 would base64-encode arrays), with the numbers they draw computed by functions the tests
+call.
 
 Runs are passed as ``{label: data}`` (one entry, or two in compare mode) and keep one colour
 each across figures. Retrieval frames: green = same class, orange = same coarse class only,
@@ -18,9 +19,9 @@ from plotly.subplots import make_subplots
 
 from .retrieval_views import QUERY
 from .style import CATEGORIES, CATEGORY_MARKERS, NEGATIVE, POSITIVE, SERIES, TEMPLATE, floats
-from .training_curves import (COMPARED, CURVES, DISPLAY, comparison_note, curve_titles, latest_values,  # noqa: F401
-                              plot_run_comparison, plot_training_curves, run_differences, scale_note, signed,
-                              sized_layout, spread_note, training_series)
+from .training_curves import (COMPARED, CURVES, DISPLAY, comparison_note, latest_values,  # noqa: F401
+                              plot_run_comparison, run_differences, scale_note, signed, sized_layout, spread_note,
+                              training_series)
 
 MAP_HEIGHT = 400  # the embedding map whole on a 1280 x 720 screen under the view's controls (was 520: cut)
 SAME_COARSE = "#ff7f0e"  # orange: not the query's class, but its coarse class
@@ -203,6 +204,6 @@ def plot_retrieval_strip(query_image, images: Sequence, scores: Sequence[float],
     return fig
 
 
-__all__ = ["training_series", "plot_training_curves", "run_differences", "plot_run_comparison", "spread_note",
+__all__ = ["training_series", "run_differences", "plot_run_comparison", "spread_note",
            "score_histogram", "plot_score_histograms", "ap_histogram", "plot_ap_histograms", "plot_embedding_map",
            "png_data_uri", "plot_retrieval_strip", "LEVEL_COLORS"]

@@ -1,6 +1,7 @@
-"""The dashboard's Training view: the training curves and, in compare mode, the latest held-out
-evaluation of both runs, with the notes that say how to read them. Pure functions, built from
-Python lists (plotly 7 would base64-encode arrays); re-exported by :mod:`lab.viz.dashboard_figures`.
+"""The dashboard's Training view: what its training curves plot (:func:`training_series`, drawn as an SVG by
+:mod:`lab.viz.svg_curves`) and, in compare mode, the latest held-out evaluation of both runs, with the notes
+that say how to read them. Pure functions, built from Python lists (plotly 7 would base64-encode arrays);
+re-exported by :mod:`lab.viz.dashboard_figures`.
 
 Sized for one screen at a projector's 1280 x 720 (issue 36): panel titles carry the latest values
 (the metrics row they replace cost the held-out panels' height) under the metrics' display names.
@@ -57,33 +58,13 @@ def signed(value: float) -> str:
     return f"{value:+.3f}" if value == 0 or abs(value) >= 5e-4 else f"{value:+.1e}"
 
 
-def _coloured(text: str, color: str) -> str:
-    return f'<span style="color:{color}">{text}</span>'
-
-
-def curve_titles(latest: Mapping[str, Mapping[str, float]]) -> list[str]:
-    """The four panel titles with each run's latest value in its colour: the metrics row, merged
-    into the charts (``latest``: {run label: :func:`latest_values`})."""
-    titles = []
-    for key, title in CURVES:
-        values = []
-        for i, last in enumerate(latest.values()):
-            color = SERIES[i % len(SERIES)]
-            if key == "R@1" and "R@1" in last:
-                values.append(_coloured(f"{last['R@1']:.3f} · {last.get('mAP@R', float('nan')):.3f}", color))
-            elif key in last:
-                values.append(_coloured(f"{last[key]:.3f}", color))
-        titles.append(f"{title}<br>" + " | ".join(values) if values else title)
-    return titles
-
-
 NICE_STEPS = (1, 2, 5)
 
 
 def step_axis(last: float, ticks: int = 6) -> dict[str, Any]:
-    """An x axis of whole steps from 0 to ``last`` (at least 1): ticks on whole numbers, about ``ticks``
-    of them. Plotly's own range around a single point (the held-out panels before the first evaluation
-    after step 0) went from -1 to 1 in half steps."""
+    """An x axis of whole steps from 0 to ``last`` (at least 1), as plotly's axis settings: ticks on whole
+    numbers, about ``ticks`` of them. Plotly's own range around a single point (the held-out panels before
+    the first evaluation after step 0) went from -1 to 1 in half steps."""
     top = max(1.0, float(last))
     raw, scale = top / ticks, 1
     while True:  # the smallest 1, 2, 5 x 10^k at least raw (and at least 1)
@@ -93,37 +74,6 @@ def step_axis(last: float, ticks: int = 6) -> dict[str, Any]:
         scale *= 10
     pad = 0.03 * top  # the markers at step 0 and at the last step whole, not cut by the frame
     return dict(range=[-pad, top + pad], dtick=found, tick0=0, tickformat="d")
-
-
-def plot_training_curves(histories: Mapping[str, Sequence[Mapping[str, Any]]], title: str = "",
-                         height: int = 460, rows: int = 2) -> go.Figure:
-    """Panels of loss, batch AP, held-out R@1 / mAP@R and decomposability gap, one colour per run:
-    2 x 2 (``rows=2``) or 1 x 4 (``rows=1``), every panel on the same axis of whole steps from 0 to
-    the latest step (:func:`step_axis`). Each panel's title ends with every run's latest value
-    (:func:`curve_titles`); ``layout.meta["latest"]`` holds them."""
-    all_series = {label: training_series(history) for label, history in histories.items()}
-    latest = {label: latest_values(series) for label, series in all_series.items()}
-    cols = 4 // rows
-    fig = make_subplots(rows=rows, cols=cols, subplot_titles=curve_titles(latest),
-                        vertical_spacing=0.2 if rows == 2 else 0.1, horizontal_spacing=0.1 if rows == 2 else 0.06)
-    for i, (label, series) in enumerate(all_series.items()):
-        color = SERIES[i % len(SERIES)]
-        for panel, (key, _) in enumerate(CURVES):
-            row, col = panel // cols + 1, panel % cols + 1
-            for name, dash in ((key, "solid"), ("mAP@R", "dash")) if key == "R@1" else ((key, "solid"),):
-                steps, values = series.get(name, ([], []))
-                fig.add_trace(go.Scatter(x=steps, y=values, name=label, legendgroup=label,
-                                         showlegend=panel == 0, mode="lines+markers" if key != "loss" else "lines",
-                                         line=dict(color=color, dash=dash), marker=dict(size=4)), row=row, col=col)
-    last = max((steps[-1] for series in all_series.values() for steps, _ in series.values() if steps), default=1)
-    fig.update_xaxes(**step_axis(last))
-    fig.update_xaxes(title_text="step", title_standoff=8, row=rows)
-    fig.update_annotations(font_size=TITLE_FONT)
-    fig.update_layout(legend=LEGEND_IN_TITLE_ROW,
-                      meta={"latest": latest}, title_font_size=15)
-    sized_layout(fig, title or "Training", height)
-    fig.update_layout(margin=dict(l=45, r=15, t=75, b=42))
-    return fig
 
 
 LATEST_PX = 26  # the latest held-out numbers: read from the back of a room (issue 46: the panel titles' 13 px were not)
@@ -238,6 +188,6 @@ def scale_note(spread: Mapping[str, Any]) -> str:
             "from seed to seed — a yardstick for converged models, not for this page's.")
 
 
-__all__ = ["training_series", "latest_values", "signed", "curve_titles", "plot_training_curves", "run_differences",
+__all__ = ["training_series", "latest_values", "signed", "step_axis", "run_differences",
            "comparison_note", "plot_run_comparison", "spread_note", "scale_note", "sized_layout", "CURVES", "DISPLAY",
            "COMPARED"]
