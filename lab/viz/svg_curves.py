@@ -3,11 +3,12 @@ held-out R@1 with mAP@R dashed, decomposability gap), one colour per run, on one
 
 Why not plotly (issue 46): in the browser, the live curves were the dashboard's largest cost. A page's first
 plotly chart cost chromium about 3 CPU seconds (loading plotly.js, then the first drawing) and every redraw
-about 0.5; six pages on 2 cores, their browsers beside the server, left the trainings a fifth of the machine
-in the 10 s after their Starts (docs/benchmarks.md). This SVG is a few hundred elements that the browser lays
-out in milliseconds (0.1-0.2 CPU seconds a redraw, page and tick included); hovering a line shows its run, metric and latest value (its ``<title>``). Each line carries the
-steps and values it draws (``data-x``, ``data-y``, Python's ``repr`` of each float), so a test can read them
-back exactly. Sized for one screen at a projector's 1280 x 720, as the plotly figure was (issue 36).
+about 0.5; six pages on 2 cores, their browsers beside the server, left the trainings a fifth of the machine in
+the 10 s after their Starts (docs/benchmarks.md). This SVG is a few hundred elements (a redraw, with the page's
+tick, costs chromium 0.1-0.2 CPU seconds); hovering a line shows its run, metric
+and latest value (its ``<title>``). Each line carries the steps and values it draws (``data-x``, ``data-y``,
+Python's ``repr`` of each float), so a test can read them back exactly. Sized for one screen at a projector's
+1280 x 720, as the plotly figure was (issue 36).
 """
 from __future__ import annotations
 
