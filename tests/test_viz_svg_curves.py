@@ -92,7 +92,7 @@ def test_the_step_axis_is_whole_steps_from_zero_even_before_any_training_step():
 
 
 @pytest.mark.parametrize("low, high", [(0.05, 0.93), (0.1, 0.2), (0.0, 1.0), (0.149, 0.151), (-3.0, 250.0),
-                                       (0.3, 0.3001), (-0.02, 0.01)])
+                                       (0.3, 0.3001), (-0.02, 0.01), (0.3, 0.3 + 1e-11), (-1e30, 1e30)])
 def test_y_ticks_are_3_to_5_round_values_inside_the_range(low, high):
     ticks, step = _nice_ticks(low, high)
     assert 2 <= len(ticks) <= 5 and all(low - 1e-12 <= t <= high + 1e-12 for t in ticks)
@@ -107,6 +107,15 @@ def test_a_long_run_draws_at_most_max_points_and_always_its_last_step():
     steps, values = drawn(lines(parse(training_curves_svg({"A": history})))[("A", "loss")])
     assert len(steps) <= MAX_POINTS and steps[0] == 1 and steps[-1] == 5000 and values[-1] == 1 / 5000
     assert all(v == 1 / s for s, v in zip(steps, values))
+
+
+def test_a_flat_or_non_finite_series_still_draws_finite_numbers():
+    history = [{"kind": "train", "step": s, "loss": 0.0, "batch_ap": float("nan") if s == 2 else 0.5}
+               for s in range(1, 4)]
+    svg = training_curves_svg({"A": history})
+    assert "nan" not in svg.lower() and "inf" not in svg.lower()
+    steps, values = drawn(lines(parse(svg))[("A", "batch_ap")])
+    assert steps == [1.0, 3.0] and values == [0.5, 0.5]  # the NaN left out, not drawn as a point
 
 
 def test_labels_are_escaped_and_an_empty_history_draws_empty_panels():

@@ -92,7 +92,7 @@ def training_curves_svg(histories: Mapping[str, Sequence[Mapping[str, Any]]], ti
     axis = step_axis(last)
     (x_low, x_high), dtick = axis["range"], axis["dtick"]
     cols = 4 // rows
-    top, left, right, bottom = 28, 48, 12, 36  # the figure title's row; room for tick labels and "step"
+    top, left, right, bottom = 28, 48, 12, 6  # the figure title's row; the tick labels and "step" are in the cells
     gap_x, title_h, ticks_h = 44 if rows == 2 else 34, 34, 18
     cell_w = (WIDTH - left - right - gap_x * (cols - 1)) / cols
     cell_h = (height - top - bottom) / rows
