@@ -149,10 +149,17 @@ def _training(v: View) -> None:
         st.markdown(curves, unsafe_allow_html=True)
     if compare:
         spread = _seed_spread()
-        chart = paced_figure("compare", version, v.running, lambda: plot_run_comparison(
+        chart = paced_figure("compare", evaluated(v), v.running, lambda: plot_run_comparison(
             {run.label: run.last_eval for run in v.runs}, spread=spread, height=COMPARE_HEIGHT))
         st.plotly_chart(chart, key="compare")
         st.caption(comparison_note(spread) + (" " + spread_note(spread) if spread else ""))
+
+
+def evaluated(v: View) -> tuple:
+    """What the comparison chart draws of ``v``: each run's latest evaluation. It changes every ``eval_every``
+    steps, not at every step as the curves do: a chart rebuilt is a chart the browser redraws (plotly: about
+    0.5 CPU seconds), and until then the comparison was rebuilt every ``CHART_SECONDS`` with the same numbers."""
+    return tuple((r.label, tuple(sorted(r.last_eval.items()))) for r in v.runs)
 
 
 @functools.lru_cache(maxsize=1)

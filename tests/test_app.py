@@ -223,6 +223,27 @@ def test_the_charts_tick_slower_than_the_progress(monkeypatch):
     assert len(drawn) == 2 and all(every is not None and every >= CHART_SECONDS for every in drawn), drawn
 
 
+def test_the_comparison_is_rebuilt_only_when_an_evaluation_changed_it(monkeypatch):
+    """The comparison chart shows the latest evaluations: rebuilt (and redrawn by the browser, about 0.5 CPU
+    seconds in plotly) at a new evaluation, not at every training step as it was (issue 46)."""
+    from app_pages import live
+
+    builds = []
+    real = live.plot_run_comparison
+    monkeypatch.setattr(live, "plot_run_comparison", lambda *a, **k: builds.append(1) or real(*a, **k))
+    at = app(**TINY, steps=LONG, compare="1", loss_b="smooth_ap", tick="2", eval="4")
+    click(at, "step")  # steps 1-2: the evaluations of step 0 only
+    assert session(at).step_count == 2 and len(builds) == 1
+    click(at, "step")  # steps 3-4: an evaluation at step 4
+    assert len(builds) == 2
+    click(at, "step")  # steps 5-6: no evaluation, the same comparison
+    assert session(at).step_count == 6 and len(builds) == 2
+    from lab.viz.dashboard_figures import run_differences
+
+    assert chart(at, "compare")["layout"]["meta"]["differences"] == pytest.approx(
+        run_differences({r.label: r.last_eval() for r in session(at).runs}))  # the latest, step 4's
+
+
 def keyed(block, key: str):
     return next(b for b in block.children.values() if getattr(b, "key", None) == key)
 
