@@ -9,10 +9,11 @@ training, so a paused page costs nothing. Elements keep their keys: updated in p
 stale elements is off inside the panel (``NO_FADE``).
 
 The browser redraws a chart each time it is sent, and it shares the CPU with training on a laptop (and, in
-``bench/class_load.py``, with the server and every other page). The training curves are an SVG that the server
-draws (:mod:`lab.viz.svg_curves`): as a plotly chart they cost each page's browser about 3 CPU seconds at the
-first Start and 0.5 a redraw; in the 10 s after six pages' Starts on 2 cores, chromium took 15.7 CPU seconds and
-the trainings 4.4 (with the SVG: 9.2 and 13.1; docs/benchmarks.md).
+``bench/class_load.py``, with the server and every other page). The training curves and the comparison are SVGs
+that the server draws (:mod:`lab.viz.svg_curves`, :mod:`lab.viz.svg_comparison`): as plotly charts they cost each
+page's browser about 3 CPU seconds at the first Start and 0.5 a redraw; in the 10 s after six pages' Starts on 2
+cores (single runs), chromium took 15.7 CPU seconds and the trainings 4.4 (with the SVG curves: 9.2 and 13.1;
+docs/benchmarks.md).
 The Streamlit option ``runner.postScriptGC`` is off (``.streamlit/config.toml``): its full garbage collection
 after every fragment run held the GIL while the training thread waited. Measured in chromium by
 ``bench/dashboard.py`` (compare mode, full mode, 4 busy loops beside it, load 6-11 on 2 cores):
@@ -28,7 +29,8 @@ import streamlit as st
 from lab.dashboard import TrainingSession
 from lab.dashboard.view import View
 from lab.experiments.cached import seed_spread
-from lab.viz.dashboard_figures import comparison_note, plot_run_comparison, spread_note
+from lab.viz.dashboard_figures import comparison_note, spread_note
+from lab.viz.svg_comparison import run_comparison_svg
 from lab.viz.svg_curves import training_curves_svg
 from lab.viz.training_curves import LATEST_STYLE, latest_numbers_html
 
@@ -149,16 +151,18 @@ def _training(v: View) -> None:
         st.markdown(curves, unsafe_allow_html=True)
     if compare:
         spread = _seed_spread()
-        chart = paced_figure("compare", evaluated(v), v.running, lambda: plot_run_comparison(
+        chart = paced_figure("compare", evaluated(v), v.running, lambda: run_comparison_svg(
             {run.label: run.last_eval for run in v.runs}, spread=spread, height=COMPARE_HEIGHT))
-        st.plotly_chart(chart, key="compare")
+        with st.container(key="compare"):
+            st.markdown(chart, unsafe_allow_html=True)
         st.caption(comparison_note(spread) + (" " + spread_note(spread) if spread else ""))
 
 
 def evaluated(v: View) -> tuple:
     """What the comparison chart draws of ``v``: each run's latest evaluation. It changes every ``eval_every``
-    steps, not at every step as the curves do: a chart rebuilt is a chart the browser redraws (plotly: about
-    0.5 CPU seconds), and until then the comparison was rebuilt every ``CHART_SECONDS`` with the same numbers."""
+    steps, not at every step as the curves do: a chart rebuilt is a chart the browser redraws (as a plotly chart,
+    about 0.5 CPU seconds), and until then the comparison was rebuilt every ``CHART_SECONDS`` with the same
+    numbers."""
     return tuple((r.label, tuple(sorted(r.last_eval.items()))) for r in v.runs)
 
 

@@ -110,6 +110,22 @@ def curves(at: AppTest) -> dict[tuple[str, str], tuple[list[float], list[float]]
     return drawn
 
 
+def comparison(at: AppTest) -> tuple[dict[tuple[str, str], float], dict[str, float]]:
+    """({(run, metric): value}, {metric: B - A}) that compare mode's comparison SVG draws (lab.viz.svg_comparison)."""
+    import xml.etree.ElementTree as ET
+
+    svgs = [m.value for m in at.markdown if m.value.startswith("<svg class='rl-comparison'")]
+    assert len(svgs) == 1, f"{len(svgs)} comparisons drawn"
+    points, differences = {}, {}
+    for panel in ET.fromstring(svgs[0]).iter("{http://www.w3.org/2000/svg}g"):
+        if panel.get("class") == "rl-panel":
+            differences[panel.get("data-metric")] = float(panel.get("data-difference"))
+            for point in panel.iter("{http://www.w3.org/2000/svg}g"):
+                if point.get("class") == "rl-point":
+                    points[point.get("data-run"), panel.get("data-metric")] = float(point.get("data-value"))
+    return points, differences
+
+
 def chart(at: AppTest, key: str) -> dict:
     for c in at.get("plotly_chart"):
         if c.proto.id.endswith(key) or key in c.proto.id:
@@ -205,7 +221,7 @@ def test_the_charts_tick_slower_than_the_progress(monkeypatch):
         return plotly_chart(*args, **kwargs)
 
     def recorded_markdown(body, *args, **kwargs):
-        if str(body).startswith("<svg class='rl-curves'"):  # the training curves (lab.viz.svg_curves)
+        if str(body).startswith("<svg class='rl-"):  # the curves and the comparison (lab.viz.svg_*)
             charts.append(running_every[0])
         return markdown(body, *args, **kwargs)
 
@@ -229,8 +245,8 @@ def test_the_comparison_is_rebuilt_only_when_an_evaluation_changed_it(monkeypatc
     from app_pages import live
 
     builds = []
-    real = live.plot_run_comparison
-    monkeypatch.setattr(live, "plot_run_comparison", lambda *a, **k: builds.append(1) or real(*a, **k))
+    real = live.run_comparison_svg
+    monkeypatch.setattr(live, "run_comparison_svg", lambda *a, **k: builds.append(1) or real(*a, **k))
     at = app(**TINY, steps=LONG, compare="1", loss_b="smooth_ap", tick="2", eval="4")
     click(at, "step")  # steps 1-2: the evaluations of step 0 only
     assert session(at).step_count == 2 and len(builds) == 1
@@ -240,7 +256,7 @@ def test_the_comparison_is_rebuilt_only_when_an_evaluation_changed_it(monkeypatc
     assert session(at).step_count == 6 and len(builds) == 2
     from lab.viz.dashboard_figures import run_differences
 
-    assert chart(at, "compare")["layout"]["meta"]["differences"] == pytest.approx(
+    assert comparison(at)[1] == pytest.approx(
         run_differences({r.label: r.last_eval() for r in session(at).runs}))  # the latest, step 4's
 
 
@@ -306,15 +322,14 @@ def test_compare_mode_trains_two_losses_side_by_side():
     assert [r.label for r in runs] == ["A · roadmap", "B · smooth_ap"]
     assert [r.step_count for r in runs] == [session(at).steps_per_tick] * 2
     assert {run for run, _ in curves(at)} == {"A · roadmap", "B · smooth_ap"}
-    compare = chart(at, "compare")
-    points = {(t["name"], t["xaxis"]): t["y"][0] for t in compare["data"]}
-    assert points[("A · roadmap", "x")] == pytest.approx(runs[0].last_eval()["R@1"])
-    assert points[("B · smooth_ap", "x")] == pytest.approx(runs[1].last_eval()["R@1"])
-    assert compare["layout"]["meta"]["differences"]["R@1"] == pytest.approx(
+    points, differences = comparison(at)
+    assert points[("A · roadmap", "R@1")] == runs[0].last_eval()["R@1"]
+    assert points[("B · smooth_ap", "R@1")] == runs[1].last_eval()["R@1"]
+    assert differences["R@1"] == pytest.approx(
         runs[1].last_eval()["R@1"] - runs[0].last_eval()["R@1"])
     assert any("One seed at this scale" in c.value for c in at.caption)  # the study's seed spread
-    titles = [a["text"] for a in compare["layout"]["annotations"]]
-    assert titles[3].startswith("decomp. gap: B − A = ")  # a display name, not the raw key (issue 36, D-9)
+    svg = next(m.value for m in at.markdown if m.value.startswith("<svg class='rl-comparison'"))
+    assert ">decomp. gap: B − A = " in svg and ">decomposability_gap" not in svg  # a display name (issue 36, D-9)
     assert at.query_params["compare"] == "1" and at.query_params["loss_b"] == "smooth_ap"
 
 

@@ -303,18 +303,19 @@ def test_the_training_view_fits_a_1280x720_screen(server, projector):
 
 def test_compare_mode_fits_both_runs_curves_and_the_comparison_on_a_1280x720_screen(server, projector):
     stepped(projector, f"{server}/?compare=1&loss_b=smooth_ap")
-    wait_visible(projector, projector.locator(".st-key-live .js-plotly-plot").first, "the comparison chart")
-    charts = boxes(projector, ".st-key-live .rl-curves, .st-key-live .js-plotly-plot")
+    wait_visible(projector, projector.locator(".st-key-live .rl-comparison").first, "the comparison chart")
+    charts = boxes(projector, ".st-key-live .rl-curves, .st-key-live .rl-comparison")
     assert len(charts) == 2
     assert_on_screen(charts, "the curves and the comparison")
-    assert_on_screen(boxes(projector, ".rl-curves .rl-panel, .js-plotly-plot .cartesianlayer .subplot"),
-                     "the 4 + 4 panels")
+    panels = boxes(projector, ".st-key-live .rl-panel")
+    assert len(panels) == 8
+    assert_on_screen(panels, "the 4 + 4 panels")
     recall = projector.locator(".st-key-live .rl-curves .rl-panel[data-metric='R@1'] .rl-line")
     assert recall.count() == 4  # R@1 and mAP@R of both runs in the held-out panel
-    titles = boxes(projector, ".rl-curves .rl-panel-title, .js-plotly-plot .infolayer .annotation")
+    titles = boxes(projector, ".st-key-live .rl-panel-title")
     assert_on_screen(titles, "the panel titles")
     assert_apart(titles, "the panel titles")
-    figure_titles = boxes(projector, ".rl-curves .rl-title, .js-plotly-plot .gtitle")
+    figure_titles = boxes(projector, ".st-key-live .rl-title")
     assert len(figure_titles) == 2 and all(t["right"] <= c["right"] for t, c in zip(figure_titles, charts))
     assert any(t["text"].startswith("decomp. gap: B − A = ") for t in titles)  # D-9: a name, not the key
     no_exception(projector)

@@ -7,10 +7,11 @@ import pytest
 from PIL import Image
 
 from lab.viz.dashboard_figures import (LEVEL_COLORS, ap_histogram, plot_ap_histograms, plot_embedding_map,
-                               plot_retrieval_strip, plot_run_comparison, plot_score_histograms,
+                               plot_retrieval_strip, plot_score_histograms,
                                png_data_uri, score_histogram, spread_note, training_series)
 from lab.viz.dashboard_figures import comparison_note, signed
 from lab.viz.retrieval_views import QUERY
+from lab.viz.svg_comparison import run_comparison_svg
 from lab.viz.style import NEGATIVE, POSITIVE
 
 HISTORY = [
@@ -150,31 +151,52 @@ def test_png_data_uri_round_trips():
     assert Image.open(io.BytesIO(base64.b64decode(uri.split(",", 1)[1]))).getpixel((0, 0)) == 200
 
 
+def comparison(summaries, **kwargs) -> dict:
+    """What the comparison SVG draws: {"points": [(run, metric, value, std)], "ranges", "differences", "titles"}."""
+    import xml.etree.ElementTree as ET
+
+    svg = ET.fromstring(run_comparison_svg(summaries, **kwargs))
+    tag = "{http://www.w3.org/2000/svg}"
+    out = {"points": [], "ranges": {}, "differences": {}, "titles": [], "legend": []}
+    for panel in svg.iter(f"{tag}g"):
+        if panel.get("class") == "rl-panel":
+            metric = panel.get("data-metric")
+            out["ranges"][metric] = [float(x) for x in panel.get("data-range").split(",")]
+            if panel.get("data-difference") is not None:
+                out["differences"][metric] = float(panel.get("data-difference"))
+            out["titles"].append(panel.find(f"{tag}text").text)
+            out["points"] += [(p.get("data-run"), metric, float(p.get("data-value")), float(p.get("data-std")))
+                              for p in panel.iter(f"{tag}g") if p.get("class") == "rl-point"]
+        elif panel.get("class") == "rl-legend":
+            out["legend"].append(panel.find(f"{tag}text").text)
+    out["title"] = next(t.text for t in svg.iter(f"{tag}text") if t.get("class") == "rl-title")
+    return out
+
+
 def test_run_comparison_holds_each_runs_numbers_one_panel_per_metric():
-    fig = spec(plot_run_comparison({"A": {"R@1": 0.5, "mAP@R": 0.2}, "B": {"R@1": 0.6, "mAP@R": 0.3, "kind": 1}}))
-    assert [(t["name"], t["xaxis"], t["y"]) for t in fig["data"]] == [
-        ("A", "x", [0.5]), ("B", "x", [0.6]), ("A", "x2", [0.2]), ("B", "x2", [0.3])]
-    assert [t["showlegend"] for t in fig["data"]] == [True, True, False, False]  # one legend entry per run
+    drawn = comparison({"A": {"R@1": 0.5, "mAP@R": 0.2}, "B": {"R@1": 0.6, "mAP@R": 0.3, "kind": 1}})
+    assert drawn["points"] == [("A", "R@1", 0.5, 0.0), ("B", "R@1", 0.6, 0.0), ("A", "mAP@R", 0.2, 0.0),
+                               ("B", "mAP@R", 0.3, 0.0)]
+    assert drawn["legend"] == ["A", "B"]  # one legend entry per run
 
 
 def test_run_comparison_zooms_to_the_values_and_shows_the_difference():
     # The issue's case: 0.673 against 0.646 looked identical on a fixed 0-1.1 axis.
     runs = {"A · roadmap": {"R@1": 0.80, "mAP@R": 0.673, "decomposability_gap": 0.012},
             "B · smooth_ap": {"R@1": 0.81, "mAP@R": 0.646, "decomposability_gap": -0.009}}
-    fig = spec(plot_run_comparison(runs))
-    meta = fig["layout"]["meta"]
-    for metric, (a, b) in {m: (runs["A · roadmap"][m], runs["B · smooth_ap"][m]) for m in meta["ranges"]}.items():
-        lo, hi = meta["ranges"][metric]
+    drawn = comparison(runs)
+    for metric, (a, b) in {m: (runs["A · roadmap"][m], runs["B · smooth_ap"][m]) for m in drawn["ranges"]}.items():
+        lo, hi = drawn["ranges"][metric]
         assert lo < min(a, b) and max(a, b) < hi, metric  # both values inside their panel
         assert abs(b - a) >= (hi - lo) / 3, metric  # and their difference is a third of it or more
-        assert meta["differences"][metric] == pytest.approx(b - a)
-    assert meta["ranges"]["decomposability_gap"][0] < -0.009  # a negative gap is not cut at 0
-    titles = [a["text"] for a in fig["layout"]["annotations"]]
+        assert drawn["differences"][metric] == pytest.approx(b - a)
+    assert drawn["ranges"]["decomposability_gap"][0] < -0.009  # a negative gap is not cut at 0
+    titles = drawn["titles"]
     assert "mAP@R: B − A = -0.027" in titles and "R@1: B − A = +0.010" in titles
     # Issue 36, D-9: a display name, not the raw key, and enough digits (+0.012 read "+0" when cut).
     assert "decomp. gap: B − A = -0.021" in titles and not any("decomposability_gap" in t for t in titles)
     assert all(len(t) <= 28 for t in titles)  # fits a quarter of the chart at 1280 px (13 px font)
-    assert len(fig["layout"]["title"]["text"]) <= 50  # the figure's title too: the note is a caption
+    assert len(drawn["title"]) <= 50  # the figure's title too: the note is a caption
 
 
 def test_a_difference_keeps_its_digits():
@@ -185,11 +207,13 @@ def test_a_difference_keeps_its_digits():
 def test_run_comparison_error_bars_are_the_seed_spread_it_is_given():
     spread = {"single": {"mAP@R": 0.013}, "paired": {"mAP@R": 0.008}, "settings": 9, "seeds": 3, "steps": [300],
               "batch_size": [128], "source": "results/methods.json"}
-    fig = spec(plot_run_comparison({"A": {"R@1": 0.8, "mAP@R": 0.67}, "B": {"R@1": 0.8, "mAP@R": 0.65}}, spread=spread))
-    bars = {(t["name"], t["xaxis"]): t["error_y"] for t in fig["data"]}
-    assert bars[("A", "x2")]["array"] == [0.013] and bars[("A", "x2")]["visible"]
-    assert not bars[("A", "x")]["visible"]  # no spread known for R@1: no bar
-    lo, hi = fig["layout"]["meta"]["ranges"]["mAP@R"]
+    drawn = comparison({"A": {"R@1": 0.8, "mAP@R": 0.67}, "B": {"R@1": 0.8, "mAP@R": 0.65}}, spread=spread)
+    bars = {(run, metric): std for run, metric, _, std in drawn["points"]}
+    assert bars[("A", "mAP@R")] == 0.013
+    assert bars[("A", "R@1")] == 0.0  # no spread known for R@1: no bar
+    svg = run_comparison_svg({"A": {"R@1": 0.8, "mAP@R": 0.67}, "B": {"R@1": 0.8, "mAP@R": 0.65}}, spread=spread)
+    assert svg.count("<path") == 2  # the error bars: mAP@R's, one per run
+    lo, hi = drawn["ranges"]["mAP@R"]
     assert lo < 0.65 - 0.013 and 0.67 + 0.013 < hi
     note = spread_note(spread)
     assert "mAP@R by 1.3 points" in note and "by 0.8 points" in note and "results/methods.json" in note
@@ -198,3 +222,22 @@ def test_run_comparison_error_bars_are_the_seed_spread_it_is_given():
     assert "Why protocol v1's short runs" in note and "dashboard run is as short" in note
     assert "Why" not in spread_note(dict(spread, source="results/v2/methods.json"))
     assert "error bars: ±1 seed-to-seed std" in comparison_note(spread) and "error" not in comparison_note({})
+
+
+def test_run_comparison_points_are_drawn_higher_for_higher_values_inside_their_panel():
+    import xml.etree.ElementTree as ET
+
+    tag = "{http://www.w3.org/2000/svg}"
+    runs = {"A <x>": {"R@1": 0.62, "mAP@R": 0.40}, "B": {"R@1": 0.60, "mAP@R": 0.45}}
+    svg = run_comparison_svg(runs, spread={"single": {"R@1": 0.01}})
+    assert "<x>" not in svg  # a label is escaped
+    for panel in ET.fromstring(svg).iter(f"{tag}g"):
+        if panel.get("class") != "rl-panel":
+            continue
+        axis = next(line for line in panel.iter(f"{tag}line") if line.get("x1") == line.get("x2"))
+        top, bottom = float(axis.get("y1")), float(axis.get("y2"))
+        points = [(float(p.get("data-value")), float(p.find(f"{tag}circle").get("cy")))
+                  for p in panel.iter(f"{tag}g") if p.get("class") == "rl-point"]
+        assert all(top <= y <= bottom for _, y in points)
+        (a, ya), (b, yb) = points
+        assert (a > b) == (ya < yb), panel.get("data-metric")

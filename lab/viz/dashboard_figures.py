@@ -20,7 +20,7 @@ from plotly.subplots import make_subplots
 from .retrieval_views import QUERY
 from .style import CATEGORIES, CATEGORY_MARKERS, NEGATIVE, POSITIVE, SERIES, TEMPLATE, floats
 from .training_curves import (COMPARED, CURVES, DISPLAY, comparison_note, latest_values,  # noqa: F401
-                              plot_run_comparison, run_differences, scale_note, signed, sized_layout, spread_note,
+                              run_differences, scale_note, signed, sized_layout, spread_note,
                               training_series)
 
 MAP_HEIGHT = 400  # the embedding map whole on a 1280 x 720 screen under the view's controls (was 520: cut)
@@ -204,6 +204,6 @@ def plot_retrieval_strip(query_image, images: Sequence, scores: Sequence[float],
     return fig
 
 
-__all__ = ["training_series", "run_differences", "plot_run_comparison", "spread_note",
+__all__ = ["training_series", "run_differences", "spread_note",
            "score_histogram", "plot_score_histograms", "ap_histogram", "plot_ap_histograms", "plot_embedding_map",
            "png_data_uri", "plot_retrieval_strip", "LEVEL_COLORS"]

@@ -80,6 +80,18 @@ def _panel_title(key: str, title: str, latest: Mapping[str, Mapping[str, float]]
             f"fill='{TEXT}' {FONT}>{html.escape(title)}{second}</text>")
 
 
+def _legend(labels: Sequence[str], right: float) -> list[str]:
+    """The runs' colours and labels on the figure title's row, right-aligned, in the runs' order."""
+    parts, x = [], WIDTH - right
+    for i, label in reversed(list(enumerate(labels))):
+        color = SERIES[i % len(SERIES)]
+        x -= 7.2 * len(label) + 26  # about the label's width at 12 px
+        parts.append(f"<g class='rl-legend'><line x1='{x:.1f}' y1='13' x2='{x + 16:.1f}' y2='13' stroke='{color}' "
+                     f"stroke-width='2'/><text x='{x + 20:.1f}' y='17' font-size='12' fill='{TEXT}' {FONT}>"
+                     f"{html.escape(label)}</text></g>")
+    return parts[::-1]
+
+
 def training_curves_svg(histories: Mapping[str, Sequence[Mapping[str, Any]]], title: str = "", height: int = 470,
                         rows: int = 2) -> str:
     """The four panels of every run's history (``histories``: {run label: trainer history}) as an SVG
@@ -100,14 +112,7 @@ def training_curves_svg(histories: Mapping[str, Sequence[Mapping[str, Any]]], ti
              f"width='100%' height='{height}' preserveAspectRatio='xMinYMin meet' role='img'>",
              f"<text class='rl-title' x='4' y='18' font-size='15' fill='{TEXT}' {FONT}>"
              f"{html.escape(title or 'Training')}</text>"]
-    legend_x = WIDTH - right
-    for i, label in reversed(list(enumerate(series))):  # right-aligned, in the runs' order
-        color = SERIES[i % len(SERIES)]
-        width = 7.2 * len(label) + 26
-        legend_x -= width
-        parts.append(f"<g class='rl-legend'><line x1='{legend_x:.1f}' y1='13' x2='{legend_x + 16:.1f}' y2='13' "
-                     f"stroke='{color}' stroke-width='2'/><text x='{legend_x + 20:.1f}' y='17' font-size='12' "
-                     f"fill='{TEXT}' {FONT}>{html.escape(label)}</text></g>")
+    parts += _legend(list(series), right)
     for panel, (key, name) in enumerate(CURVES):
         row, col = divmod(panel, cols)
         x0 = left + col * (cell_w + gap_x)

@@ -1,7 +1,7 @@
 """The dashboard's Training view: what its training curves plot (:func:`training_series`, drawn as an SVG by
-:mod:`lab.viz.svg_curves`) and, in compare mode, the latest held-out evaluation of both runs, with the notes
-that say how to read them. Pure functions, built from Python lists (plotly 7 would base64-encode arrays);
-re-exported by :mod:`lab.viz.dashboard_figures`.
+:mod:`lab.viz.svg_curves`) and, in compare mode, what differs in the latest held-out evaluation of both runs
+(:func:`run_differences`, drawn by :mod:`lab.viz.svg_comparison`), with the notes that say how to read them.
+Pure functions, re-exported by :mod:`lab.viz.dashboard_figures`.
 
 Sized for one screen at a projector's 1280 x 720 (issue 36): panel titles carry the latest values
 (the metrics row they replace cost the held-out panels' height) under the metrics' display names.
@@ -11,9 +11,7 @@ from __future__ import annotations
 from typing import Any, Mapping, Optional, Sequence
 
 import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
-from .comparisons import zoomed_range
 from .style import SERIES, TEMPLATE
 
 
@@ -22,9 +20,7 @@ CURVES = (("loss", "training loss"), ("batch_ap", "batch AP (train)"), ("R@1", "
 # The metrics' names in panel titles: the raw key "decomposability_gap" is a code name, not a title.
 DISPLAY = {"R@1": "R@1", "mAP@R": "mAP@R", "mAP": "mAP", "decomposability_gap": "decomp. gap", "loss": "loss",
            "batch_ap": "batch AP"}
-# The legend on the figure title's line, at its right end: not on the panel titles, not under the panels.
-LEGEND_IN_TITLE_ROW = dict(orientation="h", yref="container", y=0.985, yanchor="top", x=1, xanchor="right")
-TITLE_FONT = 13  # panel titles: the default 16 px cuts a title with the latest values at 1280 px
+
 
 def sized_layout(fig: go.Figure, title: str, height: int) -> go.Figure:
     """The dashboard's template, title, height and margins (every figure of the dashboard)."""
@@ -122,40 +118,6 @@ def comparison_note(spread: Optional[Mapping[str, Any]]) -> str:
         f"; error bars: ±1 seed-to-seed std of the reproduction study ({', '.join(single)})." if single else ".")
 
 
-def plot_run_comparison(summaries: Mapping[str, Mapping[str, float]], metrics: Sequence[str] = COMPARED,
-                        spread: Optional[Mapping[str, Any]] = None, height: int = 260) -> go.Figure:
-    """Each run's latest held-out metrics (compare mode), one panel per metric, its y axis zoomed to
-    the values (:func:`lab.viz.comparisons.zoomed_range`): two losses a point apart do not look
-    alike. Each panel's title gives the difference B - A (:func:`run_differences`) under the metric's
-    display name (``DISPLAY``). ``spread`` (:func:`lab.experiments.cached.seed_spread`): an error bar
-    of one seed-to-seed std of the reproduction study on each value, for the metrics it has
-    (:func:`comparison_note` says so). ``layout.meta``: differences, ranges."""
-    shown = [m for m in metrics if all(m in s for s in summaries.values())]
-    differences = run_differences(summaries, shown)
-    single = dict((spread or {}).get("single", {}))
-    titles = [f"{DISPLAY.get(m, m)}: B − A = {signed(differences[m])}" if m in differences else DISPLAY.get(m, m)
-              for m in shown]
-    fig = make_subplots(rows=1, cols=max(1, len(shown)), subplot_titles=titles or None, horizontal_spacing=0.07)
-    ranges = {}
-    for col, m in enumerate(shown, start=1):
-        values = [float(s[m]) for s in summaries.values()]
-        std = single.get(m, 0.0)
-        for i, (label, value) in enumerate(zip(summaries, values)):
-            fig.add_trace(go.Scatter(x=[float(i)], y=[value], mode="markers+text", text=[f"{value:.3f}"],
-                                     textposition="middle right", name=label, legendgroup=label, showlegend=col == 1,
-                                     marker=dict(size=12, color=SERIES[i % len(SERIES)]),
-                                     error_y=dict(type="data", array=[std], visible=m in single)), row=1, col=col)
-        ranges[m] = zoomed_range([v - std for v in values], [v + std for v in values])
-        fig.update_yaxes(range=ranges[m], row=1, col=col)
-        fig.update_xaxes(range=[-0.5, len(values) - 0.2], showticklabels=False, row=1, col=col)
-    fig.update_annotations(font_size=TITLE_FONT)
-    fig.update_layout(meta={"differences": differences, "ranges": ranges}, title_font_size=15,
-                      legend=LEGEND_IN_TITLE_ROW)
-    sized_layout(fig, COMPARISON_TITLE, height)
-    fig.update_layout(margin=dict(l=45, r=15, t=60, b=10))
-    return fig
-
-
 def spread_note(spread: Mapping[str, Any]) -> str:
     """A sentence for a one-seed comparison: how much the reproduction study's results moved from
     seed to seed (:func:`lab.experiments.cached.seed_spread`); "" without study results."""
@@ -189,5 +151,5 @@ def scale_note(spread: Mapping[str, Any]) -> str:
 
 
 __all__ = ["training_series", "latest_values", "signed", "step_axis", "run_differences",
-           "comparison_note", "plot_run_comparison", "spread_note", "scale_note", "sized_layout", "CURVES", "DISPLAY",
+           "comparison_note", "spread_note", "scale_note", "sized_layout", "CURVES", "DISPLAY",
            "COMPARED"]
