@@ -3,8 +3,9 @@ panel per metric, the y axis zoomed to the values (:func:`lab.viz.comparisons.zo
 a point apart do not look alike; each panel titled with the difference B - A; an error bar of one seed-to-seed
 std of the reproduction study on each value where the study has that metric.
 
-An SVG for the reason of :mod:`lab.viz.svg_curves`: as a plotly chart it cost a compare page's browser the
-loading of plotly.js at its first Start (about 3 CPU seconds) and about 0.5 a redraw. Each point carries its
+An SVG for the reason of :mod:`lab.viz.svg_curves`: as the one plotly chart left on a compare page, it cost the
+page's browser the loading of plotly.js at its first Start (one page, chromium's CPU in the 2 s after Start:
+2.3-2.6 CPU seconds with it, 0.6 without; docs/benchmarks.md). Each point carries its
 value and std (``data-value``, ``data-std``), each panel its y range and difference (``data-range``,
 ``data-difference``), as Python's ``repr``: a test reads them back exactly.
 """
