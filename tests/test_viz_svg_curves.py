@@ -122,5 +122,6 @@ def test_labels_are_escaped_and_an_empty_history_draws_empty_panels():
     svg = training_curves_svg({"<b>A</b> & 'x'": HISTORY, "B": []}, title="<script>x</script>")
     root = parse(svg)
     assert "<script>" not in svg and "<b>" not in svg
+    assert root.get("role") == "img" and root.get("aria-label") == "<script>x</script>"  # named for a screen reader
     assert {run for run, _ in lines(root)} == {"<b>A</b> & 'x'"}  # B has no line yet
     assert len([r for r in root.iter(f"{{{NS['s']}}}rect")]) == 4

@@ -32,7 +32,8 @@ def run_comparison_svg(summaries: Mapping[str, Mapping[str, float]], metrics: Se
     cols = max(1, len(shown))
     cell_w = (WIDTH - left - right - gap * (cols - 1)) / cols
     parts = [f"<svg class='rl-comparison' xmlns='http://www.w3.org/2000/svg' viewBox='0 0 {WIDTH} {height}' "
-             f"width='100%' height='{height}' preserveAspectRatio='xMinYMin meet' role='img'>",
+             f"width='100%' height='{height}' preserveAspectRatio='xMinYMin meet' role='img' "
+             f"aria-label='{html.escape(COMPARISON_TITLE)}'>",
              f"<text class='rl-title' x='4' y='18' font-size='15' font-weight='bold' fill='{TEXT}' {FONT}>"
              f"{html.escape(COMPARISON_TITLE)}</text>", *_legend(list(summaries), right)]
     n = len(summaries)

@@ -109,7 +109,8 @@ def training_curves_svg(histories: Mapping[str, Sequence[Mapping[str, Any]]], ti
     cell_w = (WIDTH - left - right - gap_x * (cols - 1)) / cols
     cell_h = (height - top - bottom) / rows
     parts = [f"<svg class='rl-curves' xmlns='http://www.w3.org/2000/svg' viewBox='0 0 {WIDTH} {height}' "
-             f"width='100%' height='{height}' preserveAspectRatio='xMinYMin meet' role='img'>",
+             f"width='100%' height='{height}' preserveAspectRatio='xMinYMin meet' role='img' "
+             f"aria-label='{html.escape(title or 'Training')}'>",
              f"<text class='rl-title' x='4' y='18' font-size='15' fill='{TEXT}' {FONT}>"
              f"{html.escape(title or 'Training')}</text>"]
     parts += _legend(list(series), right)
