@@ -45,6 +45,8 @@ def test_every_line_draws_its_runs_history_exactly_in_the_runs_colour():
         assert line.get("stroke") == SERIES["AB".index(run)]
         assert (line.get("stroke-dasharray") is not None) == (metric == "mAP@R")  # mAP@R dashed beside R@1
     assert found[("B", "loss")].find("s:title", NS).text == "B · loss: 1.700 at step 2"  # what hovering shows
+    points = [c.find("s:title", NS).text for c in found[("A", "R@1")].findall("s:circle", NS)]
+    assert points == ["A · R@1: 0.200 at step 0", "A · R@1: 0.400 at step 2"]  # each evaluation, on hover
 
 
 def test_points_lie_inside_their_panel_and_keep_the_order_of_their_values():

@@ -162,7 +162,9 @@ def training_curves_svg(histories: Mapping[str, Sequence[Mapping[str, Any]]], ti
                          f"stroke='{color}' stroke-width='1.6'{dash} data-x='{','.join(map(repr, steps))}' "
                          f"data-y='{','.join(map(repr, vals))}'/>")
             if metric != "loss" and len(steps) <= 60:  # the evaluations' points, as plotly's markers were
-                parts.extend(f"<circle cx='{sx(s):.1f}' cy='{sy(v):.1f}' r='2.5' fill='{color}'/>"
+                name = html.escape(f"{label} · {DISPLAY.get(metric, metric)}")
+                parts.extend(f"<circle cx='{sx(s):.1f}' cy='{sy(v):.1f}' r='2.5' fill='{color}'><title>{name}: "
+                             f"{v:.3f} at step {int(s)}</title></circle>"  # hovering a point shows its value
                              for s, v in zip(steps, vals))
             parts.append("</g>")
         parts.append("</g>")
