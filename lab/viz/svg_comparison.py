@@ -16,7 +16,7 @@ from typing import Any, Mapping, Optional, Sequence
 
 from .comparisons import zoomed_range
 from .style import SERIES
-from .svg_curves import AXIS, FONT, GRID, TEXT, WIDTH, _label, _legend, _nice_ticks
+from .svg_curves import AXIS, FONT, TEXT, WIDTH, _legend, _y_grid
 from .training_curves import COMPARED, COMPARISON_TITLE, DISPLAY, run_differences, signed
 
 
@@ -55,11 +55,7 @@ def run_comparison_svg(summaries: Mapping[str, Mapping[str, float]], metrics: Se
                      + (f" data-difference='{differences[m]!r}'" if m in differences else "") + ">"
                      f"<text class='rl-panel-title' x='{x0 + w / 2:.1f}' y='{y0 - 10:.1f}' text-anchor='middle' "
                      f"font-size='13' fill='{TEXT}' {FONT}>{html.escape(title)}</text>")
-        ticks, step = _nice_ticks(low, high)
-        for tick in ticks:
-            parts.append(f"<line x1='{x0:.1f}' x2='{x0 + w:.1f}' y1='{sy(tick):.1f}' y2='{sy(tick):.1f}' "
-                         f"stroke='{GRID}'/><text x='{x0 - 4:.1f}' y='{sy(tick) + 4:.1f}' font-size='11' "
-                         f"text-anchor='end' fill='{TEXT}' {FONT}>{_label(tick, step)}</text>")
+        parts += _y_grid(low, high, x0, w, sy)
         parts.append(f"<line x1='{x0:.1f}' x2='{x0:.1f}' y1='{y0:.1f}' y2='{y0 + h:.1f}' stroke='{AXIS}'/>")
         for i, (label, value) in enumerate(zip(summaries, values)):
             color, x, y = SERIES[i % len(SERIES)], sx(i), sy(value)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import html
 import math
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from .style import SERIES
 from .training_curves import CURVES, DISPLAY, NICE_STEPS, latest_values, step_axis, training_series
@@ -61,6 +61,14 @@ def _decimated(steps: list[float], values: list[float]) -> tuple[list[float], li
 def _label(value: float, step: float) -> str:
     digits = max(0, -int(math.floor(math.log10(step))) if step > 0 else 0)
     return f"{value:.{digits}f}"
+
+
+def _y_grid(low: float, high: float, x0: float, w: float, sy: Callable[[float], float]) -> list[str]:
+    """A panel's horizontal grid lines and y tick labels over [low, high] (:func:`_nice_ticks`)."""
+    ticks, step = _nice_ticks(low, high)
+    return [f"<line x1='{x0:.1f}' x2='{x0 + w:.1f}' y1='{sy(t):.1f}' y2='{sy(t):.1f}' stroke='{GRID}'/><text "
+            f"x='{x0 - 4:.1f}' y='{sy(t) + 4:.1f}' font-size='11' text-anchor='end' fill='{TEXT}' {FONT}>"
+            f"{_label(t, step)}</text>" for t in ticks]
 
 
 def _panel_title(key: str, title: str, latest: Mapping[str, Mapping[str, float]], x: float, y: float) -> str:
@@ -132,11 +140,7 @@ def training_curves_svg(histories: Mapping[str, Sequence[Mapping[str, Any]]], ti
             return y0 + h - (value - y_low) / (y_high - y_low) * h
 
         parts.append(f"<g class='rl-panel' data-metric='{key}'>")
-        y_ticks, y_step = _nice_ticks(y_low, y_high)
-        for tick in y_ticks:
-            parts.append(f"<line x1='{x0:.1f}' x2='{x0 + w:.1f}' y1='{sy(tick):.1f}' y2='{sy(tick):.1f}' "
-                         f"stroke='{GRID}'/><text x='{x0 - 4:.1f}' y='{sy(tick) + 4:.1f}' font-size='11' "
-                         f"text-anchor='end' fill='{TEXT}' {FONT}>{_label(tick, y_step)}</text>")
+        parts += _y_grid(y_low, y_high, x0, w, sy)
         step = 0.0
         while step <= x_high:
             parts.append(f"<line x1='{sx(step):.1f}' x2='{sx(step):.1f}' y1='{y0:.1f}' y2='{y0 + h:.1f}' "
