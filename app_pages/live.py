@@ -146,16 +146,20 @@ def _training(v: View) -> None:
     version = tuple((r.label, len(r.history), r.step_count) for r in v.runs)
     curves = paced_figure("curves", version, v.running, lambda: training_curves_svg(
         {run.label: run.history for run in v.runs}, title=CURVES_TITLE, **(COMPARE_CURVES if compare else CURVES)))
-    with st.container(key="curves"):
-        # An SVG drawn here (plotly cost each page's browser 2.5 CPU s, then 0.5 a redraw); st.html drops SVG.
-        st.markdown(curves, unsafe_allow_html=True)
+    _svg("curves", curves)
     if compare:
         spread = _seed_spread()
         chart = paced_figure("compare", evaluated(v), v.running, lambda: run_comparison_svg(
             {run.label: run.last_eval for run in v.runs}, spread=spread, height=COMPARE_HEIGHT))
-        with st.container(key="compare"):
-            st.markdown(chart, unsafe_allow_html=True)
+        _svg("compare", chart)
         st.caption(comparison_note(spread) + (" " + spread_note(spread) if spread else ""))
+
+
+def _svg(key: str, svg: str) -> None:
+    """A chart drawn by the server (lab.viz.svg_*) in a keyed container; st.html would drop its SVG (Streamlit's
+    sanitiser), st.markdown keeps it (its only inputs are numbers and escaped run labels)."""
+    with st.container(key=key):
+        st.markdown(svg, unsafe_allow_html=True)
 
 
 def evaluated(v: View) -> tuple:
