@@ -137,8 +137,12 @@ def _training(v: View) -> None:
     """The curves, and in compare mode the latest evaluation side by side: one screen at 1280 x 720
     (issue 36, D-8). The latest numbers are in the panel titles (the metrics row they replace took
     the height of the held-out panels); the step is in the progress text above."""
-    if not v.has_model or v.status == "new":  # a worker builds the model before any Start: nothing trained yet
-        st.info("Building the model in a training process…" if v.running or v.busy else
+    # A worker builds the model before any Start; the untrained model's evaluation comes with the first step.
+    if not v.has_model or v.status == "new" or not any(r.history for r in v.runs):
+        if v.error:
+            return  # the progress above shows it
+        st.info(("Training the first step…" if v.has_model else "Building the model in a training process…")
+                if v.running or v.busy else
                 "Paused before the first step: press **Start** to go on." if v.status == "paused" else
                 "Nothing trained yet: press **Start** (continuous) or **Step** (one tick) in the sidebar.")
         return

@@ -275,8 +275,8 @@ def test_start_tick_pause_step_reset_and_done():
     session = session_for(tiny())
     assert session.status == "new" and not session.tick()
     session.start()
-    assert session.status == "running" and session.step_count == 0 and evals(session.runs[0]) == [0]
-    assert session.tick() and session.step_count == 2
+    assert session.status == "running" and session.step_count == 0 and evals(session.runs[0]) == []
+    assert session.tick() and session.step_count == 2 and evals(session.runs[0]) == [0]  # evaluated after step 1
     session.pause()
     assert not session.tick() and session.step_count == 2 and session.status == "paused"
     session.step()
@@ -290,6 +290,32 @@ def test_start_tick_pause_step_reset_and_done():
     session.reset()
     assert session.status == "new" and session.step_count == 0 and session.runs[0].history == []
 
+
+
+@pytest.mark.parametrize("eval_every", [4, 1])
+def test_the_untrained_model_is_evaluated_after_step_one_is_shown(eval_every):
+    """Issue 46: a Start shows step 1 without waiting for the step-0 evaluation (about five steps' cost): the
+    untrained model is kept at the build, step 1 is published, then the copy is evaluated. Its record is what
+    evaluating the untrained model gives, bit for bit, and comes before step 1's own evaluation (eval_every 1)."""
+    s = tiny(steps_per_tick=1, eval_every=eval_every)
+    reference = session_for(s)
+    reference.build()
+    untrained = reference.runs[0].trainer.evaluate()
+    session = session_for(s)
+    seen = []
+    session.on_publish = lambda x: seen.append((x.step_count, evals(x.runs[0])))
+    session.start()
+    assert session.runs[0].initial is not None and session.runs[0].history == []
+    assert session.tick() and session.step_count == 1
+    assert (1, []) in seen  # step 1 on the page before the evaluation was made
+    assert seen[-1] == (1, [0, 1] if eval_every == 1 else [0])
+    assert session.runs[0].initial is None  # the copy is gone once evaluated
+    history = session.runs[0].history
+    assert [(r["kind"], r["step"]) for r in history][:2] == [("train", 1), ("eval", 0)]
+    assert history[1] == untrained
+    assert session.view.runs[0].last_eval["step"] == (1 if eval_every == 1 else 0)
+    session.reset()
+    assert session.runs[0].initial is None and session.build() and session.runs[0].initial is not None
 
 def test_schedule_changes_keep_the_run_but_training_changes_do_not():
     s = tiny()

@@ -131,6 +131,25 @@ def test_evaluate_is_full_gallery_and_does_not_move_the_run():
     assert all(torch.equal(p, q) for p, q in zip(a.model.parameters(), b.model.parameters()))
 
 
+
+def test_a_copy_of_the_model_is_evaluated_as_of_its_step():
+    """evaluate(model=, step=): the copy's evaluation after a step is the model's before it, bit for bit, with
+    its step in the record (the dashboard evaluates the untrained model after step 1); the live model moves on."""
+    import copy
+
+    a = make()
+    before = a.evaluate()
+    initial = copy.deepcopy(a.model)
+    a.step(1)
+    later = a.evaluate(model=initial, step=0)
+    assert later == before and later["step"] == 0
+    assert [(r["kind"], r["step"]) for r in a.history] == [("eval", 0), ("train", 1), ("eval", 0)]
+    now = a.evaluate()
+    assert now["step"] == 1 and now["decomposability_gap"] != before["decomposability_gap"]  # the live model trained
+    for model, step in ((initial, None), (None, 0)):
+        with pytest.raises(ValueError, match="model and step go together"):
+            a.evaluate(model=model, step=step)
+
 def test_embed_and_export(tmp_path):
     trainer = make()
     emb, labels = trainer.embed("test")

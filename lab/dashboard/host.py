@@ -26,11 +26,12 @@ from typing import Any, Optional
 from .worker import stop_all
 
 READY = "ready"
-# After these commands the worker builds the session's models (and their step-0 evaluation) while no other
-# command of the session waits: a Start then trains at once instead of building first (0.5 s to step 1 through
-# the pool where the build takes ~2 s; docs/benchmarks.md). A burst of new settings builds only the last. Only
-# for the sessions the worker has a place to train (``eager`` at create): a page that would wait in the queue
-# builds when it is admitted, and its build takes no CPU from the runs that train.
+# After these commands the worker builds the session's models while no other command of the session waits: a
+# Start then trains at once instead of building first (0.5 s to step 1 through the pool where the build takes
+# ~2 s; docs/benchmarks.md; the untrained models' evaluation comes after step 1: lab.dashboard.session). A
+# burst of new settings builds only the last. Only for the sessions the worker has a place to train (``eager``
+# at create): a page that would wait in the queue builds when it is admitted, and its build takes no CPU from
+# the runs that train.
 PREPARE = frozenset({"create", "reset", "reconfigure"})
 
 

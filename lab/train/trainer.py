@@ -224,28 +224,38 @@ class Trainer:
         return embed_split(self.model, self._dataset(split), self.device, self.config, max_items, progress,
                            self.eval_transform if split == "train" else None)
 
-    def decomposability_gap(self) -> float:
-        """ROADMAP Eq. 6 on the fixed probe (``probe_batches`` sampler batches of the train split)."""
+    def decomposability_gap(self, model: Optional[nn.Module] = None) -> float:
+        """ROADMAP Eq. 6 on the fixed probe (``probe_batches`` sampler batches of the train split), of the
+        trainer's model or of ``model`` (a copy of it: see :meth:`evaluate`)."""
         indices, batch_ids = self.probe
         with transform_of(self.train_set, self.eval_transform):
-            emb, labels = embed_dataset(self.model, self.train_set, self.device, self.config.eval_batch_size,
-                                        self.amp_dtype, indices.tolist())
+            emb, labels = embed_dataset(self.model if model is None else model, self.train_set, self.device,
+                                        self.config.eval_batch_size, self.amp_dtype, indices.tolist())
         return probe_gap(emb, labels, batch_ids)
 
     def evaluate(self, split: Optional[str] = None, max_items: Optional[int] = None,
-                 progress: bool = False) -> dict[str, Any]:
+                 progress: bool = False, *, model: Optional[nn.Module] = None,
+                 step: Optional[int] = None) -> dict[str, Any]:
         """Full-gallery R@k, mAP@R, mAP on ``split`` (default: config.eval_split) and the probe's
-        decomposability gap; logged to metrics.jsonl. Only rank 0 evaluates (others get {})."""
+        decomposability gap; logged to metrics.jsonl. Only rank 0 evaluates (others get {}).
+
+        ``model`` and ``step`` (together): evaluate ``model``, a copy of this trainer's model as it was at
+        ``step``, instead of the model as it is now; the record says ``step``. The dashboard keeps the
+        untrained model and evaluates it after the first step (``lab.dashboard.session``)."""
+        if (model is None) != (step is None):
+            raise ValueError(f"evaluate: model and step go together (got model={type(model).__name__}, "
+                             f"step={step!r})")
         self.reads.read()  # a non-finite unread step is reported before evaluating
         split = split or self.config.eval_split
         max_items = self.config.eval_max_items if max_items is None else max_items
+        model = self.model if model is None else model
         result: dict[str, Any] = {}
         if self.dist.is_main:
-            metrics, _, _ = evaluate_split(self.model, self._dataset(split), self.device, self.config,
+            metrics, _, _ = evaluate_split(model, self._dataset(split), self.device, self.config,
                                            max_items=max_items, progress=progress,
                                            transform=self.eval_transform if split == "train" else None)
-            result = {"kind": "eval", "step": self.step_count, "split": split, **metrics,
-                      "decomposability_gap": self.decomposability_gap()}
+            result = {"kind": "eval", "step": self.step_count if step is None else step, "split": split, **metrics,
+                      "decomposability_gap": self.decomposability_gap(model)}
             self._remember(result)
             self._log(result)
         if self.dist.enabled:
