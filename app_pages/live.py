@@ -151,7 +151,9 @@ def _training(v: View) -> None:
     curves = paced_figure("curves", version, v.running, lambda: training_curves_svg(
         {run.label: run.history for run in v.runs}, title=CURVES_TITLE, **(COMPARE_CURVES if compare else CURVES)))
     _svg("curves", curves)
-    if compare:
+    if compare and not all(run.last_eval for run in v.runs):  # e.g. step 1, its step-0 evaluations coming
+        st.caption("The comparison of the latest evaluations appears once both runs have one.")
+    elif compare:
         spread = _seed_spread()
         chart = paced_figure("compare", evaluated(v), v.running, lambda: run_comparison_svg(
             {run.label: run.last_eval for run in v.runs}, spread=spread, height=COMPARE_HEIGHT))

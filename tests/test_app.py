@@ -313,6 +313,28 @@ def test_every_loss_can_be_selected_and_trains_a_tick():
         assert s.step_count == s.steps_per_tick, name
 
 
+
+def test_compare_mode_draws_no_empty_comparison_until_both_runs_have_an_evaluation():
+    """Step 1 is on the page before the untrained models' evaluations (lab.dashboard.session): the comparison of
+    the latest evaluations waits for them (a caption says so) instead of drawing an empty frame."""
+    def page(evaluated: bool) -> None:
+        from app_pages import live
+        from lab.dashboard.view import RunView, View
+
+        train = [{"kind": "train", "step": 1, "loss": 0.5, "batch_ap": 0.4}]
+        last = {"kind": "eval", "step": 0, "R@1": 0.5, "mAP@R": 0.2, "decomposability_gap": 0.1}
+        runs = tuple(RunView(label, 1, train + ([last] if evaluated else []), last if evaluated else {})
+                     for label in ("A · roadmap", "B · smooth_ap"))
+        live._training(View("paused", False, True, 1, 10, None, None, runs, busy="training one tick"))
+
+    for evaluated in (False, True):
+        at = AppTest.from_function(page, args=(evaluated,), default_timeout=60).run()
+        assert not at.exception
+        svgs = [m.value for m in at.markdown if m.value.startswith("<svg class='rl-comparison'")]
+        waiting = [c.value for c in at.caption if "appears once both runs have one" in c.value]
+        assert (len(svgs), len(waiting)) == ((1, 0) if evaluated else (0, 1))
+        assert any(m.value.startswith("<svg class='rl-curves'") for m in at.markdown)  # the curves either way
+
 def test_compare_mode_trains_two_losses_side_by_side():
     at = app(**TINY, loss="roadmap")
     at.toggle(key="w_compare").set_value(True).run()

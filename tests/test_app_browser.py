@@ -282,6 +282,9 @@ def stepped(page, url: str) -> None:
     wait_idle(page)
     sidebar_button(page, "Step").click()
     wait_visible(page, page.get_by_text("· paused"), "the paused status after Step")
+    # "paused" shows as soon as the page asked for the tick; the tick (its step-0 evaluations after step 1
+    # included) is done when the page no longer says it is training one.
+    page.wait_for_function("() => !document.body.innerText.includes('training one tick')", timeout=120_000)
     wait_idle(page)
     page.locator(".st-key-live .rl-curves").first.wait_for()
 
