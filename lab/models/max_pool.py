@@ -3,7 +3,7 @@
 PyTorch's CPU kernel for a (B, C, H, W) tensor in the default (NCHW) layout is about 10x slower than the
 same kernel on a channels-last (NHWC) copy of it (one thread, B = 256, C = 32, 32 x 32: 75 ms against 6.5 ms,
 by hand). With the two copies, the small CNN's poolings take 0.3-0.7 of their time, its evaluation 13-17 %
-less and its training step 6-17 % less (``bench/max_pool.py``, docs/benchmarks.md). A max is exact whatever
+less and its training step 6-17 % less (``bench/pool_speed.py``, docs/benchmarks.md). A max is exact whatever
 the layout, and both kernels scan a window in the same order, so the values and the index of each window's
 maximum (ties included: the first one) are the same, and so are the gradients that flow back through those
 indices. Here the input is copied to channels last, pooled, and the result copied back to NCHW: everything

@@ -1,8 +1,8 @@
-"""bench/max_pool.py: the reference model really pools with nn.MaxPool2d, and the table has every case."""
+"""bench/pool_speed.py: the reference model really pools with nn.MaxPool2d, and the table has every case."""
 import torch
 from torch import nn
 
-from bench import max_pool as bench
+from bench import pool_speed as bench
 from lab.models import build_model
 from lab.models.max_pool import MaxPool2x2
 

@@ -1,7 +1,7 @@
 """The small CNN's 2x2 max pooling on the CPU: ``nn.MaxPool2d(2)`` against ``lab.models.max_pool`` (the same bits).
 
-    .venv/bin/python -m bench.max_pool             # ~1 minute; writes the "max_pool" section of docs/benchmarks.md
-    .venv/bin/python -m bench.max_pool --no-write
+    .venv/bin/python -m bench.pool_speed             # ~1 minute; writes the "pool_speed" section of docs/benchmarks.md
+    .venv/bin/python -m bench.pool_speed --no-write
 
 CPU seconds of one thread (``bench.measure.cpu_times``: the two variants' calls interleaved, the median of
 ``--repeat``) for the pooling alone at the small CNN's three shapes (forward; forward + backward), and for the
@@ -75,7 +75,7 @@ def _model_cases() -> dict:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m bench.max_pool", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m bench.pool_speed", description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=7, help="interleaved calls per variant (default 7)")
     parser.add_argument("--no-write", action="store_true", help="print only, leave docs/benchmarks.md alone")
     args = parser.parse_args(argv)
@@ -88,14 +88,14 @@ def main(argv: list[str] | None = None) -> None:
     t = cpu_times(_model_cases(), repeat=args.repeat)
     rows += [(f"small CNN, {what}", t[(what, "nn")], t[(what, "lab")])
              for what in ("evaluation forward, B = 256", "training step, B = 64")]
-    lines = ["## The small CNN's max pooling on the CPU (`python -m bench.max_pool`)", "",
+    lines = ["## The small CNN's max pooling on the CPU (`python -m bench.pool_speed`)", "",
              f"{cpu_model()}, torch {torch.__version__}, one thread; load average (1 min) {load:.1f} at the start, "
              f"{load_average():.1f} at the end. CPU milliseconds, the median of {args.repeat} interleaved calls; "
              "`nn.MaxPool2d(2)` against `lab.models.max_pool` (channels-last on a CPU, the same bits: "
              "tests/test_max_pool.py).", "",
              "| case | nn.MaxPool2d, ms | lab, ms | lab / nn |", "|---|---:|---:|---:|"]
     lines += [f"| {name} | {a * 1e3:.1f} | {b * 1e3:.1f} | {b / a:.2f} |" for name, a, b in rows]
-    publish("max_pool", "\n".join(lines), args.no_write)
+    publish("pool_speed", "\n".join(lines), args.no_write)
 
 
 if __name__ == "__main__":
