@@ -24,7 +24,7 @@ from lab.models.max_pool import MaxPool2x2, max_pool_2x2
 SHAPES = [(64, 32, 32, 32), (64, 64, 16, 16), (64, 128, 8, 8)]  # the pooled maps of a batch of 64 at 32 x 32
 
 
-def _with_nn_pool(model: nn.Module) -> nn.Module:
+def with_nn_pool(model: nn.Module) -> nn.Module:
     """A copy of ``model`` with every MaxPool2x2 replaced by nn.MaxPool2d(2)."""
     model = copy.deepcopy(model)
     for name, module in list(model.named_modules()):
@@ -51,7 +51,7 @@ def _pool_cases(shape: tuple) -> dict:
 def _model_cases() -> dict:
     torch.manual_seed(0)
     ours = build_model(embed_dim=64, in_chans=1)
-    models = {"nn": _with_nn_pool(ours), "lab": ours}
+    models = {"nn": with_nn_pool(ours), "lab": ours}
     images = torch.rand(256, 1, 32, 32)
     images[:, :, :10] = 0.0
     cases = {}

@@ -9,7 +9,7 @@ from lab.models.max_pool import MaxPool2x2
 
 def test_reference_model_swaps_every_pooling_and_computes_the_same():
     ours = build_model(embed_dim=8, in_chans=1)
-    ref = bench._with_nn_pool(ours)
+    ref = bench.with_nn_pool(ours)
     kinds = [type(m) for m in ref.modules() if isinstance(m, (nn.MaxPool2d, MaxPool2x2))]
     assert kinds == [nn.MaxPool2d] * 3
     assert sum(isinstance(m, MaxPool2x2) for m in ours.modules()) == 3  # the original is left alone

@@ -1,12 +1,11 @@
 """lab.models.max_pool: bit for bit nn.MaxPool2d(2) (values, gradients, ties, NaN, odd sizes), and a small CNN
 whose steps are the same bits with it as with nn.MaxPool2d."""
-import copy
-
 import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from bench.pool_speed import with_nn_pool
 from lab.models import SmallCNN
 from lab.models.max_pool import MaxPool2x2, max_pool_2x2
 
@@ -60,11 +59,7 @@ def test_small_cnn_trains_the_same_bits_as_with_nn_max_pool2d():
     the same losses, weights and BN statistics, bit for bit (the pooling is all that differs)."""
     torch.manual_seed(0)
     ours = SmallCNN(1, widths=(8, 8, 16, 16))
-    ref = copy.deepcopy(ours)
-    for block in ref.blocks:
-        for i, layer in enumerate(block):
-            if isinstance(layer, MaxPool2x2):
-                block[i] = nn.MaxPool2d(2)
+    ref = with_nn_pool(ours)  # a copy, every MaxPool2x2 an nn.MaxPool2d(2) (bench/pool_speed.py's reference)
     assert sum(isinstance(m, MaxPool2x2) for m in ours.modules()) == 3
     assert sum(isinstance(m, nn.MaxPool2d) for m in ref.modules()) == 3
     images = torch.rand(16, 1, 32, 32, generator=torch.Generator().manual_seed(2))
