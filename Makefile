@@ -33,6 +33,10 @@ endif
 ifdef WORKER_NICE
 export RANKLAB_WORKER_NICE := $(WORKER_NICE)
 endif
+# The largest model a page (or a link) may make the server build: `make app MAX_PARAMS=25M` (default 100M).
+ifdef MAX_PARAMS
+export RANKLAB_APP_MAX_PARAMS := $(MAX_PARAMS)
+endif
 # The Reproduction view's data are computed first (once per state of results/; milliseconds when stored).
 app: setup
 	$(BIN)/python -m lab.dashboard

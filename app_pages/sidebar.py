@@ -9,7 +9,8 @@ import streamlit as st
 
 from lab.dashboard import (Settings, TrainingSession, from_query, loss_sliders, new_session, run_labels, to_configs,
                            to_query)
-from lab.dashboard.served import offered
+from lab.core.env import app_max_params
+from lab.dashboard.served import millions, offered
 from lab.dashboard.settings import BOUNDS, LR_SLIDER, MODEL_EXAMPLES
 from lab.dashboard.urlstate import SID
 from lab.data import EMBEDDED
@@ -95,7 +96,8 @@ def settings_panel() -> Settings:
     models = list(MODEL_EXAMPLES) + ([st.session_state[KEYS["model"]]]
                                      if st.session_state[KEYS["model"]] not in MODEL_EXAMPLES else [])
     model = st.selectbox("Model", models, index=_index(models, "model"), key=KEYS["model"],
-                         accept_new_options=True, help="small_cnn (fast on a CPU) or any timm model name: type it")
+                         accept_new_options=True, help="small_cnn (fast on a CPU) or any timm model name: type it "
+                         f"(this server builds models of up to {millions(app_max_params())} parameters)")
     loss = st.selectbox("Loss", LOSS_NAMES, index=_index(LOSS_NAMES, "loss"), key=KEYS["loss"])
     hparams = _loss_widgets("a", loss)
     compare = st.toggle("Compare with a second loss (same seed)", value=bool(st.session_state[KEYS["compare"]]),

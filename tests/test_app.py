@@ -559,6 +559,20 @@ def test_a_link_to_a_folder_the_server_does_not_offer_is_refused_in_one_line(off
     assert not at.error and len(at.selectbox(key="w_dataset").options) == datasets  # what the operator offers
 
 
+def test_a_link_to_a_model_larger_than_the_server_builds_is_refused_in_one_line(monkeypatch):
+    # Before: ?model=convnext_xxlarge (843 M parameters, 13.5 GB with Adam's state) was read and trained (issue 46).
+    monkeypatch.delenv("RANKLAB_APP_MAX_PARAMS", raising=False)
+    at = app(**TINY, model="convnext_xxlarge")
+    from lab.models import parameter_count
+
+    count = f"{parameter_count('convnext_xxlarge') / 1e6:,.1f} M"
+    refused = [w for w in warnings(at) if "model=" in w]
+    assert refused == [f"Link: model='convnext_xxlarge': convnext_xxlarge has about {count} parameters; this server "
+                       "builds models of at most 100 M (its operator sets RANKLAB_APP_MAX_PARAMS): using the default "
+                       "small_cnn"], refused
+    assert session(at).runs[0].config.model == "small_cnn" and not at.error
+
+
 def test_link_notes_stay_until_dismissed():
     at = app(**TINY, loss="nope")
     click(at, "step")  # the first click does not hide them

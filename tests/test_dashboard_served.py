@@ -1,5 +1,7 @@
 """The data a dashboard server offers are checked before `make app` starts it (issue 46, item 5): a malformed
-RANKLAB_APP_DATA was reported only when a page drew its sidebar."""
+RANKLAB_APP_DATA was reported only when a page drew its sidebar. And the models it builds: a page, or a link,
+could name any timm model, and the server built it (convnext_xxlarge: 843 M parameters, 13.5 GB with Adam's state;
+eva02_enormous: 4.3 B), a class server's memory for one student."""
 from __future__ import annotations
 
 import os
@@ -85,3 +87,50 @@ def test_the_server_pool_runs_its_workers_at_the_niceness_asked(monkeypatch, val
     monkeypatch.setattr(pool_module.atexit, "register", lambda f: None)
     pool_module.server_pool()
     assert made["nice"] == nice
+
+
+def test_a_model_larger_than_the_operators_limit_is_refused_in_one_line(monkeypatch):
+    """Before: validate passed convnext_xxlarge and eva02_enormous (no limit); a worker then built them."""
+    from lab.dashboard.settings import Settings, validate
+
+    monkeypatch.delenv("RANKLAB_APP_MAX_PARAMS", raising=False)
+    assert validate(Settings(model="resnet50", batch_size=16)) == []  # the sidebar's examples train
+    for giant in ("convnext_xxlarge", "eva02_enormous_patch14_clip_224"):
+        errors = validate(Settings(model=giant, batch_size=16))
+        assert len(errors) == 1 and errors[0].startswith(f"{giant} has about ") and "at most 100 M" in errors[0] \
+            and errors[0].endswith("(its operator sets RANKLAB_APP_MAX_PARAMS)"), errors
+
+
+def test_the_limit_is_the_operators_and_counts_exactly(monkeypatch):
+    """At the limit a model trains, one parameter below it is refused, with its count (the real model's)."""
+    from lab.dashboard.served import model_refusal
+    from lab.models import build_model, num_parameters
+
+    count = num_parameters(build_model("resnet18", 64, 3), False)
+    monkeypatch.setenv("RANKLAB_APP_MAX_PARAMS", str(count))
+    assert model_refusal("resnet18") is None
+    monkeypatch.setenv("RANKLAB_APP_MAX_PARAMS", str(count - 1))
+    assert f"has about {count / 1e6:.1f} M parameters" in model_refusal("resnet18")
+    monkeypatch.setenv("RANKLAB_APP_MAX_PARAMS", "1M")
+    assert model_refusal("small_cnn") is None and "at most 1 M" in model_refusal("resnet18")
+
+
+@pytest.mark.parametrize("value", ["2.5M", "0", "-5", "ten", "1e8", "\u0661\u0660M", "M"])
+def test_a_malformed_model_limit_is_refused_naming_the_variable(monkeypatch, value):
+    from lab.core.env import app_max_params
+
+    monkeypatch.setenv("RANKLAB_APP_MAX_PARAMS", value)
+    with pytest.raises(ValueError, match=r"^RANKLAB_APP_MAX_PARAMS=" + re.escape(repr(value)) + r": .*whole number"):
+        app_max_params()
+
+
+def test_make_app_states_the_model_limit_or_refuses_a_malformed_one():
+    run = [sys.executable, "-I", "-m", "lab.dashboard"]
+    env = {**os.environ, "RANKLAB_APP_DATA": ""}
+    done = subprocess.run(run, cwd=ROOT, capture_output=True, text=True, timeout=120,
+                          env={**env, "RANKLAB_APP_MAX_PARAMS": "25M"})
+    assert done.returncode == 0 and done.stdout.strip().endswith("models of at most 25 M parameters"), done
+    done = subprocess.run(run, cwd=ROOT, capture_output=True, text=True, timeout=120,
+                          env={**env, "RANKLAB_APP_MAX_PARAMS": "25 GB"})
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1 and "RANKLAB_APP_MAX_PARAMS='25 GB'" in lines[0], done.stderr

@@ -117,3 +117,33 @@ def test_pretrained_falls_back_with_a_warning_and_does_not_hang(mode, tmp_path):
                           timeout=300)
     assert done.returncode == 0, done.stderr
     assert "fell back" in done.stdout
+
+
+@pytest.mark.parametrize("name, embed_dim, in_chans", [("small_cnn", 64, 1), ("small_cnn", 128, 3), ("resnet18", 64, 3),
+                                                        ("deit_tiny_patch16_224", 32, 3)])
+def test_parameter_count_is_the_built_models(name, embed_dim, in_chans):
+    """Counted on the meta device (the dashboard's size limit, issue 46): the same as the model built for real."""
+    from lab.models import parameter_count
+
+    assert parameter_count(name, embed_dim, in_chans) == num_parameters(build_model(name, embed_dim, in_chans), False)
+
+
+def test_counting_a_giant_allocates_nothing_and_draws_no_random_number():
+    """eva02_enormous's 4.3 B parameters are 17 GB as float32: counting them must hold none of it, and must not
+    move the global generators (a page counts while another session's run may be drawing)."""
+    import random
+
+    import numpy as np
+
+    from lab.models import parameter_count
+
+    def rss() -> int:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+    states = torch.get_rng_state(), random.getstate(), np.random.get_state()[1].copy()
+    before = rss()
+    assert parameter_count("eva02_enormous_patch14_clip_224") > 4 * 10**9
+    assert rss() - before < 500 * 10**6
+    assert torch.equal(states[0], torch.get_rng_state()) and states[1] == random.getstate()
+    assert (states[2] == np.random.get_state()[1]).all()

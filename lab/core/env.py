@@ -13,6 +13,7 @@ reads is named here, with the function that reads it.
 - ``RANKLAB_SUBMISSION``: the submission the autograder grades;
 - ``RANKLAB_REPRODUCTION_CACHE``: the app's store of reproduction results;
 - ``RANKLAB_APP_DATA``: the disk datasets and folders a dashboard server offers (:mod:`lab.dashboard.served`);
+- ``RANKLAB_APP_MAX_PARAMS``: the most parameters a model a dashboard server builds may have (same module);
 - ``HF_HUB_OFFLINE`` and the proxy variables: whether pretrained weights are fetched;
 - torchrun's ``LOCAL_RANK``, ``WORLD_SIZE``, ``LOCAL_WORLD_SIZE``;
 - SLURM's job variables and ``CUDA_VISIBLE_DEVICES``: where a study's run ran (:func:`scheduler_variables`).
@@ -42,6 +43,8 @@ CACHE_ENV = "RANKLAB_CACHE"
 SUBMISSION_ENV = "RANKLAB_SUBMISSION"
 REPRODUCTION_CACHE_ENV = "RANKLAB_REPRODUCTION_CACHE"
 APP_DATA_ENV = "RANKLAB_APP_DATA"
+APP_MAX_PARAMS_ENV = "RANKLAB_APP_MAX_PARAMS"
+APP_MAX_PARAMS = 100_000_000  # vit_base and convnext_base (86-88 M) train; the 0.8-4.3 B giants do not
 HUB_OFFLINE_ENV = "HF_HUB_OFFLINE"
 PROXY_ENVS = ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")
 _FALSE = ("", "0", "false", "no")
@@ -116,6 +119,21 @@ def worker_nice(default: int = 10) -> int:
 def app_data_text() -> str:
     """``RANKLAB_APP_DATA`` as written ("" when unset), parsed by :func:`lab.dashboard.served.offered`."""
     return _text(APP_DATA_ENV) or ""
+
+
+def app_max_params() -> int:
+    """``RANKLAB_APP_MAX_PARAMS``: the most parameters a model the dashboard builds may have, a whole number,
+    or millions with an M (``25M``); default :data:`APP_MAX_PARAMS`. A page, or a link, naming any timm model
+    made the server build it: convnext_xxlarge's 843 M parameters with their gradients and Adam's moments are
+    13.5 GB, a class server's memory for one student. Another value: ValueError naming the variable."""
+    text = _text(APP_MAX_PARAMS_ENV)
+    if text is None:
+        return APP_MAX_PARAMS
+    digits, millions = (text[:-1], True) if text[-1:] in ("M", "m") else (text, False)
+    if not (digits.isascii() and digits.isdigit() and int(digits) > 0):
+        raise ValueError(f"{APP_MAX_PARAMS_ENV}={text!r}: the most parameters a dashboard model may have, a whole "
+                         f"number above 0, or millions with an M (e.g. 25M; default {APP_MAX_PARAMS // 10**6}M)")
+    return int(digits) * (10**6 if millions else 1)
 
 
 def memory_budget_text() -> Optional[str]:

@@ -1,4 +1,5 @@
-"""Which data a dashboard server may read: the operator's choice, made when it starts.
+"""Which data a dashboard server may read, and how large a model it builds: the operator's choice, made when
+it starts.
 
 By default the embedded datasets only (glyphs, digits: drawn, never read from the disk). The
 operator offers disk datasets with ``RANKLAB_APP_DATA``: entries ``NAME=FOLDER`` separated by the
@@ -11,14 +12,20 @@ A link (or anything else a page sends) picks among those and nothing else: a dat
 the server does not offer is refused in one line, before any path is looked at. A folder is
 compared with the operator's as text (``os.path.normpath``: no file is read to compare), and the
 server then reads the operator's folder, never the link's spelling of it.
+
+A page may name any timm model, and a link too. The server builds none with more parameters than
+``RANKLAB_APP_MAX_PARAMS`` (default 100 M: vit_base and convnext_base train, the 0.8-4.3 B giants whose
+weights with Adam's state fill the machine's memory do not), counted on the meta device before anything
+is built, e.g. ``make app MAX_PARAMS=25M``.
 """
 from __future__ import annotations
 
 import os
 from typing import Optional
 
-from ..core.env import APP_DATA_ENV as DATA_ENV, app_data_text
+from ..core.env import APP_DATA_ENV as DATA_ENV, APP_MAX_PARAMS_ENV, app_data_text, app_max_params
 from ..data import EMBEDDED
+from ..models import parameter_count
 DISK = ("cub", "sop", "inaturalist", "folder")
 
 
@@ -63,3 +70,19 @@ def allowed_root(dataset: str, root: str) -> str:
     folders = offered()[dataset]
     return next((f for f in folders if _same_folder(root, f)), folders[0])
 
+
+
+def millions(count: int) -> str:
+    """A parameter count in millions, as the page and ``make app`` write it: "100 M", "843.6 M"."""
+    return f"{count / 1e6:,.1f}".removesuffix(".0") + " M"
+
+
+def model_refusal(model: str) -> Optional[str]:
+    """Why this server will not build ``model`` (one line), or None when its size is within the operator's
+    limit. Call with a name :func:`lab.models.check_model_name` accepts. Counted with RGB input (a grey
+    dataset's first layer is a little smaller: the count is "about")."""
+    count, limit = parameter_count(model), app_max_params()
+    if count <= limit:
+        return None
+    return (f"{model} has about {millions(count)} parameters; this server builds models of at most "
+            f"{millions(limit)} (its operator sets {APP_MAX_PARAMS_ENV})")

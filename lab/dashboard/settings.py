@@ -20,7 +20,7 @@ from ..models import check_model_name
 from ..models.timm_backbone import EXAMPLES
 from ..train import TrainConfig
 from ..viz.controls import Slider
-from .served import refusal
+from .served import model_refusal, refusal
 from .sliders import check_hparams, loss_defaults, loss_sliders
 
 MODEL_EXAMPLES = ("small_cnn", *EXAMPLES)
@@ -190,7 +190,8 @@ def _model_errors(model: str) -> list[str]:
         check_model_name(model)  # imports timm only for names other than small_cnn
     except ValueError as e:
         return [str(e)]
-    return []
+    too_large = model_refusal(model)  # the operator's limit (lab.dashboard.served), before anything is built
+    return [too_large] if too_large else []
 
 
 def _loss_errors(loss: str, hparams: dict[str, Any]) -> list[str]:

@@ -4,8 +4,8 @@
 compare mode the second loss is one of them) and the others, hyper-parameters included, only
 when they differ from the defaults (short links).
 ``from_query`` never fails and never replaces a value silently: an unknown key is dropped, an
-unknown name (dataset, model, loss), a dataset or folder the server does not offer
-(:mod:`lab.dashboard.served`) or a malformed or non-finite number becomes the default, an
+unknown name (dataset, model, loss), a dataset or folder the server does not offer, a model larger
+than it builds (:mod:`lab.dashboard.served`) or a malformed or non-finite number becomes the default, an
 out-of-range number is clamped to a value that can train, each with a sentence naming the key and
 the value used. Numbers are read as the command line reads them (:func:`lab.core.convert.to_type`:
 ``steps=1e3`` is 1000, digits other than ASCII's are not numbers). A link's
@@ -22,7 +22,7 @@ from ..core.convert import to_type
 from ..data import DATASETS
 from ..losses import LOSSES
 from ..models import check_model_name
-from .served import allowed_root, refusal
+from .served import allowed_root, model_refusal, refusal
 from .sliders import loss_defaults, loss_sliders
 from .settings import BOUNDS, GLYPH_INSTANCES, Settings, max_batch_size, shown
 
@@ -110,6 +110,7 @@ def _name_problem(name: str, value: Any) -> str:
             check_model_name(value)  # imports timm only for names other than small_cnn
         except ValueError:
             return "unknown model (small_cnn or a timm model name)"
+        return model_refusal(value) or ""
     return ""
 
 

@@ -6,6 +6,8 @@ trainer can give them different learning rates.
 """
 from __future__ import annotations
 
+import functools
+
 import torch
 from torch import Tensor, nn
 from torch.nn.modules.batchnorm import _BatchNorm
@@ -129,9 +131,17 @@ def build_model(
     return EmbeddingModel(backbone, head, name, freeze_bn)
 
 
+@functools.lru_cache(maxsize=64)
+def parameter_count(name: str, embed_dim: int = 64, in_chans: int = 3) -> int:
+    """The parameters of ``build_model(name, embed_dim, in_chans)``, counted on a copy built on PyTorch's meta
+    device (shapes, no memory): a 4-billion-parameter timm name costs under a second and no memory to count."""
+    with torch.device("meta"):
+        return num_parameters(build_model(name, embed_dim, in_chans), trainable_only=False)
+
+
 def num_parameters(model: nn.Module, trainable_only: bool = True) -> int:
     return sum(p.numel() for p in model.parameters() if p.requires_grad or not trainable_only)
 
 
 __all__ = ["build_model", "check_model_name", "EmbeddingModel", "EmbeddingHead", "GeM", "SmallCNN", "TimmBackbone",
-           "MODELS", "POOLINGS", "num_parameters"]
+           "MODELS", "POOLINGS", "num_parameters", "parameter_count"]
