@@ -87,3 +87,63 @@ def test_an_installed_lab_study_writes_to_the_current_folder(tmp_path):
     # From the checkout (or an editable install), the checkout's folders, as before.
     from lab.studies.running import paths
     assert paths.ROOT == ROOT
+
+
+def _bench_table(text: str, section: str) -> dict[int, dict[str, str]]:
+    """{N: {column: cell}} of the table a bench wrote between ``<!-- BEGIN section -->`` and its END."""
+    body = text.split(f"<!-- BEGIN {section} -->", 1)[1].split(f"<!-- END {section} -->", 1)[0]
+    rows = [[c.strip() for c in line.strip().strip("|").split("|")] for line in body.splitlines()
+            if line.startswith("|") and not line.startswith("|--") and not line.startswith("|-")]
+    head, *rows = rows
+    return {int(r[0]): dict(zip(head, r)) for r in rows}
+
+
+def median(cell: str) -> str:
+    return cell.split(" / ")[0]  # "7.3 s / 9.9 s" -> "7.3 s"
+
+
+def worst(cell: str) -> str:
+    return cell.split(" / ")[1]
+
+
+def rate(cell: str) -> str:
+    return cell.split(" ")[0]  # "1.47 (1.35-1.60)" -> "1.47"
+
+
+def test_teachings_class_numbers_are_the_bench_tables():
+    """Every number docs/teaching.md states about a class on one server is a cell of the table it cites (or, for
+    the by-hand runs, a number of docs/benchmarks.md's reading): a new bench run that changes a table fails here
+    until the teaching page says the same (issue 46: its paragraph had grown into a history of runs)."""
+    bench = (ROOT / "docs" / "benchmarks.md").read_text()
+    teaching = " ".join((ROOT / "docs" / "teaching.md").read_text().split())
+    c = _bench_table(bench, "class")
+    fs, s1, steps, pause = "first screen", "Start → step 1", "steps/s per student", "Pause"
+    expected = [
+        f"one page shows its first screen in {median(c[1][fs])} and trains {rate(c[1][steps])} steps/s",
+        f"3 pages in {median(c[3][fs])}, {rate(c[3][steps])} steps/s each",
+        f"6 pages in {median(c[6][fs])} ({worst(c[6][fs])} at worst), their first step {median(c[6][s1])} after "
+        f"Start ({worst(c[6][s1])} at worst), {rate(c[6][steps])} steps/s each, every Pause within "
+        f"{worst(c[6][pause])}",
+        f"12 pages in {median(c[12][fs])}, {12 - int(c[12]['queued'])} of them training {rate(c[12][steps])} steps/s "
+        f"each and {c[12]['queued']} waiting in the queue",
+        f"single page does ({rate(c[1][steps])} steps/s on 2 cores)",
+    ]
+    k = _bench_table(bench, "class-capacity")
+    together = [float(k[n]["steps/s, all"]) for n in k if n >= 6]
+    expected += [f"about {round(min(together) / 2)} steps/s per core in all ({min(together):.2f}-{max(together):.2f} "
+                 f"steps/s on 2 cores)",
+                 f"{rate(k[3][steps])} steps/s each with 3 students on 2 cores, {rate(k[6][steps])} with 6",
+                 f"from the {max(n for n in k if k[n]['queued'] == '0') + 1}th student on, a page waits in the queue"]
+    assert all(float(median(k[n][pause]).split()[0]) < 0.1 for n in k)  # "Pause answers at once"
+    L = _bench_table(bench, "class-load")
+    expected.append(f"every Pause answers within {worst(L[6][pause])}, but the trainings get almost nothing (first "
+                    f"step {median(L[6][s1])} after Start, {rate(L[6][steps])} steps/s each; first screen "
+                    f"{median(L[6][fs])})")
+    for phrase in expected:
+        assert phrase in teaching, phrase
+    reading = " ".join(bench.split())
+    for by_hand in ("0.28-0.47 steps/s each", "every Pause takes 3.85 s (5.23 s at worst)",
+                    "six first visits of a bare Streamlit page took 6.0 and 6.2 s the same morning"):
+        assert by_hand in reading, by_hand
+    for stated in ("0.28-0.47 steps/s each", "a Pause takes 3.85 s (5.23 s at worst)", "took 6.0 and 6.2 s"):
+        assert stated in teaching, stated
