@@ -147,3 +147,23 @@ def test_counting_a_giant_allocates_nothing_and_draws_no_random_number():
     assert rss() - before < 500 * 10**6
     assert torch.equal(states[0], torch.get_rng_state()) and states[1] == random.getstate()
     assert (states[2] == np.random.get_state()[1]).all()
+
+
+def test_a_fixed_size_transformer_is_built_for_the_images_it_will_see():
+    """DeiT is built for 224 px; at 32 px (the dashboard's glyphs) it refused every image. With image_size it
+    has a 2 x 2 grid of patches and embeds 32-px images; at its own size, and for a CNN at any size, the model
+    is the one built without image_size, bit for bit (no stored run or checkpoint changes)."""
+    from lab.models.timm_backbone import input_size_kwargs
+
+    with pytest.raises(AssertionError, match="doesn't match model"):
+        build_model("deit_small_patch16_224", 16, 1)(torch.zeros(2, 1, 32, 32))
+    z = build_model("deit_small_patch16_224", 16, 1, image_size=32)(torch.randn(2, 1, 32, 32))
+    assert z.shape == (2, 16) and torch.allclose(z.norm(dim=1), torch.ones(2))
+    assert input_size_kwargs("deit_small_patch16_224", 32) == {"img_size": 32}
+    for name, size in [("deit_small_patch16_224", 224), ("resnet18", 32), ("deit_small_patch16_224", None)]:
+        assert input_size_kwargs(name, size) == {}
+        torch.manual_seed(0)
+        sized = build_model(name, 16, 3, image_size=size).state_dict()
+        torch.manual_seed(0)
+        plain = build_model(name, 16, 3).state_dict()
+        assert sized.keys() == plain.keys() and all(torch.equal(sized[k], plain[k]) for k in plain)

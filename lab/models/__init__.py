@@ -7,6 +7,7 @@ trainer can give them different learning rates.
 from __future__ import annotations
 
 import functools
+from typing import Optional
 
 import torch
 from torch import Tensor, nn
@@ -107,12 +108,15 @@ def build_model(
     pooling: str = "avg",
     layer_norm: bool = False,
     freeze_bn: bool = False,
+    image_size: Optional[int] = None,
 ) -> EmbeddingModel:
     """``small_cnn`` or any timm model name, with the embedding head described in the module doc.
 
     ``pretrained=True`` loads timm weights when they can be had and otherwise warns and uses
     random initialisation (never waits on an unreachable hub). ``freeze_bn`` keeps every
-    BatchNorm in eval mode with frozen affine parameters.
+    BatchNorm in eval mode with frozen affine parameters. ``image_size``: the side of the square
+    images it will see; a timm transformer built for another size is built for this one (patches,
+    position embeddings); other models take any size and ignore it.
     """
     if not isinstance(embed_dim, int) or isinstance(embed_dim, bool) or embed_dim < 1:
         raise ValueError(f"embed_dim must be a positive integer, got {embed_dim!r}")
@@ -126,7 +130,7 @@ def build_model(
             raise ValueError("small_cnn has no pretrained weights: use pretrained=False or a timm model")
         backbone: nn.Module = SmallCNN(in_chans)
     else:
-        backbone = TimmBackbone(name, in_chans=in_chans, pretrained=pretrained)
+        backbone = TimmBackbone(name, in_chans=in_chans, pretrained=pretrained, image_size=image_size)
     head = EmbeddingHead(backbone.num_features, embed_dim, pooling, layer_norm)
     return EmbeddingModel(backbone, head, name, freeze_bn)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import socket
 import warnings
-from typing import Iterator
+from typing import Iterator, Optional
 
 from torch import Tensor, nn
 
@@ -62,15 +62,33 @@ def is_timm_model(name: str) -> bool:
     return timm.is_model(name)
 
 
-def create_timm(name: str, in_chans: int, pretrained: bool) -> nn.Module:
-    """timm model without classifier; random init with a warning if the weights cannot be had."""
+def input_size_kwargs(name: str, image_size: Optional[int]) -> dict[str, int]:
+    """``{"img_size": image_size}`` for a timm model built for one input size (its pretrained config's
+    ``fixed_input_size``: ViT, DeiT, Swin, EVA) when ``image_size`` is another, else ``{}``. DeiT at the
+    dashboard's 32 px refused every image ("Input height (32) doesn't match model (224)"); built for 32 px it
+    has a 2 x 2 grid of patches, and timm resamples pretrained position embeddings to it. A model of its own
+    size, or of any size (a CNN), is built exactly as without it."""
+    if image_size is None:
+        return {}
+    from timm.models import get_pretrained_cfg
+
+    cfg = get_pretrained_cfg(name)
+    if cfg is None or not cfg.fixed_input_size or tuple(cfg.input_size[-2:]) == (image_size, image_size):
+        return {}
+    return {"img_size": image_size}
+
+
+def create_timm(name: str, in_chans: int, pretrained: bool, image_size: Optional[int] = None) -> nn.Module:
+    """timm model without classifier, for square images of ``image_size`` pixels (None: the model's own size;
+    :func:`input_size_kwargs`); random init with a warning if the weights cannot be had."""
     require("lab.models (timm backbones)")
     import timm
 
+    sized = input_size_kwargs(name, image_size)
     if pretrained:
         try:
             with offline_unless_reachable():
-                return timm.create_model(name, pretrained=True, num_classes=0, in_chans=in_chans)
+                return timm.create_model(name, pretrained=True, num_classes=0, in_chans=in_chans, **sized)
         except (OSError, RuntimeError, ValueError) as e:  # LocalEntryNotFoundError is an OSError
             warnings.warn(
                 f"pretrained weights for {name!r} are not available ({type(e).__name__}: {str(e)[:200]}); "
@@ -79,7 +97,7 @@ def create_timm(name: str, in_chans: int, pretrained: bool) -> nn.Module:
                 UserWarning,
                 stacklevel=4,  # create_timm <- TimmBackbone <- build_model <- caller
             )
-    return timm.create_model(name, pretrained=False, num_classes=0, in_chans=in_chans)
+    return timm.create_model(name, pretrained=False, num_classes=0, in_chans=in_chans, **sized)
 
 
 class TimmBackbone(nn.Module):
@@ -89,10 +107,11 @@ class TimmBackbone(nn.Module):
     pooled by the embedding head, so avg / max / GeM can be chosen.
     """
 
-    def __init__(self, name: str, in_chans: int = 3, pretrained: bool = False) -> None:
+    def __init__(self, name: str, in_chans: int = 3, pretrained: bool = False,
+                 image_size: Optional[int] = None) -> None:
         super().__init__()
         self.name = name
-        self.model = create_timm(name, in_chans, pretrained)
+        self.model = create_timm(name, in_chans, pretrained, image_size)
         self.num_features = int(self.model.num_features)
         self.output_fmt = getattr(self.model, "output_fmt", "NCHW")
 

@@ -90,7 +90,7 @@ def _backbone(name: str, pooling: str, in_chans: int, height: int, width: int) -
     from ..models import build_model
 
     with torch.device("meta"):
-        model = build_model(name, 1, in_chans, False, pooling)
+        model = build_model(name, 1, in_chans, False, pooling, image_size=height if height == width else None)
     params = sum(p.numel() for p in model.backbone.parameters())
     total, largest = _leaf_outputs(model.backbone.eval(), torch.empty(1, in_chans, height, width, device="meta"))
     return model.head.proj.in_features, params, total, largest

@@ -45,7 +45,7 @@ def model_for(cfg: TrainConfig, in_chans: int, pretrained: Optional[bool] = None
     from ..models import build_model
 
     return build_model(cfg.model, cfg.embed_dim, in_chans, cfg.pretrained if pretrained is None else pretrained,
-                       cfg.pooling, cfg.layer_norm, cfg.freeze_bn)
+                       cfg.pooling, cfg.layer_norm, cfg.freeze_bn, image_size=cfg.image_size)
 
 
 def build_batch_sampler(labels: Tensor, cfg: TrainConfig, seed: int, num_replicas: int = 1, rank: int = 0):
