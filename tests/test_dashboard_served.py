@@ -115,6 +115,19 @@ def test_the_limit_is_the_operators_and_counts_exactly(monkeypatch):
     assert model_refusal("small_cnn") is None and "at most 1 M" in model_refusal("resnet18")
 
 
+def test_a_model_whose_size_cannot_be_counted_is_refused_not_a_traceback(monkeypatch):
+    """All 1,371 models of timm 1.0.31 build on the meta device (by hand, 2026-11-30); one that does not is a
+    one-line refusal on the page, not an exception in its script."""
+    from lab.dashboard import served
+
+    def fails(name: str, *args) -> int:
+        raise RuntimeError("Tensor.item() cannot be called on meta tensors")
+
+    monkeypatch.setattr(served, "parameter_count", fails)
+    why = served.model_refusal("resnet18")
+    assert why.startswith("resnet18: its size cannot be counted before it is built (RuntimeError)") and "\n" not in why
+
+
 @pytest.mark.parametrize("value", ["2.5M", "0", "-5", "ten", "1e8", "\u0661\u0660M", "M"])
 def test_a_malformed_model_limit_is_refused_naming_the_variable(monkeypatch, value):
     from lab.core.env import app_max_params

@@ -81,7 +81,12 @@ def model_refusal(model: str) -> Optional[str]:
     """Why this server will not build ``model`` (one line), or None when its size is within the operator's
     limit. Call with a name :func:`lab.models.check_model_name` accepts. Counted with RGB input (a grey
     dataset's first layer is a little smaller: the count is "about")."""
-    count, limit = parameter_count(model), app_max_params()
+    limit = app_max_params()
+    try:
+        count = parameter_count(model)
+    except Exception as e:  # noqa: BLE001 - every timm 1.0.31 model builds on the meta device; a later one may not
+        return (f"{model}: its size cannot be counted before it is built ({type(e).__name__}), and this server "
+                f"builds only models it can count (at most {millions(limit)} parameters)")
     if count <= limit:
         return None
     return (f"{model} has about {millions(count)} parameters; this server builds models of at most "
