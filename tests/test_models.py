@@ -83,6 +83,9 @@ def test_bad_arguments_name_the_valid_values():
         build_model(embed_dim=0)
     with pytest.raises(ValueError, match="no pretrained weights"):
         build_model(pretrained=True)
+    for size in (0, -32, True, 32.0):
+        with pytest.raises(ValueError, match="image_size must be a positive integer or None"):
+            build_model(image_size=size)
 
 
 FALLBACK = textwrap.dedent("""

@@ -71,7 +71,6 @@ def allowed_root(dataset: str, root: str) -> str:
     return next((f for f in folders if _same_folder(root, f)), folders[0])
 
 
-
 def millions(count: int) -> str:
     """A parameter count in millions, as the page and ``make app`` write it: "100 M", "843.6 M"."""
     return f"{count / 1e6:,.1f}".removesuffix(".0") + " M"

@@ -124,6 +124,8 @@ def build_model(
         raise ValueError(f"in_chans must be a positive integer, got {in_chans!r}")
     if pooling not in POOLINGS:
         raise ValueError(f"pooling must be one of {POOLINGS}, got {pooling!r}")
+    if image_size is not None and (not isinstance(image_size, int) or isinstance(image_size, bool) or image_size < 1):
+        raise ValueError(f"image_size must be a positive integer or None, got {image_size!r}")
     check_model_name(name)
     if name == "small_cnn":
         if pretrained:
