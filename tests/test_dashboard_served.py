@@ -147,3 +147,13 @@ def test_make_app_states_the_model_limit_or_refuses_a_malformed_one():
                           env={**env, "RANKLAB_APP_MAX_PARAMS": "25 GB"})
     lines = done.stderr.strip().splitlines()
     assert done.returncode == 2 and len(lines) == 1 and "RANKLAB_APP_MAX_PARAMS='25 GB'" in lines[0], done.stderr
+
+
+def test_the_docs_state_the_default_model_limit():
+    """README and docs/teaching.md say what an operator who sets nothing gets: the code's default."""
+    from lab.core.env import APP_MAX_PARAMS
+    from lab.dashboard.served import millions
+
+    said = f"no model above {millions(APP_MAX_PARAMS)} parameters"
+    for doc in (ROOT / "README.md", ROOT / "docs" / "teaching.md"):
+        assert said in " ".join(doc.read_text().split()), doc
