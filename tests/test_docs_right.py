@@ -93,7 +93,7 @@ def _bench_table(text: str, section: str) -> dict[int, dict[str, str]]:
     """{N: {column: cell}} of the table a bench wrote between ``<!-- BEGIN section -->`` and its END."""
     body = text.split(f"<!-- BEGIN {section} -->", 1)[1].split(f"<!-- END {section} -->", 1)[0]
     rows = [[c.strip() for c in line.strip().strip("|").split("|")] for line in body.splitlines()
-            if line.startswith("|") and not line.startswith("|--") and not line.startswith("|-")]
+            if line.startswith("|") and not line.startswith("|-")]  # not the |---:| row
     head, *rows = rows
     return {int(r[0]): dict(zip(head, r)) for r in rows}
 
