@@ -37,6 +37,11 @@ endif
 ifdef MAX_PARAMS
 export RANKLAB_APP_MAX_PARAMS := $(MAX_PARAMS)
 endif
+# The memory one session's runs may ask for: `make app SESSION_MEMORY=3GB` (default: the memory available at
+# the start over the sessions that train at once, WORKERS x RUNS_PER_WORKER).
+ifdef SESSION_MEMORY
+export RANKLAB_APP_SESSION_MEMORY := $(SESSION_MEMORY)
+endif
 # The Reproduction view's data are computed first (once per state of results/; milliseconds when stored).
 app: setup
 	$(BIN)/python -m lab.dashboard

@@ -573,6 +573,19 @@ def test_a_link_to_a_model_larger_than_the_server_builds_is_refused_in_one_line(
     assert session(at).runs[0].config.model == "small_cnn" and not at.error
 
 
+def test_a_link_asking_more_memory_than_a_session_has_cannot_start(monkeypatch):
+    # Before: any settings within the model limit trained, two convnext_base in compare mode included (issue 46).
+    monkeypatch.setenv("RANKLAB_APP_SESSION_MEMORY", "100MB")
+    at = app(**TINY, model="resnet18", compare="1")
+    assert [read(e.value).split(":", 1)[0] for e in at.error] == ["These settings cannot train"]
+    said = read(at.error[0].value)
+    assert "these settings ask for at least " in said and "gives a session 100MB" in said, said
+    assert at.button(key="start").disabled
+    monkeypatch.setenv("RANKLAB_APP_SESSION_MEMORY", "1GB")  # the operator's choice: then it trains
+    at.run()
+    assert not at.error and not at.button(key="start").disabled
+
+
 def test_link_notes_stay_until_dismissed():
     at = app(**TINY, loss="nope")
     click(at, "step")  # the first click does not hide them

@@ -1,7 +1,8 @@
 """The data a dashboard server offers are checked before `make app` starts it (issue 46, item 5): a malformed
 RANKLAB_APP_DATA was reported only when a page drew its sidebar. And the models it builds: a page, or a link,
 could name any timm model, and the server built it (convnext_xxlarge: 843 M parameters, 13.5 GB with Adam's state;
-eva02_enormous: 4.3 B), a class server's memory for one student."""
+eva02_enormous: 4.3 B), a class server's memory for one student. And the memory a session's runs ask for: six
+compare sessions of convnext_base ask for the whole memory of a 24 GB machine, and each alone passed."""
 from __future__ import annotations
 
 import os
@@ -142,7 +143,7 @@ def test_make_app_states_the_model_limit_or_refuses_a_malformed_one():
     env = {**os.environ, "RANKLAB_APP_DATA": ""}
     done = subprocess.run(run, cwd=ROOT, capture_output=True, text=True, timeout=120,
                           env={**env, "RANKLAB_APP_MAX_PARAMS": "25M"})
-    assert done.returncode == 0 and done.stdout.strip().endswith("models of at most 25 M parameters"), done
+    assert done.returncode == 0 and "; models of at most 25 M parameters;" in done.stdout, done
     done = subprocess.run(run, cwd=ROOT, capture_output=True, text=True, timeout=120,
                           env={**env, "RANKLAB_APP_MAX_PARAMS": "25 GB"})
     lines = done.stderr.strip().splitlines()
@@ -157,3 +158,127 @@ def test_the_docs_state_the_default_model_limit():
     said = f"no model above {millions(APP_MAX_PARAMS)} parameters"
     for doc in (ROOT / "README.md", ROOT / "docs" / "teaching.md"):
         assert said in " ".join(doc.read_text().split()), doc
+
+
+# ------------------------------------------------------------------ a session's share of the server's memory
+def ask(settings) -> int:
+    """The trainer's own estimate for each run of ``settings``, from its config and the dataset's first image."""
+    from lab.dashboard.settings import to_configs
+    from lab.train.footprint import needs
+    from lab.train.parts import build_datasets
+
+    total = 0
+    for cfg in to_configs(settings):
+        image = build_datasets(cfg)[0][0][0]
+        total += sum(n.nbytes for n in needs(cfg, image))
+    return total
+
+
+@pytest.fixture
+def machine(monkeypatch):
+    """A server of 2 workers x 3 runs whose memory at start is what the test sets."""
+    from lab.dashboard import served
+
+    monkeypatch.delenv("RANKLAB_APP_SESSION_MEMORY", raising=False)
+    monkeypatch.setenv("RANKLAB_WORKERS", "2")
+    monkeypatch.setenv("RANKLAB_RUNS_PER_WORKER", "3")
+    memory = {"bytes": 0}
+    monkeypatch.setattr(served, "memory_at_start", lambda: memory["bytes"])
+    return memory
+
+
+def test_a_session_asking_more_than_its_share_is_refused_in_one_line(machine):
+    """Before: validate passed a compare session of two convnext_base at any memory; six of them ask for
+    more than a 24 GB machine has, and the trainer's own check (what is free when a run starts) let each start."""
+    from lab.dashboard.settings import Settings, validate
+
+    one, two = Settings(model="resnet18", batch_size=16), Settings(model="resnet18", batch_size=16, compare=True)
+    need = ask(two)
+    assert need == 2 * ask(one) > 0
+    machine["bytes"] = 6 * need  # exactly the pair's share of the 6 places
+    assert validate(two) == [] and validate(one) == []
+    machine["bytes"] = 6 * need - 6
+    assert validate(one) == []
+    errors = validate(two)
+    assert len(errors) == 1 and "\n" not in errors[0], errors
+    assert errors[0].startswith(f"these settings ask for at least {need / 1e9:.2f} GB of memory (each of the two "
+                                f"runs {need / 2e9:.2f} GB), of which the model's ")
+    assert "over its 6 training places; its operator sets RANKLAB_APP_SESSION_MEMORY): choose a smaller model or " \
+           "batch, or one run instead of two" in errors[0]
+
+
+def test_the_ask_is_the_trainers_estimate_for_each_dataset_and_model(machine, tmp_path, monkeypatch):
+    """The page sizes a run from its settings alone; the trainer sizes it from its config and the first image it
+    reads. They agree (1-channel glyphs and digits at 32 px, RGB from a folder at 64 px, batch and model)."""
+    from PIL import Image
+
+    from lab.dashboard.settings import Settings, validate
+
+    for c in range(4):
+        (tmp_path / f"c{c}").mkdir()
+        for i in range(4):
+            Image.new("L", (40, 30), 60 * c + i).save(tmp_path / f"c{c}" / f"{i}.png")  # grey files: read as RGB
+    monkeypatch.setenv("RANKLAB_APP_DATA", f"folder={tmp_path}")
+    for settings in (Settings(), Settings(model="resnet18", batch_size=32), Settings(dataset="digits", batch_size=8),
+                     Settings(dataset="folder", data_root=str(tmp_path), model="resnet18", batch_size=8, classes=4)):
+        need = ask(settings)
+        machine["bytes"] = 6 * need
+        assert validate(settings) == [], settings
+        machine["bytes"] = 6 * need - 6
+        assert len(validate(settings)) == 1, settings
+
+
+def test_the_share_is_the_operators_when_set(machine, monkeypatch):
+    from lab.dashboard.settings import Settings, validate
+
+    machine["bytes"] = 10**15  # the operator's value wins over the machine's
+    monkeypatch.setenv("RANKLAB_APP_SESSION_MEMORY", "100MB")
+    assert validate(Settings()) == []  # small_cnn on glyphs asks for about 0.1 GB
+    errors = validate(Settings(model="resnet18", batch_size=16))
+    assert len(errors) == 1 and "gives a session 100MB (its operator sets RANKLAB_APP_SESSION_MEMORY)" in errors[0]
+
+
+def test_one_process_training_in_threads_gives_a_session_all_of_it(machine, monkeypatch):
+    from lab.dashboard.served import session_memory, training_places
+
+    monkeypatch.setenv("RANKLAB_WORKERS", "0")
+    machine["bytes"] = 6_000_000_000
+    assert training_places() == 1 and session_memory()[:2] == (6_000_000_000, "6.00 GB")
+    monkeypatch.setenv("RANKLAB_WORKERS", "3")
+    assert training_places() == 9 and session_memory()[0] == 6_000_000_000 // 9
+
+
+@pytest.mark.parametrize("value", ["lots", "0", "-1GB", "2 PB", "\u0661GB", "inf"])
+def test_a_malformed_session_memory_is_one_line_on_the_page_and_stops_make_app(monkeypatch, value):
+    from lab.dashboard.settings import Settings, validate
+
+    monkeypatch.setenv("RANKLAB_APP_SESSION_MEMORY", value)
+    errors = validate(Settings())
+    said = f"RANKLAB_APP_SESSION_MEMORY={value!r}: a session's memory must be "
+    assert len(errors) == 1 and errors[0].startswith(said), errors
+    done = subprocess.run([sys.executable, "-I", "-m", "lab.dashboard"], cwd=ROOT, capture_output=True, text=True,
+                          env={**os.environ, "RANKLAB_APP_DATA": ""}, timeout=120)
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1 and f"RANKLAB_APP_SESSION_MEMORY={value!r}" in lines[0], done.stderr
+
+
+def test_make_app_states_a_sessions_memory():
+    run = [sys.executable, "-I", "-m", "lab.dashboard"]
+    env = {**os.environ, "RANKLAB_APP_DATA": "", "RANKLAB_WORKERS": "2", "RANKLAB_RUNS_PER_WORKER": "3"}
+    done = subprocess.run(run, cwd=ROOT, capture_output=True, text=True, timeout=120,
+                          env={**env, "RANKLAB_APP_SESSION_MEMORY": "3GB"})
+    assert done.returncode == 0 and done.stdout.strip().endswith(
+        "each session's runs at most 3GB of memory (its operator sets RANKLAB_APP_SESSION_MEMORY)"), done
+    done = subprocess.run(run, cwd=ROOT, capture_output=True, text=True, timeout=120, env=env)
+    said = r"each session's runs at most \d+\.\d\d GB of memory \(the [\d.]+ GB it had when it started over its 6 "
+    assert done.returncode == 0 and re.search(said + "training places", done.stdout), done
+
+
+def test_the_changelog_states_the_ask_it_names():
+    """CHANGELOG's example: a convnext_base run at batch 64 on glyphs, and six compare sessions of it."""
+    from lab.dashboard.settings import Settings, _run_ask  # the page's own estimate
+
+    one = _run_ask("convnext_base", 1, 32, 64, Settings().m).nbytes
+    said = " ".join((ROOT / "CHANGELOG.md").read_text().split())
+    assert f"six compare sessions of convnext_base ({one / 1e9:.2f} GB each run at batch 64" in said
+    assert f"ask for about {12 * one / 1e9:.0f} GB" in said

@@ -14,6 +14,7 @@ reads is named here, with the function that reads it.
 - ``RANKLAB_REPRODUCTION_CACHE``: the app's store of reproduction results;
 - ``RANKLAB_APP_DATA``: the disk datasets and folders a dashboard server offers (:mod:`lab.dashboard.served`);
 - ``RANKLAB_APP_MAX_PARAMS``: the most parameters a model a dashboard server builds may have (same module);
+- ``RANKLAB_APP_SESSION_MEMORY``: the memory one dashboard session's runs may ask for (same module);
 - ``HF_HUB_OFFLINE`` and the proxy variables: whether pretrained weights are fetched;
 - torchrun's ``LOCAL_RANK``, ``WORLD_SIZE``, ``LOCAL_WORLD_SIZE``;
 - SLURM's job variables and ``CUDA_VISIBLE_DEVICES``: where a study's run ran (:func:`scheduler_variables`).
@@ -45,6 +46,7 @@ REPRODUCTION_CACHE_ENV = "RANKLAB_REPRODUCTION_CACHE"
 APP_DATA_ENV = "RANKLAB_APP_DATA"
 APP_MAX_PARAMS_ENV = "RANKLAB_APP_MAX_PARAMS"
 APP_MAX_PARAMS = 100_000_000  # vit_base and convnext_base (86-88 M) train; the 0.8-4.3 B giants do not
+APP_SESSION_MEMORY_ENV = "RANKLAB_APP_SESSION_MEMORY"
 HUB_OFFLINE_ENV = "HF_HUB_OFFLINE"
 PROXY_ENVS = ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")
 _FALSE = ("", "0", "false", "no")
@@ -134,6 +136,12 @@ def app_max_params() -> int:
         raise ValueError(f"{APP_MAX_PARAMS_ENV}={text!r}: the most parameters a dashboard model may have, a whole "
                          f"number above 0, or millions with an M (e.g. 25M; default {APP_MAX_PARAMS // 10**6}M)")
     return int(digits) * (10**6 if millions else 1)
+
+
+def app_session_memory_text() -> Optional[str]:
+    """``RANKLAB_APP_SESSION_MEMORY`` as written ('2GB'; None when unset), parsed by
+    :func:`lab.dashboard.served.session_memory` with the losses' budget parser."""
+    return _text(APP_SESSION_MEMORY_ENV)
 
 
 def memory_budget_text() -> Optional[str]:

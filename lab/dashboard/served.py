@@ -17,15 +17,30 @@ A page may name any timm model, and a link too. The server builds none with more
 ``RANKLAB_APP_MAX_PARAMS`` (default 100 M: vit_base and convnext_base train, the 0.8-4.3 B giants whose
 weights with Adam's state fill the machine's memory do not), counted on the meta device before anything
 is built, e.g. ``make app MAX_PARAMS=25M``.
+
+Nor does it start a session whose runs ask for more than a session's share of its memory: the host memory
+available when the server started, divided among the sessions that train at once (its workers times the
+runs each trains), or ``RANKLAB_APP_SESSION_MEMORY`` (``make app SESSION_MEMORY=3GB``). Six compare sessions
+of convnext_base ask for 24 GB, all of a 24 GB machine, and each alone fits: the trainer's own check, which
+looks at what is free when a run starts, would let all six start. A session's ask is the trainer's estimate
+(:func:`lab.train.footprint.needs`: weights, gradients and Adam's moments, a batch and its activations),
+computed from the settings on the meta device before anything is built (0.4-1.8 s the first time a page names a
+timm model, then cached).
 """
 from __future__ import annotations
 
+import functools
 import os
 from typing import Optional
 
-from ..core.env import APP_DATA_ENV as DATA_ENV, APP_MAX_PARAMS_ENV, app_data_text, app_max_params
+import torch
+
+from ..core.budget import parse_budget
+from ..core.env import (APP_DATA_ENV as DATA_ENV, APP_MAX_PARAMS_ENV, APP_SESSION_MEMORY_ENV, app_data_text,
+                        app_max_params, app_session_memory_text, dashboard_workers, runs_per_worker)
 from ..data import EMBEDDED
 from ..models import parameter_count
+from ..train.footprint import available_bytes, human
 DISK = ("cub", "sop", "inaturalist", "folder")
 
 
@@ -90,3 +105,33 @@ def model_refusal(model: str) -> Optional[str]:
         return None
     return (f"{model} has about {millions(count)} parameters; this server builds models of at most "
             f"{millions(limit)} (its operator sets {APP_MAX_PARAMS_ENV})")
+
+
+@functools.lru_cache(maxsize=1)
+def memory_at_start() -> int:
+    """The host memory available the first time this process asks: a server asks on its first page."""
+    return available_bytes(torch.device("cpu"))
+
+
+def training_places() -> int:
+    """The sessions this server trains at once: its workers times the runs each trains (1 with
+    ``RANKLAB_WORKERS=0``, whose threads have no cap: one session may then ask for all of it)."""
+    workers = dashboard_workers()
+    return workers * runs_per_worker() if workers else 1
+
+
+def session_memory() -> tuple[int, str, str]:
+    """(the bytes one session's runs may ask for, that amount and why, as a page and ``make app`` word them:
+    "4.05 GB", "the 24.3 GB it had when it started over its 6 training places; ..."). A malformed
+    ``RANKLAB_APP_SESSION_MEMORY`` is a ValueError naming it."""
+    text = app_session_memory_text()
+    if text is not None:  # in the operator's words: parse_budget's GB is 2**30 bytes
+        try:
+            share = parse_budget(text, "a session's memory")
+        except ValueError as e:
+            raise ValueError(f"{APP_SESSION_MEMORY_ENV}={text!r}: {e}") from None
+        return share, text, f"its operator sets {APP_SESSION_MEMORY_ENV}"
+    places, total = training_places(), memory_at_start()
+    return total // places, f"{total // places / 1e9:.2f} GB", (
+        f"the {human(total)} it had when it started over its {places} training places; its operator sets "
+        f"{APP_SESSION_MEMORY_ENV}")

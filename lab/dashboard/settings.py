@@ -7,10 +7,13 @@ can carry anything. Errors are sentences for the page, never tracebacks.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import inspect
 import os
 from dataclasses import dataclass, field
 from typing import Any
+
+import torch
 
 from ..core.env import DATA_ENV, data_root, fast_mode
 from ..data import DATASETS, EMBEDDED, GlyphDataset
@@ -19,8 +22,9 @@ from ..losses import LOSSES, loss_kwargs_of
 from ..models import check_model_name
 from ..models.timm_backbone import EXAMPLES
 from ..train import TrainConfig
+from ..train.footprint import human, needs
 from ..viz.controls import Slider
-from .served import model_refusal, refusal
+from .served import model_refusal, refusal, session_memory
 from .sliders import check_hparams, loss_defaults, loss_sliders
 
 MODEL_EXAMPLES = ("small_cnn", *EXAMPLES)
@@ -132,7 +136,12 @@ def validate(s: Settings) -> list[str]:
         if s.batch_size // s.m > s.classes:
             errors.append(f"a batch of {s.batch_size} with m = {s.m} needs {s.batch_size // s.m} classes, but only "
                           f"{s.classes} are selected: raise the classes, raise m or lower the batch size")
-    return errors
+    return errors or _memory_errors(s)
+
+
+def image_size(s: Settings) -> int:
+    """The runs' image size: 32 px for the embedded datasets (as drawn), :data:`DISK_IMAGE_SIZE` from the disk."""
+    return 32 if s.dataset in EMBEDDED else DISK_IMAGE_SIZE
 
 
 def to_configs(s: Settings) -> list[TrainConfig]:
@@ -141,11 +150,10 @@ def to_configs(s: Settings) -> list[TrainConfig]:
     Evaluation is the dashboard's business (a few hundred held-out images at its own pace), so
     the trainer's own schedule is off. (Proxy losses get num_classes from the trainer.)
     """
-    disk = s.dataset not in EMBEDDED
     common = dict(
         dataset=s.dataset, data_root=s.data_root or None,
         dataset_kwargs={"num_classes": s.classes} if s.dataset == "glyphs" else {},
-        image_size=DISK_IMAGE_SIZE if disk else 32, model=s.model, batch_size=s.batch_size, m=s.m, lr=s.lr,
+        image_size=image_size(s), model=s.model, batch_size=s.batch_size, m=s.m, lr=s.lr,
         seed=s.seed, steps=s.steps, eval_every=0, eval_max_items=eval_items(), eval_backend="torch",
         probe_batches=2 if fast_mode() else 4, progress=False, log_every=10**9,
     )
@@ -192,6 +200,45 @@ def _model_errors(model: str) -> list[str]:
         return [str(e)]
     too_large = model_refusal(model)  # the operator's limit (lab.dashboard.served), before anything is built
     return [too_large] if too_large else []
+
+
+def _memory_errors(s: Settings) -> list[str]:
+    """The session's runs against its share of the server's memory (lab.dashboard.served.session_memory)."""
+    try:
+        share, amount, why = session_memory()
+    except ValueError as e:  # the operator's malformed value: no run starts, and the page says why
+        return [str(e)]
+    one = _run_ask(s.model, 1 if s.dataset in EMBEDDED else 3, image_size(s), s.batch_size, s.m)
+    runs = 2 if s.compare else 1  # run B differs by its loss only, which the estimate leaves out
+    if one.nbytes * runs <= share:
+        return []
+    each = f" (each of the two runs {_gb(one.nbytes)})" if runs > 1 else ""
+    return [f"these settings ask for at least {_gb(one.nbytes * runs)} of memory{each}, of which {one.what} "
+            f"{human(one.biggest)}, but this server gives a session {amount} ({why}): choose a smaller model or "
+            f"batch" + (", or one run instead of two" if runs > 1 else "")]
+
+
+@dataclass(frozen=True)
+class _Ask:
+    nbytes: int
+    what: str  # its largest item
+    biggest: int
+
+
+@functools.lru_cache(maxsize=64)
+def _run_ask(model: str, channels: int, size: int, batch_size: int, m: int) -> _Ask:
+    """The trainer's estimate of one run (:func:`lab.train.footprint.needs`) from the settings that size it,
+    built on the meta device, once per such settings (a rerun of the page builds no config); the images a
+    dataset holds are left out."""
+    cfg = TrainConfig(model=model, image_size=size, batch_size=batch_size, m=m, eval_max_items=eval_items())
+    items = needs(cfg, torch.empty(channels, size, size, device="meta"))
+    big = max(items, key=lambda n: n.nbytes)
+    return _Ask(sum(n.nbytes for n in items), big.what, big.nbytes)
+
+
+def _gb(nbytes: int) -> str:
+    """Two decimals: an ask just above the share must not read as the same number ("4.0 GB, but ... 4.0 GB")."""
+    return f"{nbytes / 1e9:.2f} GB"
 
 
 def _loss_errors(loss: str, hparams: dict[str, Any]) -> list[str]:
