@@ -47,7 +47,7 @@ trainers = server_pool()
 if trainers is not None:
     trainers.start()  # the training processes start with the server, not on a student's first Start
 errors = validate(settings)
-session = sidebar.sync_session(settings, errors)
+session = sidebar.sync_session(settings, errors)  # when the workers cannot hold it now, errors say why
 sidebar.sync_url(settings)
 with buttons:
     sidebar.run_buttons(session, can_train=not errors)

@@ -10,8 +10,9 @@ import streamlit as st
 from lab.dashboard import (Settings, TrainingSession, from_query, loss_sliders, new_session, run_labels, to_configs,
                            to_query)
 from lab.core.env import app_max_params
+from lab.dashboard.pool import NoMemory
 from lab.dashboard.served import millions, offered
-from lab.dashboard.settings import BOUNDS, LR_SLIDER, MODEL_EXAMPLES
+from lab.dashboard.settings import BOUNDS, LR_SLIDER, MODEL_EXAMPLES, session_ask
 from lab.dashboard.urlstate import SID
 from lab.data import EMBEDDED
 from lab.losses import LOSSES
@@ -124,7 +125,8 @@ def settings_panel() -> Settings:
 
 def sync_session(settings: Settings, errors: list[str]) -> Optional[TrainingSession]:
     """The page's session, training these settings: a run whose configuration did not change
-    keeps its model and steps (a new loss B restarts run B only)."""
+    keeps its model and steps (a new loss B restarts run B only). When the server's memory cannot hold
+    the session now (``pool.NoMemory``), the reason joins ``errors`` and nothing trains."""
     session: Optional[TrainingSession] = st.session_state.get("session")
     if errors:
         if session is not None:
@@ -132,13 +134,25 @@ def sync_session(settings: Settings, errors: list[str]) -> Optional[TrainingSess
         return session
     configs, labels = configs_of(settings), run_labels(settings)
     if session is None:
-        session = new_session(configs, labels, settings.steps, settings.steps_per_tick, settings.eval_every)
+        try:
+            session = new_session(configs, labels, settings.steps, settings.steps_per_tick, settings.eval_every,
+                                  session_ask(configs))
+        except NoMemory as e:
+            errors.append(str(e))
+            return None
         st.session_state["session"] = session
         reattach.keep(session)
         return session
     session.set_schedule(settings.steps, settings.steps_per_tick, settings.eval_every)
     if session.matches(configs, labels):
         return session  # the common case, every click and tick: without waiting for the training's lock
+    if hasattr(session, "reserve"):  # trained by the server's workers: their memory first
+        try:
+            session.reserve(session_ask(configs))
+        except NoMemory as e:
+            errors.append(str(e))
+            session.pause()
+            return session
     steps = {r.label: r.step_count for r in session.runs}
     restarted = session.reconfigure(configs, labels)
     kept = [f"{r.label} keeps its {r.step_count} steps" for r in session.runs if r.label not in restarted]

@@ -586,6 +586,22 @@ def test_a_link_asking_more_memory_than_a_session_has_cannot_start(monkeypatch):
     assert not at.error and not at.button(key="start").disabled
 
 
+def test_a_page_the_servers_memory_cannot_hold_now_says_why_and_cannot_start(monkeypatch):
+    # Before: the pool hosted every page's session, paused ones with their models, without a bound (issue 46).
+    from lab.dashboard import pool as pool_module
+    from lab.dashboard.settings import Settings, session_ask, to_configs
+
+    ask = session_ask(to_configs(Settings(classes=6, batch_size=8, m=2)))
+    full = pool_module.Pool(1, 1, memory=3 * ask)
+    full.reserve("another page", 2 * ask + 1)
+    monkeypatch.setattr(full, "start", lambda: full)  # no worker process: a session that reached one would fail
+    monkeypatch.setattr(pool_module, "server_pool", lambda: full)
+    at = app(**TINY)
+    said = [read(e.value) for e in at.error]
+    assert len(said) == 1 and "this server's memory is held by the runs of its other open pages" in said[0], said
+    assert at.button(key="start").disabled and "session" not in at.session_state and len(full.asks) == 1
+
+
 def test_link_notes_stay_until_dismissed():
     at = app(**TINY, loss="nope")
     click(at, "step")  # the first click does not hide them

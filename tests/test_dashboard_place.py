@@ -44,3 +44,43 @@ def test_the_estimate_is_the_places_end_among_the_running_sessions():
     outsider = session()
     outsider.host = first.host
     assert pool.place(outsider) is None  # not queued
+
+
+# ------------------------------------------------------------------ memory: what the pool's sessions hold
+def test_the_pool_holds_what_its_sessions_ask_and_refuses_beyond_its_memory():
+    """Places bounded only the sessions that train; a paused session keeps its models in its worker. Before,
+    nothing bounded what the hosted sessions held together (thirty paused convnext_base: about 61 GB)."""
+    from lab.dashboard.pool import NoMemory
+
+    gb = 10**9
+    pool = Pool(1, 1, memory=10 * gb)
+    pool.reserve("a", 6 * gb)
+    pool.reserve("b", 4 * gb)  # exactly the pool's memory
+    with pytest.raises(NoMemory, match=r"^this server's memory is held by the runs of its other open pages "
+                                       r"\(10\.00 of its 10\.00 GB\), and these settings ask for 0\.50 GB: "):
+        pool.reserve("c", gb // 2)
+    pool.reserve("a", 2 * gb)  # new settings: the session holds their ask instead of its old one
+    with pytest.raises(NoMemory, match=r"\(2\.00 of its 10\.00 GB\), and these settings ask for 9\.00 GB"):
+        pool.reserve("b", 9 * gb)  # refused: it keeps what it held
+    assert pool.asks == {"a": 2 * gb, "b": 4 * gb}
+    pool.reserve("c", 4 * gb)
+    assert sum(pool.asks.values()) == 10 * gb
+
+
+def test_a_closed_session_frees_its_memory():
+    pool = Pool(1, 1, memory=10)
+    sent = []
+    host = SimpleNamespace(running=[], queue=deque(), hosted={}, closing={}, send=lambda *m: sent.append(m))
+    closing = SimpleNamespace(sid="a", host=host, slot=0)
+    host.hosted["a"] = closing
+    pool.reserve("a", 7)
+    pool.detach(closing)
+    assert pool.asks == {} and sent == [("close", "a", 0)]
+    pool.reserve("b", 10)  # all of it again
+
+
+def test_a_pool_without_a_memory_bound_holds_any_ask():
+    pool = Pool(1, 1)
+    pool.reserve("a", 10**15)
+    pool.reserve("b", 10**15)
+    assert len(pool.asks) == 2

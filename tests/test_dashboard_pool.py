@@ -15,6 +15,7 @@ from lab.dashboard import Settings, TrainingSession, run_labels, to_configs
 from lab.dashboard import remote_session as remote_module
 from lab.dashboard.pool import Pool
 from lab.dashboard.remote_session import RemoteSession
+from lab.dashboard.settings import session_ask
 
 pytestmark = pytest.mark.slow
 TINY = Settings(classes=6, batch_size=8, m=2, steps=100_000, steps_per_tick=2, eval_every=4)
@@ -29,7 +30,8 @@ def pool():
 
 
 def session_of(pool, s: Settings = TINY) -> RemoteSession:
-    return RemoteSession(pool, to_configs(s), run_labels(s), s.steps, s.steps_per_tick, s.eval_every)
+    return RemoteSession(pool, to_configs(s), run_labels(s), s.steps, s.steps_per_tick, s.eval_every,
+                         session_ask(to_configs(s)))
 
 
 def losses(history) -> list[float]:
@@ -139,6 +141,35 @@ def test_a_full_worker_queues_the_next_start_and_says_where_it_waits():
         first.close()
         second.close()
         small.shutdown()
+
+
+def test_sessions_the_pools_memory_cannot_hold_are_refused_until_one_closes(pool):
+    """A paused session keeps its model in its worker: the pool counts what every hosted session asks, and a
+    session beyond its memory is refused before any worker hears of it (before: hosted without a bound)."""
+    from lab.dashboard.pool import NoMemory
+
+    ask, saved = session_ask(to_configs(TINY)), pool.memory
+    assert ask > 0
+    pool.memory = sum(pool.asks.values()) + 2 * ask  # room for two such sessions beside the others
+    first = second = None
+    try:
+        first, second = session_of(pool), session_of(pool)
+        hosted = len(first.host.hosted)
+        first.start()
+        assert first.wait(lambda v: v.step_count >= 1, WAIT)
+        first.pause()  # paused, it keeps its model: it still holds its memory
+        with pytest.raises(NoMemory, match="and these settings ask for"):
+            session_of(pool)
+        assert len(first.host.hosted) == hosted  # no worker heard of the refused one
+        first.close()
+        first = session_of(pool)  # the closed one's memory is free again
+        first.start()
+        assert first.wait(lambda v: v.step_count >= 1, WAIT), first.view
+    finally:
+        pool.memory = saved
+        for s in (first, second):
+            if s is not None:
+                s.close()
 
 
 def test_the_workers_run_below_the_page_and_end_cleanly(pool):

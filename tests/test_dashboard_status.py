@@ -21,6 +21,9 @@ class SilentPool:
         self.gate = SimpleNamespace(allow=lambda: 0, stop=lambda: 0, clear=lambda: None, bump=lambda: 1)
         self.training: set[str] = set()
 
+    def reserve(self, sid: str, ask: int) -> None:  # memory without a bound
+        pass
+
     def attach(self, session):
         session.slot, session.eager = 0, False
         return self.host, self.gate

@@ -17,16 +17,17 @@ from .urlstate import from_query, to_query
 
 
 
-def new_session(configs, labels, target_steps: int, steps_per_tick: int, eval_every: int):
-    """A page's session: trained by the server's worker processes (:mod:`lab.dashboard.pool`), or in a
-    thread of this process when there are none (``RANKLAB_WORKERS=0``)."""
+def new_session(configs, labels, target_steps: int, steps_per_tick: int, eval_every: int, ask: int = 0):
+    """A page's session: trained by the server's worker processes (:mod:`lab.dashboard.pool`), holding
+    ``ask`` bytes of their memory (``pool.NoMemory`` when they cannot now), or in a thread of this process
+    when there are none (``RANKLAB_WORKERS=0``)."""
     from .pool import server_pool
     from .remote_session import RemoteSession
 
     pool = server_pool()
     if pool is None:
         return TrainingSession(configs, labels, target_steps, steps_per_tick, eval_every)
-    return RemoteSession(pool.start(), configs, labels, target_steps, steps_per_tick, eval_every)
+    return RemoteSession(pool.start(), configs, labels, target_steps, steps_per_tick, eval_every, ask)
 
 
 __all__ = ["new_session", "Settings", "validate", "escape_markdown", "to_configs", "run_labels", "loss_sliders",

@@ -11,6 +11,12 @@ the place for the next in the queue.
 Sessions are placed on the worker that hosts the fewest when they are created and stay there: their
 models live in the worker, and a page reads what the worker publishes (:mod:`lab.dashboard.remote_session`).
 
+Memory: a session holds what its runs ask (the trainer's estimate, :func:`lab.dashboard.settings.session_ask`)
+from the moment it is made until it closes, paused or not (a paused run keeps its model and Adam's state in
+its worker): a session the pool's memory cannot hold now is refused in one line (:class:`NoMemory`), and the
+page says why. Places alone bounded only the sessions that train: thirty students who each trained
+convnext_base and paused would have held about 61 GB.
+
 Sizes: ``RANKLAB_WORKERS`` (default: the machine's cores; ``make app WORKERS=3``; 0 trains in the
 page's process, in threads, as before) and ``RANKLAB_RUNS_PER_WORKER`` (default 3), read by
 :func:`lab.core.env.dashboard_workers` and :func:`lab.core.env.runs_per_worker`.
@@ -123,15 +129,21 @@ def _main_module_hidden() -> Iterator[None]:
             sys.modules["__main__"] = main
 
 
+class NoMemory(ValueError):
+    """A session the pool's memory cannot hold now: one line for the page."""
+
+
 class Pool:
-    """``workers`` worker processes, each training up to ``runs_per_worker`` sessions at once."""
+    """``workers`` worker processes, each training up to ``runs_per_worker`` sessions at once, whose sessions
+    hold at most ``memory`` bytes in all (None: no bound)."""
 
     def __init__(self, workers: int, runs_per_worker: int, nice: int = WORKER_NICE, threads: int = 1,
-                 warm: Any = None) -> None:
+                 warm: Any = None, memory: Optional[int] = None) -> None:
         if workers < 1 or runs_per_worker < 1:
             raise ValueError(f"a pool needs workers >= 1 and runs_per_worker >= 1, got {workers} and {runs_per_worker}")
         self.size, self.runs_per_worker = workers, runs_per_worker
-        self.nice, self.threads, self.warm = nice, threads, warm
+        self.nice, self.threads, self.warm, self.memory = nice, threads, warm, memory
+        self.asks: dict[str, int] = {}  # session id -> the bytes it holds (reserve)
         self.lock = threading.RLock()
         self.workers: list[WorkerProcess] = []
         self.closed = False
@@ -169,10 +181,23 @@ class Pool:
             session.eager = len(w.hosted) <= self.runs_per_worker  # its model built before its Start (host.py)
         return w, gate
 
+    def reserve(self, sid: str, ask: int) -> None:
+        """Hold ``ask`` bytes of the pool's memory for session ``sid`` (instead of what it held), or raise
+        :class:`NoMemory` and hold what it held."""
+        with self.lock:
+            held = sum(n for other, n in self.asks.items() if other != sid)
+            if self.memory is not None and held + ask > self.memory:
+                raise NoMemory(f"this server's memory is held by the runs of its other open pages ({held / 1e9:.2f} "
+                               f"of its {self.memory / 1e9:.2f} GB), and these settings ask for {ask / 1e9:.2f} GB: "
+                               "choose a smaller model or batch, or wait until pages close")
+            self.asks[sid] = ask
+
     def detach(self, session: Any) -> None:
-        """``session`` is dropped: out of its worker (its slot free once the worker has closed it)."""
+        """``session`` is dropped: out of its worker (its slot free once the worker has closed it), its memory
+        free."""
         w = session.host
         with self.lock:
+            self.asks.pop(session.sid, None)
             self._leave(session)
             if w.hosted.pop(session.sid, None) is not None:
                 w.closing[session.sid] = session.slot
@@ -251,6 +276,7 @@ def server_pool() -> Optional[Pool]:
     """The process's pool, sized from the environment (None: ``RANKLAB_WORKERS=0``, train in threads)."""
     global _POOL
     from ..core.env import dashboard_threads, dashboard_workers, runs_per_worker, worker_nice
+    from .served import session_memory, training_places
 
     workers = dashboard_workers()
     if workers == 0:
@@ -259,7 +285,11 @@ def server_pool() -> Optional[Pool]:
         if _POOL is None or _POOL.closed:
             from .settings import Settings, to_configs
 
+            try:
+                memory = session_memory()[0] * training_places()
+            except ValueError:  # the operator's malformed value: every page's settings errors say so
+                memory = 0
             _POOL = Pool(workers, runs_per_worker(), nice=worker_nice(WORKER_NICE), threads=dashboard_threads(),
-                         warm=to_configs(Settings())[0])
+                         warm=to_configs(Settings())[0], memory=memory)
             atexit.register(_POOL.shutdown)  # after Streamlit stops: the workers end before the interpreter
         return _POOL

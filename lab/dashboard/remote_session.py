@@ -67,9 +67,12 @@ class RemoteSession:
     """Start / Pause / Step / Reset over one or two runs trained by a worker process of ``pool``."""
 
     def __init__(self, pool: Any, configs: Sequence[TrainConfig], labels: Sequence[str], target_steps: int,
-                 steps_per_tick: int, eval_every: int) -> None:
+                 steps_per_tick: int, eval_every: int, ask: int = 0) -> None:
+        """``ask``: the bytes its runs will hold, reserved in the pool before anything else (``pool.NoMemory``
+        when the pool cannot hold them now: no worker then hears of it)."""
         self.sid = secrets.token_hex(8)
         self.pool = pool
+        pool.reserve(self.sid, ask)
         self.runs = [RemoteRun(label, c) for label, c in zip(labels, configs)]
         self.target_steps, self.steps_per_tick, self.eval_every = target_steps, steps_per_tick, eval_every
         self.running = False
@@ -248,6 +251,11 @@ class RemoteSession:
             self.busy, self._busy_until = "building the model", self._send("build")
             self._publish()
             return False
+
+    def reserve(self, ask: int) -> None:
+        """Hold ``ask`` bytes of the pool's memory instead of what it held (before :meth:`reconfigure` to new
+        settings), or raise ``pool.NoMemory`` and keep what it held."""
+        self.pool.reserve(self.sid, ask)
 
     def reconfigure(self, configs: Sequence[TrainConfig], labels: Sequence[str]) -> list[str]:
         with self.lock:

@@ -218,6 +218,13 @@ def _memory_errors(s: Settings) -> list[str]:
             f"batch" + (", or one run instead of two" if runs > 1 else "")]
 
 
+def session_ask(configs: list[TrainConfig]) -> int:
+    """The bytes a session of these runs holds in its worker, the trainer's estimate of each (what
+    :class:`lab.dashboard.pool.Pool` reserves for it)."""
+    return sum(_run_ask(c.model, 1 if c.dataset in EMBEDDED else 3, c.image_size, c.batch_size, c.m).nbytes
+               for c in configs)
+
+
 @dataclass(frozen=True)
 class _Ask:
     nbytes: int
