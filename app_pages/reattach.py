@@ -46,6 +46,11 @@ def keep(session: TrainingSession) -> None:
     REGISTRY.put(st.session_state["sid"], session, _owner())
 
 
+def drop_closed() -> int:
+    """Drop the runs kept for the reload of pages that are closed (the server's memory is wanted by an open page)."""
+    return REGISTRY.drop_closed()
+
+
 def seen() -> None:
     """The page shows its session now (idle sessions of closed pages are dropped first)."""
     REGISTRY.seen(st.session_state.get("sid", ""))

@@ -3,7 +3,7 @@ Pause / Step / Reset buttons, and keeping the session and the URL in step with t
 from __future__ import annotations
 
 import copy
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import streamlit as st
 
@@ -126,7 +126,8 @@ def settings_panel() -> Settings:
 def sync_session(settings: Settings, errors: list[str]) -> Optional[TrainingSession]:
     """The page's session, training these settings: a run whose configuration did not change
     keeps its model and steps (a new loss B restarts run B only). When the server's memory cannot hold
-    the session now (``pool.NoMemory``), the reason joins ``errors`` and nothing trains."""
+    the session now (``pool.NoMemory``, after the runs kept for closed pages' reloads are dropped), the
+    reason joins ``errors`` and nothing trains."""
     session: Optional[TrainingSession] = st.session_state.get("session")
     if errors:
         if session is not None:
@@ -134,25 +135,19 @@ def sync_session(settings: Settings, errors: list[str]) -> Optional[TrainingSess
         return session
     configs, labels = configs_of(settings), run_labels(settings)
     if session is None:
-        try:
-            session = new_session(configs, labels, settings.steps, settings.steps_per_tick, settings.eval_every,
-                                  session_ask(configs))
-        except NoMemory as e:
-            errors.append(str(e))
-            return None
-        st.session_state["session"] = session
-        reattach.keep(session)
-        return session
+        made = _in_memory(errors, lambda: new_session(configs, labels, settings.steps, settings.steps_per_tick,
+                                                      settings.eval_every, session_ask(configs)))
+        if made is not None:
+            st.session_state["session"] = made
+            reattach.keep(made)
+        return made
     session.set_schedule(settings.steps, settings.steps_per_tick, settings.eval_every)
     if session.matches(configs, labels):
         return session  # the common case, every click and tick: without waiting for the training's lock
-    if hasattr(session, "reserve"):  # trained by the server's workers: their memory first
-        try:
-            session.reserve(session_ask(configs))
-        except NoMemory as e:
-            errors.append(str(e))
-            session.pause()
-            return session
+    reserve = getattr(session, "reserve", None)  # trained by the server's workers: their memory first
+    if reserve is not None and _in_memory(errors, lambda: reserve(session_ask(configs)) or True) is None:
+        session.pause()  # it keeps its runs, and trains nothing of the new settings
+        return session
     steps = {r.label: r.step_count for r in session.runs}
     restarted = session.reconfigure(configs, labels)
     kept = [f"{r.label} keeps its {r.step_count} steps" for r in session.runs if r.label not in restarted]
@@ -160,6 +155,19 @@ def sync_session(settings: Settings, errors: list[str]) -> Optional[TrainingSess
         st.toast(f"Settings changed: {' and '.join(restarted)} starts from step 0"
                  + (f"; {', '.join(kept)}" if kept else ""))
     return session
+
+
+def _in_memory(errors: list[str], make: Callable[[], Any]) -> Any:
+    """``make()``, once more after dropping the runs kept for closed pages when the server's memory cannot hold
+    it; None, and the reason in ``errors``, when it still cannot."""
+    for last in (False, True):
+        try:
+            return make()
+        except NoMemory as e:
+            if last or not reattach.drop_closed():
+                errors.append(str(e))
+                return None
+    raise AssertionError("unreachable")
 
 
 def configs_of(settings: Settings) -> list:

@@ -602,6 +602,37 @@ def test_a_page_the_servers_memory_cannot_hold_now_says_why_and_cannot_start(mon
     assert at.button(key="start").disabled and "session" not in at.session_state and len(full.asks) == 1
 
 
+def test_a_page_the_memory_cannot_hold_drops_the_runs_kept_for_closed_pages_first(monkeypatch):
+    """A closed page's run is kept for a reload (session_registry); a page that needs its memory comes first."""
+    from types import SimpleNamespace
+
+    import app_pages.sidebar as sidebar
+    from lab.dashboard import pool as pool_module
+    from lab.dashboard.settings import Settings, session_ask, to_configs
+
+    ask = session_ask(to_configs(Settings(classes=6, batch_size=8, m=2)))
+    full = pool_module.Pool(1, 1, memory=2 * ask)
+    made = sidebar.new_session
+
+    pages: list[str] = []
+
+    def reserved(*args):  # the pool's reservation, then a session trained in this process
+        full.reserve(f"page {len(pages)}", args[-1])
+        pages.append(f"page {len(pages)}")
+        return made(*args)
+
+    monkeypatch.setattr(sidebar, "new_session", reserved)
+    closed = SimpleNamespace(close=lambda: full.asks.pop("closed page's"), worker=None)
+    full.reserve("closed page's", 2 * ask)
+    monkeypatch.setattr(REGISTRY, "page_open", lambda owner: owner != "a page that is gone")
+    REGISTRY.put("old", closed, "a page that is gone")
+    at = app(**TINY)
+    assert not at.error, [read(e.value) for e in at.error]
+    assert full.asks == {"page 0": ask} and "old" not in REGISTRY.entries
+    full.reserve("another page's", ask)  # full again, and nothing kept to drop: the page says why
+    assert "this server's memory is held by" in read(app(**TINY).error[0].value)
+
+
 def test_link_notes_stay_until_dismissed():
     at = app(**TINY, loss="nope")
     click(at, "step")  # the first click does not hide them

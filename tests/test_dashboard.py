@@ -596,6 +596,17 @@ def test_the_registry_keeps_few_closed_sessions_and_pauses_the_ones_it_drops():
     assert idle.entries == {} and not s.running
 
 
+def test_drop_closed_drops_the_runs_of_pages_not_connected_and_keeps_the_others():
+    connected = {"open"}
+    registry = Registry(page_open=connected.__contains__)
+    kept, closed = session_for(tiny()), session_for(tiny())
+    closed.running = True
+    registry.put("a", kept, "open")
+    registry.put("b", closed, "gone")
+    assert registry.drop_closed() == 1 and set(registry.entries) == {"a"} and not closed.running
+    assert registry.drop_closed() == 0
+
+
 def test_a_dropped_session_stops_at_a_step_and_its_thread_is_joined():
     registry = Registry(max_closed=0)  # nobody connected and none kept: dropped as soon as it is put
     session = session_for(tiny(steps=100_000), background=True)

@@ -284,10 +284,3 @@ def test_the_changelog_states_the_ask_it_names():
     assert f"ask for about {12 * one / 1e9:.0f} GB" in said
     assert f"thirty students who trained convnext_base and paused held about {30 * one / 1e9:.0f} GB" in said
 
-
-def test_teaching_states_how_long_a_closed_pages_run_holds_memory():
-    from lab.dashboard.session_registry import IDLE_SECONDS, MAX_CLOSED
-
-    said = " ".join((ROOT / "docs" / "teaching.md").read_text().split())
-    hours = {3600.0: "an hour"}[IDLE_SECONDS]  # another value: the page's wording changes with it
-    assert f"the runs of the {MAX_CLOSED} pages closed last, for {hours} at most" in said

@@ -16,7 +16,8 @@ The page's URL keeps a short random ``sid``; this process-wide registry maps it 
 Memory: sessions of connected pages live anyway (their ``st.session_state`` holds them); of the
 others, the registry keeps the ``max_closed`` most recently seen, none idle for longer than
 ``idle_seconds``; a dropped session is closed (paused, its thread joined), outside the registry's
-lock so that no page load waits for it.
+lock so that no page load waits for it. When the server's memory cannot hold a connected page's session,
+the sessions of the pages that are not connected are dropped first (:meth:`Registry.drop_closed`).
 """
 from __future__ import annotations
 
@@ -95,6 +96,14 @@ class Registry:
     def owner_open(self, sid: str) -> bool:
         entry = self.entries.get(sid)
         return entry is not None and self._open(entry)
+
+    def drop_closed(self) -> int:
+        """Close and drop the sessions of every page that is not connected (kept for a reload): what a page
+        that the server's memory cannot hold now does before it gives up. How many were dropped."""
+        with self.lock:
+            dropped = [self.entries.pop(sid).session for sid, e in list(self.entries.items()) if not self._open(e)]
+        _close(dropped)
+        return len(dropped)
 
     def clear(self) -> None:
         """Close and drop every session (tests; a server shutting down)."""
