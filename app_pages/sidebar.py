@@ -10,7 +10,7 @@ import streamlit as st
 from lab.dashboard import (Settings, TrainingSession, from_query, loss_sliders, new_session, run_labels, to_configs,
                            to_query)
 from lab.core.env import app_max_params
-from lab.dashboard.pool import NoMemory
+from lab.dashboard.pool import Refused
 from lab.dashboard.served import millions, offered
 from lab.dashboard.settings import BOUNDS, LR_SLIDER, MODEL_EXAMPLES, session_ask
 from lab.dashboard.urlstate import SID
@@ -125,9 +125,9 @@ def settings_panel() -> Settings:
 
 def sync_session(settings: Settings, errors: list[str]) -> Optional[TrainingSession]:
     """The page's session, training these settings: a run whose configuration did not change
-    keeps its model and steps (a new loss B restarts run B only). When the server's memory cannot hold
-    the session now (``pool.NoMemory``, after the runs kept for closed pages' reloads are dropped), the
-    reason joins ``errors`` and nothing trains."""
+    keeps its model and steps (a new loss B restarts run B only). When the server cannot take the
+    session now (``pool.Refused``: its memory, or its workers' room for pages, even after the runs kept
+    for closed pages' reloads are dropped), the reason joins ``errors`` and nothing trains."""
     session: Optional[TrainingSession] = st.session_state.get("session")
     if errors:
         if session is not None:
@@ -163,7 +163,7 @@ def _in_memory(errors: list[str], make: Callable[[], Any]) -> Any:
     for last in (False, True):
         try:
             return make()
-        except NoMemory as e:
+        except Refused as e:  # no memory, or no worker with room for another page: closed pages' runs go first
             if last or not reattach.drop_closed():
                 errors.append(str(e))
                 return None

@@ -84,3 +84,19 @@ def test_a_pool_without_a_memory_bound_holds_any_ask():
     pool.reserve("a", 10**15)
     pool.reserve("b", 10**15)
     assert len(pool.asks) == 2
+
+
+def test_a_page_no_worker_has_room_for_is_refused_in_one_line_and_holds_nothing():
+    """Before: a RuntimeError (a traceback on the page), and with the memory reserved first it would have kept
+    its reservation for ever."""
+    from lab.dashboard import Settings, run_labels, to_configs
+    from lab.dashboard.pool import Refused
+    from lab.dashboard.remote_session import RemoteSession
+
+    pool = Pool(1, 1, memory=10**12)
+    pool.start = lambda: pool
+    pool.workers = [SimpleNamespace(dead=None, free=[], hosted={}, index=0)]  # every slot hosted
+    s = Settings()
+    with pytest.raises(Refused, match=r"^every training process of this server hosts as many pages as it can"):
+        RemoteSession(pool, to_configs(s), run_labels(s), s.steps, s.steps_per_tick, s.eval_every, ask=5)
+    assert pool.asks == {}

@@ -13,9 +13,9 @@ models live in the worker, and a page reads what the worker publishes (:mod:`lab
 
 Memory: a session holds what its runs ask (the trainer's estimate, :func:`lab.dashboard.settings.session_ask`)
 from the moment it is made until it closes, paused or not (a paused run keeps its model and Adam's state in
-its worker): a session the pool's memory cannot hold now is refused in one line (:class:`NoMemory`), and the
-page says why. Places alone bounded only the sessions that train: thirty students who each trained
-convnext_base and paused would have held about 61 GB.
+its worker): a session the pool's memory cannot hold now is refused in one line (:class:`NoMemory`, a
+:class:`Refused`, as a session no worker has room for), and the page says why. Places alone bounded only the
+sessions that train: thirty students who each trained convnext_base and paused would have held about 61 GB.
 
 Sizes: ``RANKLAB_WORKERS`` (default: the machine's cores; ``make app WORKERS=3``; 0 trains in the
 page's process, in threads, as before) and ``RANKLAB_RUNS_PER_WORKER`` (default 3), read by
@@ -129,8 +129,12 @@ def _main_module_hidden() -> Iterator[None]:
             sys.modules["__main__"] = main
 
 
-class NoMemory(ValueError):
-    """A session the pool's memory cannot hold now: one line for the page."""
+class Refused(ValueError):
+    """A session this server cannot take now: one line for the page."""
+
+
+class NoMemory(Refused):
+    """A session the pool's memory cannot hold now."""
 
 
 class Pool:
@@ -171,7 +175,8 @@ class Pool:
                     self.workers[i] = WorkerProcess(self, i)
             alive = [w for w in self.workers if w.dead is None and w.free]
             if not alive:
-                raise RuntimeError("every training process of this server is full or stopped: try again later")
+                raise Refused("every training process of this server hosts as many pages as it can, or has stopped: "
+                              "try again when pages close")
             w = min(alive, key=lambda w: (len(w.hosted), w.index))
             slot = w.free.pop()
             gate = w.gates.gate(slot)
@@ -192,12 +197,17 @@ class Pool:
                                "choose a smaller model or batch, or wait until pages close")
             self.asks[sid] = ask
 
+    def unreserve(self, sid: str) -> None:
+        """Session ``sid`` holds nothing any more (it closed, or was never hosted)."""
+        with self.lock:
+            self.asks.pop(sid, None)
+
     def detach(self, session: Any) -> None:
         """``session`` is dropped: out of its worker (its slot free once the worker has closed it), its memory
         free."""
         w = session.host
+        self.unreserve(session.sid)
         with self.lock:
-            self.asks.pop(session.sid, None)
             self._leave(session)
             if w.hosted.pop(session.sid, None) is not None:
                 w.closing[session.sid] = session.slot

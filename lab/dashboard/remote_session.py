@@ -69,7 +69,8 @@ class RemoteSession:
     def __init__(self, pool: Any, configs: Sequence[TrainConfig], labels: Sequence[str], target_steps: int,
                  steps_per_tick: int, eval_every: int, ask: int = 0) -> None:
         """``ask``: the bytes its runs will hold, reserved in the pool before anything else (``pool.NoMemory``
-        when the pool cannot hold them now: no worker then hears of it)."""
+        when the pool cannot hold them now: no worker then hears of it; ``pool.Refused`` when no worker has
+        room for another page)."""
         self.sid = secrets.token_hex(8)
         self.pool = pool
         pool.reserve(self.sid, ask)
@@ -92,7 +93,11 @@ class RemoteSession:
         self.watch = self.worker = Watch()  # the registry sets worker.page_open, as for a local session
         self.lock = threading.RLock()
         self._changed = threading.Condition(self.lock)
-        self.host, self.gate = pool.attach(self)
+        try:
+            self.host, self.gate = pool.attach(self)
+        except BaseException:
+            pool.unreserve(self.sid)  # never hosted: it holds nothing
+            raise
         self._send("create", list(configs), list(labels), target_steps, steps_per_tick, eval_every, self.slot,
                    self.eager)
         self._publish()
