@@ -37,8 +37,8 @@ endif
 ifdef MAX_PARAMS
 export RANKLAB_APP_MAX_PARAMS := $(MAX_PARAMS)
 endif
-# The memory one session's runs may ask for: `make app SESSION_MEMORY=3GB` (default: the memory available at
-# the start over the sessions that train at once, WORKERS x RUNS_PER_WORKER).
+# The memory one page's runs may ask for: `make app SESSION_MEMORY=3GB` (default: no cap of a page's own). The open
+# pages together hold at most the memory available at the start, and no more than the cap x WORKERS x RUNS_PER_WORKER.
 ifdef SESSION_MEMORY
 export RANKLAB_APP_SESSION_MEMORY := $(SESSION_MEMORY)
 endif

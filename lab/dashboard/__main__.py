@@ -4,7 +4,7 @@ from __future__ import annotations
 import sys
 
 from ..core.env import app_max_params, worker_nice
-from .served import millions, offered, session_memory
+from .served import millions, offered, pool_memory, session_memory
 
 
 def main() -> int:
@@ -18,13 +18,14 @@ def main() -> int:
         limit = app_max_params()
         data = offered()
         _, share, why = session_memory()  # this process's view of the memory: the server's, a moment later
+        together = pool_memory()
     except ValueError as e:
         print(f"make app: {e}", file=sys.stderr)
         return 2
     print("the dashboard offers: " + "; ".join(
         f"{name} ({', '.join(folders)})" if any(folders) else name for name, folders in data.items())
-        + f"; models of at most {millions(limit)} parameters; each session's runs at most {share} of memory "
-        f"({why})")
+        + f"; models of at most {millions(limit)} parameters; the open pages' runs at most {together / 1e9:.2f} GB "
+        f"of memory together, each page's at most {share} ({why})")
     return 0
 
 

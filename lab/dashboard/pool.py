@@ -286,7 +286,7 @@ def server_pool() -> Optional[Pool]:
     """The process's pool, sized from the environment (None: ``RANKLAB_WORKERS=0``, train in threads)."""
     global _POOL
     from ..core.env import dashboard_threads, dashboard_workers, runs_per_worker, worker_nice
-    from .served import session_memory, training_places
+    from .served import pool_memory
 
     workers = dashboard_workers()
     if workers == 0:
@@ -296,7 +296,7 @@ def server_pool() -> Optional[Pool]:
             from .settings import Settings, to_configs
 
             try:
-                memory = session_memory()[0] * training_places()
+                memory = pool_memory()
             except ValueError:  # the operator's malformed value: every page's settings errors say so
                 memory = 0
             _POOL = Pool(workers, runs_per_worker(), nice=worker_nice(WORKER_NICE), threads=dashboard_threads(),

@@ -18,14 +18,16 @@ A page may name any timm model, and a link too. The server builds none with more
 weights with Adam's state fill the machine's memory do not), counted on the meta device before anything
 is built, e.g. ``make app MAX_PARAMS=25M``.
 
-Nor does it start a session whose runs ask for more than a session's share of its memory: the host memory
-available when the server started, divided among the sessions that train at once (its workers times the
-runs each trains), or ``RANKLAB_APP_SESSION_MEMORY`` (``make app SESSION_MEMORY=3GB``). Six compare sessions
-of convnext_base ask for 24 GB, all of a 24 GB machine, and each alone fits: the trainer's own check, which
-looks at what is free when a run starts, would let all six start. A session's ask is the trainer's estimate
-(:func:`lab.train.footprint.needs`: weights, gradients and Adam's moments, a batch and its activations),
-computed from the settings on the meta device before anything is built (0.4-1.8 s the first time a page names a
-timm model, then cached).
+Nor does it start more than its memory holds. A session's ask is the trainer's estimate
+(:func:`lab.train.footprint.needs`: weights, gradients and Adam's moments, a batch and its activations), computed
+from the settings on the meta device before anything is built (0.4-1.8 s the first time a page names a timm
+model, then cached). The open pages' sessions hold their asks together, paused ones included (a paused run
+keeps its model), within the host memory available when the server started (:func:`pool_memory`,
+:class:`lab.dashboard.pool.Pool`): six compare sessions of convnext_base ask for 24 GB, all of a 24 GB
+machine, and each alone fits, so the trainer's own check (what is free when a run starts) let all six start.
+For a class, the operator also caps each session, ``RANKLAB_APP_SESSION_MEMORY`` (``make app
+SESSION_MEMORY=3GB``): no page then takes more than its share, and the pages together hold at most the share
+times the sessions that train at once (:func:`training_places`).
 """
 from __future__ import annotations
 
@@ -40,7 +42,7 @@ from ..core.env import (APP_DATA_ENV as DATA_ENV, APP_MAX_PARAMS_ENV, APP_SESSIO
                         app_max_params, app_session_memory_text, dashboard_workers, runs_per_worker)
 from ..data import EMBEDDED
 from ..models import parameter_count
-from ..train.footprint import available_bytes, human
+from ..train.footprint import available_bytes
 DISK = ("cub", "sop", "inaturalist", "folder")
 
 
@@ -115,15 +117,15 @@ def memory_at_start() -> int:
 
 def training_places() -> int:
     """The sessions this server trains at once: its workers times the runs each trains (1 with
-    ``RANKLAB_WORKERS=0``, whose threads have no cap: one session may then ask for all of it)."""
+    ``RANKLAB_WORKERS=0``, whose threads have no cap)."""
     workers = dashboard_workers()
     return workers * runs_per_worker() if workers else 1
 
 
 def session_memory() -> tuple[int, str, str]:
     """(the bytes one session's runs may ask for, that amount and why, as a page and ``make app`` word them:
-    "4.05 GB", "the 24.3 GB it had when it started over its 6 training places; ..."). A malformed
-    ``RANKLAB_APP_SESSION_MEMORY`` is a ValueError naming it."""
+    "3GB", "its operator sets ..."): the operator's cap, else all the memory the server had when it started.
+    A malformed ``RANKLAB_APP_SESSION_MEMORY`` is a ValueError naming it."""
     text = app_session_memory_text()
     if text is not None:  # in the operator's words: parse_budget's GB is 2**30 bytes
         try:
@@ -131,7 +133,15 @@ def session_memory() -> tuple[int, str, str]:
         except ValueError as e:
             raise ValueError(f"{APP_SESSION_MEMORY_ENV}={text!r}: {e}") from None
         return share, text, f"its operator sets {APP_SESSION_MEMORY_ENV}"
-    places, total = training_places(), memory_at_start()
-    return total // places, f"{total // places / 1e9:.2f} GB", (
-        f"the {human(total)} it had when it started over its {places} training places; its operator sets "
-        f"{APP_SESSION_MEMORY_ENV}")
+    total = memory_at_start()
+    return total, f"{total / 1e9:.2f} GB", (f"all the memory it had when it started; its operator can set "
+                                            f"{APP_SESSION_MEMORY_ENV} to share it")
+
+
+def pool_memory() -> int:
+    """What the open pages' sessions may hold together: the memory available when the server started, and no
+    more than the operator's cap of a session times the sessions that train at once."""
+    total = memory_at_start()
+    if app_session_memory_text() is None:
+        return total
+    return min(total, session_memory()[0] * training_places())
