@@ -100,3 +100,28 @@ def test_a_page_no_worker_has_room_for_is_refused_in_one_line_and_holds_nothing(
     with pytest.raises(Refused, match=r"^every training process of this server hosts as many pages as it can"):
         RemoteSession(pool, to_configs(s), run_labels(s), s.steps, s.steps_per_tick, s.eval_every, ask=5)
     assert pool.asks == {}
+
+
+def test_once_every_worker_is_ready_the_memory_is_measured_again_without_theirs():
+    """The memory at the first page was read while the workers were starting; each then holds ~0.75 GB of its
+    own (torch, the default data), which the sessions cannot have. Before: never read again."""
+    import threading
+
+    gb = 10**9
+    pool = Pool(2, 1, memory=20 * gb, available=lambda: 17 * gb)
+    pool.workers = [SimpleNamespace(ready=threading.Event()) for _ in range(2)]
+    pool.reserve("a", 2 * gb)
+    pool.workers[0].ready.set()
+    pool.worker_ready()
+    assert pool.memory == 20 * gb  # not every worker is ready yet
+    pool.workers[1].ready.set()
+    pool.worker_ready()
+    assert pool.memory == 19 * gb  # what is available now and what the sessions hold
+    pool.available = lambda: 30 * gb
+    pool.worker_ready()  # once: a worker started again later does not move it
+    assert pool.memory == 19 * gb
+    unbounded = Pool(1, 1, available=lambda: 1)
+    unbounded.workers = [SimpleNamespace(ready=threading.Event())]
+    unbounded.workers[0].ready.set()
+    unbounded.worker_ready()
+    assert unbounded.memory is None

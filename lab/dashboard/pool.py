@@ -89,6 +89,7 @@ class WorkerProcess:
                 break
             if kind == host.READY:
                 self.ready.set()
+                self.pool.worker_ready()
             elif kind == "closed":
                 with self.pool.lock:
                     slot = self.closing.pop(sid, None)
@@ -142,12 +143,15 @@ class Pool:
     hold at most ``memory`` bytes in all (None: no bound)."""
 
     def __init__(self, workers: int, runs_per_worker: int, nice: int = WORKER_NICE, threads: int = 1,
-                 warm: Any = None, memory: Optional[int] = None) -> None:
+                 warm: Any = None, memory: Optional[int] = None, available: Optional[Any] = None) -> None:
+        """``available()``: the host's available memory, read again once every worker is ready (their own
+        memory, ~0.75 GB each with torch and the default data, then no longer counts as the sessions')."""
         if workers < 1 or runs_per_worker < 1:
             raise ValueError(f"a pool needs workers >= 1 and runs_per_worker >= 1, got {workers} and {runs_per_worker}")
         self.size, self.runs_per_worker = workers, runs_per_worker
         self.nice, self.threads, self.warm, self.memory = nice, threads, warm, memory
         self.asks: dict[str, int] = {}  # session id -> the bytes it holds (reserve)
+        self.available, self._measured = available, False
         self.lock = threading.RLock()
         self.workers: list[WorkerProcess] = []
         self.closed = False
@@ -196,6 +200,16 @@ class Pool:
                                f"of its {self.memory / 1e9:.2f} GB), and these settings ask for {ask / 1e9:.2f} GB: "
                                "choose a smaller model or batch, or wait until pages close")
             self.asks[sid] = ask
+
+    def worker_ready(self) -> None:
+        """A worker is ready; once all are (the first time), the memory the sessions may hold is at most what
+        the host has available now plus what they hold already."""
+        with self.lock:
+            if self._measured or self.memory is None or self.available is None or not self.workers \
+                    or not all(w.ready.is_set() for w in self.workers):
+                return
+            self._measured = True
+            self.memory = min(self.memory, self.available() + sum(self.asks.values()))
 
     def unreserve(self, sid: str) -> None:
         """Session ``sid`` holds nothing any more (it closed, or was never hosted)."""
@@ -286,6 +300,9 @@ def server_pool() -> Optional[Pool]:
     """The process's pool, sized from the environment (None: ``RANKLAB_WORKERS=0``, train in threads)."""
     global _POOL
     from ..core.env import dashboard_threads, dashboard_workers, runs_per_worker, worker_nice
+    import torch
+
+    from ..train.footprint import available_bytes
     from .served import pool_memory
 
     workers = dashboard_workers()
@@ -300,6 +317,7 @@ def server_pool() -> Optional[Pool]:
             except ValueError:  # the operator's malformed value: every page's settings errors say so
                 memory = 0
             _POOL = Pool(workers, runs_per_worker(), nice=worker_nice(WORKER_NICE), threads=dashboard_threads(),
-                         warm=to_configs(Settings())[0], memory=memory)
+                         warm=to_configs(Settings())[0], memory=memory,
+                         available=lambda: available_bytes(torch.device("cpu")))
             atexit.register(_POOL.shutdown)  # after Streamlit stops: the workers end before the interpreter
         return _POOL

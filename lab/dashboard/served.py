@@ -20,14 +20,14 @@ is built, e.g. ``make app MAX_PARAMS=25M``.
 
 Nor does it start more than its memory holds. A session's ask is the trainer's estimate
 (:func:`lab.train.footprint.needs`: weights, gradients and Adam's moments, a batch and its activations), computed
-from the settings on the meta device before anything is built (0.4-1.8 s the first time a page names a timm
-model, then cached). The open pages' sessions hold their asks together, paused ones included (a paused run
-keeps its model), within the host memory available when the server started (:func:`pool_memory`,
-:class:`lab.dashboard.pool.Pool`): six compare sessions of convnext_base ask for 24 GB, all of a 24 GB
-machine, and each alone fits, so the trainer's own check (what is free when a run starts) let all six start.
-For a class, the operator also caps each session, ``RANKLAB_APP_SESSION_MEMORY`` (``make app
-SESSION_MEMORY=3GB``): no page then takes more than its share, and the pages together hold at most the share
-times the sessions that train at once (:func:`training_places`).
+from the settings on the meta device before anything is built (0.4-1.8 s the first time a page names a timm model,
+then cached). The open pages' sessions hold their asks together, paused ones included (a paused run keeps its
+model), within the host memory available when the server started (:func:`pool_memory`; the pool reads it again once
+its workers are ready, :meth:`lab.dashboard.pool.Pool.worker_ready`): six compare sessions of convnext_base ask for
+24 GB, all of a 24 GB machine, and each alone fits, so the trainer's own check (what is free when a run starts) let
+all six start. For a class, the operator also caps each session, ``RANKLAB_APP_SESSION_MEMORY`` (``make app
+SESSION_MEMORY=3GB``): no page then takes more than its share, and the pages together hold at most the share times
+the sessions that train at once (:func:`training_places`).
 """
 from __future__ import annotations
 
