@@ -102,3 +102,20 @@ def test_a_model_built_before_start_is_still_new_on_the_page():
     session.start()
     session.pause()
     assert session.view.status == "paused"
+
+
+def test_a_reset_after_the_worker_died_with_no_room_left_is_an_error_on_the_page_not_a_traceback():
+    from lab.dashboard.pool import Refused
+
+    pool = SilentPool()
+    session = session_of(pool)
+    session.worker_lost("the training process stopped (exit code -9)")
+    pool.host.dead = "the training process stopped (exit code -9)"
+
+    def full(s):
+        raise Refused("every training process of this server hosts as many pages as it can, or has stopped")
+
+    pool.attach = full
+    session.reset()  # before: the Refused (then a RuntimeError) reached the button's callback
+    v = session.view
+    assert v.status == "error" and v.error.endswith("or has stopped: press Reset to try again") and not v.running

@@ -237,7 +237,12 @@ class RemoteSession:
         with self.lock:
             self.running = self.started = False
             if self.host.dead is not None:  # its worker stopped: a new one hosts it from step 0
-                self.host, self.gate = self.pool.attach(self)
+                try:
+                    self.host, self.gate = self.pool.attach(self)
+                except ValueError as e:  # pool.Refused: no worker has room for another page now
+                    self.error = f"{e}: press Reset to try again"
+                    self._publish()
+                    return
                 self._asked = 0
                 self._send("create", [r.config for r in self.runs], [r.label for r in self.runs], self.target_steps,
                            self.steps_per_tick, self.eval_every, self.slot, self.eager)
