@@ -203,7 +203,7 @@ def test_a_session_asking_more_than_its_share_is_refused_in_one_line(machine, mo
     errors = validate(two)
     assert len(errors) == 1 and "\n" not in errors[0], errors
     assert errors[0].startswith(f"these settings ask for at least {need / 1e9:.2f} GB of memory (each of the two "
-                                f"runs {need / 2e9:.2f} GB), of which the model's ")
+                                f"runs {need / 2e9:.2f} GB; the largest part: the model's ")
     assert errors[0].endswith(f"but this server gives a session {need - 1} (its operator sets "
                               "RANKLAB_APP_SESSION_MEMORY): choose a smaller model or batch, or one run instead of two")
 

@@ -212,10 +212,10 @@ def _memory_errors(s: Settings) -> list[str]:
     runs = 2 if s.compare else 1  # run B differs by its loss only, which the estimate leaves out
     if one.nbytes * runs <= share:
         return []
-    each = f" (each of the two runs {_gb(one.nbytes)})" if runs > 1 else ""
-    return [f"these settings ask for at least {_gb(one.nbytes * runs)} of memory{each}, of which {one.what} "
-            f"{human(one.biggest)}, but this server gives a session {amount} ({why}): choose a smaller model or "
-            f"batch" + (", or one run instead of two" if runs > 1 else "")]
+    each = f"each of the two runs {_gb(one.nbytes)}; " if runs > 1 else ""
+    return [f"these settings ask for at least {_gb(one.nbytes * runs)} of memory ({each}the largest part: "
+            f"{one.what}, {human(one.biggest)}), but this server gives a session {amount} ({why}): choose a smaller "
+            f"model or batch" + (", or one run instead of two" if runs > 1 else "")]
 
 
 def session_ask(configs: list[TrainConfig]) -> int:
