@@ -125,3 +125,29 @@ def test_once_every_worker_is_ready_the_memory_is_measured_again_without_theirs(
     unbounded.workers[0].ready.set()
     unbounded.worker_ready()
     assert unbounded.memory is None
+
+
+def test_pages_reserving_at_once_never_hold_more_than_the_memory():
+    """Six students' pages load together: each reservation sees the others' (one lock), so no two both fit the
+    last free bytes."""
+    import threading
+
+    from lab.dashboard.pool import NoMemory
+
+    pool = Pool(2, 3, memory=10)
+    won, barrier = [], threading.Barrier(40)
+
+    def page(i: int) -> None:
+        barrier.wait()
+        try:
+            pool.reserve(f"page {i}", 3)
+            won.append(i)
+        except NoMemory:
+            pass
+
+    threads = [threading.Thread(target=page, args=(i,)) for i in range(40)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(won) == 3 and sum(pool.asks.values()) == 9

@@ -32,7 +32,7 @@ import sys
 import threading
 import time
 import types
-from typing import Any, Iterator, Optional
+from typing import Any, Callable, Iterator, Optional
 
 from . import host
 from .gate import Gate, Gates
@@ -143,7 +143,8 @@ class Pool:
     hold at most ``memory`` bytes in all (None: no bound)."""
 
     def __init__(self, workers: int, runs_per_worker: int, nice: int = WORKER_NICE, threads: int = 1,
-                 warm: Any = None, memory: Optional[int] = None, available: Optional[Any] = None) -> None:
+                 warm: Any = None, memory: Optional[int] = None,
+                 available: Optional[Callable[[], int]] = None) -> None:
         """``available()``: the host's available memory, read again once every worker is ready (their own
         memory, ~0.75 GB each with torch and the default data, then no longer counts as the sessions')."""
         if workers < 1 or runs_per_worker < 1:
@@ -300,10 +301,7 @@ def server_pool() -> Optional[Pool]:
     """The process's pool, sized from the environment (None: ``RANKLAB_WORKERS=0``, train in threads)."""
     global _POOL
     from ..core.env import dashboard_threads, dashboard_workers, runs_per_worker, worker_nice
-    import torch
-
-    from ..train.footprint import available_bytes
-    from .served import pool_memory
+    from .served import available_memory, pool_memory
 
     workers = dashboard_workers()
     if workers == 0:
@@ -318,6 +316,6 @@ def server_pool() -> Optional[Pool]:
                 memory = 0
             _POOL = Pool(workers, runs_per_worker(), nice=worker_nice(WORKER_NICE), threads=dashboard_threads(),
                          warm=to_configs(Settings())[0], memory=memory,
-                         available=lambda: available_bytes(torch.device("cpu")))
+                         available=available_memory)
             atexit.register(_POOL.shutdown)  # after Streamlit stops: the workers end before the interpreter
         return _POOL

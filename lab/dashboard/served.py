@@ -109,10 +109,15 @@ def model_refusal(model: str) -> Optional[str]:
             f"{millions(limit)} (its operator sets {APP_MAX_PARAMS_ENV})")
 
 
+def available_memory() -> int:
+    """The host memory available now (:func:`lab.train.footprint.available_bytes`)."""
+    return available_bytes(torch.device("cpu"))
+
+
 @functools.lru_cache(maxsize=1)
 def memory_at_start() -> int:
     """The host memory available the first time this process asks: a server asks on its first page."""
-    return available_bytes(torch.device("cpu"))
+    return available_memory()
 
 
 def training_places() -> int:

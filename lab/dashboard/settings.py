@@ -208,7 +208,7 @@ def _memory_errors(s: Settings) -> list[str]:
         share, amount, why = session_memory()
     except ValueError as e:  # the operator's malformed value: no run starts, and the page says why
         return [str(e)]
-    one = _run_ask(s.model, 1 if s.dataset in EMBEDDED else 3, image_size(s), s.batch_size, s.m)
+    one = _run_ask(s.model, _channels(s.dataset), image_size(s), s.batch_size, s.m)
     runs = 2 if s.compare else 1  # run B differs by its loss only, which the estimate leaves out
     if one.nbytes * runs <= share:
         return []
@@ -221,8 +221,12 @@ def _memory_errors(s: Settings) -> list[str]:
 def session_ask(configs: list[TrainConfig]) -> int:
     """The bytes a session of these runs holds in its worker, the trainer's estimate of each (what
     :class:`lab.dashboard.pool.Pool` reserves for it)."""
-    return sum(_run_ask(c.model, 1 if c.dataset in EMBEDDED else 3, c.image_size, c.batch_size, c.m).nbytes
-               for c in configs)
+    return sum(_run_ask(c.model, _channels(c.dataset), c.image_size, c.batch_size, c.m).nbytes for c in configs)
+
+
+def _channels(dataset: str) -> int:
+    """The channels of a dataset's images as the trainer reads them: grey glyphs and digits, RGB from the disk."""
+    return 1 if dataset in EMBEDDED else 3
 
 
 @dataclass(frozen=True)
