@@ -27,26 +27,23 @@ from typing import Optional
 import streamlit as st
 
 from lab.dashboard import TrainingSession
-from lab.dashboard.view import View
+from lab.dashboard.view import View, before_curves, status_text
 from lab.experiments.cached import seed_spread
 from lab.viz.dashboard_figures import comparison_note, spread_note
 from lab.viz.svg_comparison import run_comparison_svg
 from lab.viz.svg_curves import training_curves_svg
-from lab.viz.training_curves import LATEST_STYLE, latest_numbers_html
+from lab.viz.training_curves import CURVES_TITLE, LATEST_STYLE, latest_numbers_html
 
 from . import analysis, reattach
 from .fragments import fragment_in_container
 from .widgets import CHART_SECONDS, paced_figure
 
 TICK_SECONDS = 1.0  # every fragment run costs Streamlit machinery too: numbers each second, charts less often
-STATUS = {"new": "press Start or Step to build the model and train", "running": "training",
-          "paused": "paused", "done": "finished", "error": "stopped by an error"}
 # Heights (px) that keep the curves, and in compare mode the comparison too, above the fold at 1280 x 720
 # (tests/test_app_browser.py measures it): 2 x 2 panels for one run; for two, a row of 4 over the comparison.
 CURVES = dict(rows=2, height=470)
 COMPARE_CURVES = dict(rows=1, height=255)
 COMPARE_HEIGHT = 215
-CURVES_TITLE = "Training curves (held-out: a fixed subset of test classes)"
 
 
 # Streamlit fades an element to 33 % opacity once a rerun has not re-sent it for 0.5 s. The timed
@@ -111,17 +108,7 @@ def _status(v: View, only_error: bool = False) -> None:
         st.error(f"{v.error}\n\nChange the settings (e.g. a lower learning rate) or press Reset.", icon="⚠️")
     if only_error:
         return
-    text = f"Step {v.step_count} / {v.target_steps} · {STATUS[v.status]}"
-    if v.queue:
-        text += f" · {v.queue}"
-    elif v.running and not v.has_model:
-        text += " · building the model"
-    elif v.busy:
-        text += f" · {v.busy}…"
-    ahead = max(r.step_count for r in v.runs)
-    if ahead > v.step_count:
-        behind = " and ".join(r.label for r in v.runs if r.step_count < ahead)
-        text += f" · {behind} catching up (the other run waits at step {ahead})"
+    text = status_text(v)
     # The latest held-out numbers, large, beside the progress: read from the back of a room (issue 46).
     progress, latest = st.columns([3, 2], vertical_alignment="center")
     progress.progress(v.progress, text=text)
@@ -138,13 +125,10 @@ def _training(v: View) -> None:
     (issue 36, D-8). The latest numbers are in the panel titles (the metrics row they replace took
     the height of the held-out panels); the step is in the progress text above."""
     # A worker builds the model before any Start; the untrained model's evaluation comes with the first step.
-    if not v.has_model or v.status == "new" or not any(r.history for r in v.runs):
-        if v.error:
-            return  # the progress above shows it
-        st.info(("Training the first step…" if v.has_model else "Building the model in a training process…")
-                if v.running or v.busy else
-                "Paused before the first step: press **Start** to go on." if v.status == "paused" else
-                "Nothing trained yet: press **Start** (continuous) or **Step** (one tick) in the sidebar.")
+    message = before_curves(v, where=" in the sidebar")
+    if message is not None:
+        if message:
+            st.info(message)
         return
     compare = len(v.runs) > 1
     version = tuple((r.label, len(r.history), r.step_count) for r in v.runs)

@@ -72,6 +72,7 @@ def step_axis(last: float, ticks: int = 6) -> dict[str, Any]:
     return dict(range=[-pad, top + pad], dtick=found, tick0=0, tickformat="d")
 
 
+CURVES_TITLE = "Training curves (held-out: a fixed subset of test classes)"
 LATEST_PX = 26  # the latest held-out numbers: read from the back of a room (issue 46: the panel titles' 13 px were not)
 
 
