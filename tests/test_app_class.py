@@ -21,12 +21,12 @@ STEPS = 100_000  # no run ends during the test
 
 # From the click (the document's capture phase: when the page receives it) to the progress text saying
 # "paused", watched by a MutationObserver (not animation frames: a page in the background gets few).
-WATCH_PAUSE = """timeoutMs => { window.__pause = new Promise(done => {
+WATCH_PAUSE_AT = """timeoutMs => { window.__pause = new Promise(done => {
   let clicked = null;
   document.addEventListener('click', () => { if (clicked === null) clicked = performance.now(); },
                             {capture: true, once: true});
   const check = () => {
-    const p = document.querySelector('[data-testid="stProgress"]');
+    const p = document.querySelector('%s');
     const text = p ? p.innerText : '';
     if (clicked !== null && text.includes('· paused')) {
       const m = text.match(/Step (\\d+) \\//);
@@ -37,7 +37,8 @@ WATCH_PAUSE = """timeoutMs => { window.__pause = new Promise(done => {
   const observer = new MutationObserver(check);
   observer.observe(document.body, {subtree: true, childList: true, characterData: true});
   const timer = setTimeout(() => { observer.disconnect(); done({ms: null}); }, timeoutMs);
-}); }"""
+}); }"""  # %s: the page's progress text
+WATCH_PAUSE = WATCH_PAUSE_AT % '[data-testid="stProgress"]'
 # The loss curve of the page's run as its chart draws it (lab.viz.svg_curves: each line's steps and values).
 LOSSES = """() => { const line = document.querySelector('.st-key-curves .rl-line[data-metric="loss"] polyline');
   if (!line) return null;
@@ -66,6 +67,23 @@ def alone(settings: Settings, steps: int) -> list[float]:
         torch.set_num_threads(threads)
 
 
+def assert_pauses_landed(seen: list[dict]) -> None:
+    """Every Pause (``WATCH_PAUSE_AT``'s answers) reached "paused" on its page within ``PAUSE_MS``."""
+    print("Pause, click to DOM (ms):", [None if s["ms"] is None else round(s["ms"]) for s in seen])
+    assert all(s["ms"] is not None for s in seen), seen
+    slow = [round(s["ms"]) for s in seen if s["ms"] > PAUSE_MS]
+    assert not slow, f"Pause took {slow} ms (bound {PAUSE_MS} ms); every Pause: {seen}"
+
+
+def assert_curve_is_alone(page, losses: str, settings: Settings, step: int, i: int) -> None:
+    """The page's loss curve (read by the script ``losses``) reaches ``step`` and is its run trained alone."""
+    page.wait_for_function(f"() => {{ const c = ({losses})(); return c && c.x.length === {step}; }}",
+                           timeout=120_000)  # the worker's last records reach the chart
+    curve = page.evaluate(losses)
+    assert curve["x"] == list(range(1, step + 1))
+    assert curve["y"] == alone(settings, step), f"page {i}: its curve is not its run alone"
+
+
 def test_three_pages_train_at_once_each_pause_lands_within_2_s_and_each_curve_is_its_run_alone():
     require_browser()
     with streamlit_process() as (url, _, log), chromium_page() as first:
@@ -85,17 +103,10 @@ def test_three_pages_train_at_once_each_pause_lands_within_2_s_and_each_curve_is
             page.evaluate(WATCH_PAUSE, 60_000)  # armed before the click
             sidebar_button(page, "Pause").click()
             seen.append(page.evaluate("() => window.__pause"))
-        print("Pause, click to DOM (ms):", [None if s["ms"] is None else round(s["ms"]) for s in seen])
-        assert all(s["ms"] is not None for s in seen), seen
-        slow = [round(s["ms"]) for s in seen if s["ms"] > PAUSE_MS]
-        assert not slow, f"Pause took {slow} ms (bound {PAUSE_MS} ms); every Pause: {seen}"
+        assert_pauses_landed(seen)
         for i, (page, s, paused) in enumerate(zip(pages, PAGES, seen)):
             assert shown_step(page) == paused["step"]  # the step a Pause shows is final
             wait_visible(page, page.get_by_text("· paused", exact=False), "the paused status")
-            page.wait_for_function(f"() => {{ const c = ({LOSSES})(); return c && c.x.length === {paused['step']}; }}",
-                                   timeout=120_000)  # the worker's last records reach the chart
-            curve = page.evaluate(LOSSES)
-            assert curve["x"] == list(range(1, paused["step"] + 1))
-            assert curve["y"] == alone(s, paused["step"]), f"page {i}: its curve is not its run alone"
+            assert_curve_is_alone(page, LOSSES, s, paused["step"], i)
             page.screenshot(path=str(ARTIFACTS / f"class-page-{i}.png"))
     assert "Traceback" not in log.read_text()

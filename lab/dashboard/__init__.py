@@ -8,7 +8,9 @@ session trained in one of them, and where its page's Pause meets the steps), ``d
 built once per process), ``view`` (the copy of a session a page draws), ``session_registry``
 (sessions by page id: a browser reload finds its run), ``heldout`` (held-out embeddings: neighbours,
 similarities, per-query AP, projections), ``reproduction`` (the Reproduction view's table rows and
-its cache of what the studies' verdicts derive from results/). Figures: :mod:`lab.viz.dashboard_figures`.
+its cache of what the studies' verdicts derive from results/), ``class_server``, ``class_pages`` and
+``class_page`` (the class page: the training view as one small HTML page, ``make class``). Figures:
+:mod:`lab.viz.dashboard_figures`.
 """
 from .sliders import calibration_thresholds, loss_defaults, loss_sliders, slider_options
 from .settings import Settings, escape_markdown, run_labels, to_configs, validate
