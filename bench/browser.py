@@ -102,6 +102,18 @@ def streamlit_process(env: dict[str, str] | None = None, timeout: float = 60.0,
 
 
 @contextlib.contextmanager
+def class_process(env: dict[str, str] | None = None,
+                  timeout: float = 60.0) -> Iterator[tuple[str, subprocess.Popen, Path]]:
+    """Start the class page's server (``python -m lab.dashboard.class_server``), wait until its page answers,
+    yield (its URL, the process, its log)."""
+    port = free_port()
+    cmd = [sys.executable, "-m", "lab.dashboard.class_server", "--address", "127.0.0.1", "--port", str(port)]
+    url, name = f"http://127.0.0.1:{port}", f"class-server-{port}"
+    with serve(name, cmd, lambda: "<h2>" in _answers(url), env=env, timeout=timeout) as proc:
+        yield url, proc, ARTIFACTS / f"{name}.log"
+
+
+@contextlib.contextmanager
 def streamlit_server(env: dict[str, str] | None = None, timeout: float = 60.0) -> Iterator[str]:
     """Start the app, wait until /_stcore/health says ok, yield its URL."""
     with streamlit_process(env, timeout) as (url, _, _):

@@ -3,6 +3,7 @@ every view at a projector's 1280 x 720.
 
     .venv/bin/python -m bench.screenshot            # -> docs/dashboard.png (~1-2 min on 2 cores)
     .venv/bin/python -m bench.screenshot --all      # -> docs/dashboard-<view>.png, every view at 1280 x 720
+    .venv/bin/python -m bench.screenshot --class-page   # -> docs/class-page.png (`make class`), at 1280 x 720
 
 Starts `streamlit run app.py` on a free local port, opens it in headless Debian chromium
 (/usr/bin/chromium, through Playwright: never `playwright install`), trains until the run
@@ -18,7 +19,7 @@ from pathlib import Path
 from urllib.parse import urlencode
 
 ROOT = Path(__file__).resolve().parents[1]
-from bench.browser import CHROMIUM, INSTALL_HINT, chromium_page, streamlit_server, wait_idle
+from bench.browser import CHROMIUM, INSTALL_HINT, chromium_page, class_process, streamlit_server, wait_idle
 
 MAX_BYTES = 400_000
 VIEWS = ("Training", "Retrievals", "Embeddings", "Scores", "Toy explorer", "Reproduction")
@@ -53,11 +54,14 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "dashboard.png")
     parser.add_argument("--fast", action="store_true", help="fast mode (12 classes, tiny batches): a quick check")
     parser.add_argument("--all", action="store_true", help="every view at 1280 x 720 to docs/dashboard-<view>.png")
+    parser.add_argument("--class-page", action="store_true", help="the class page at 1280 x 720 to docs/class-page.png")
     args = parser.parse_args()
     if not CHROMIUM.exists():
         sys.exit(f"{CHROMIUM} is missing: {INSTALL_HINT}")
     env = {"RANKLAB_FAST": "1" if args.fast else "0"}
     query = urlencode({"loss": "smooth_ap", "compare": "1", "loss_b": "roadmap", "steps": args.steps})
+    if args.class_page:
+        return class_page(env, query, args.out.parent / "class-page.png", args.steps)
     size = PROJECTOR if args.all else (1440, 1000)
     with streamlit_server(env=env) as url, chromium_page(*size) as page:
         page.goto(f"{url}/?{query}")
@@ -81,6 +85,22 @@ def main() -> None:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_bytes(data)
     print(f"{args.out.relative_to(ROOT) if args.out.is_relative_to(ROOT) else args.out}: {len(data) / 1000:.0f} KB")
+
+
+def class_page(env: dict[str, str], query: str, out: Path, steps: int) -> None:
+    """The class page (`make class`) with the same two runs, finished, at a projector's 1280 x 720."""
+    with class_process(env=env, timeout=300) as (url, _, _), chromium_page(*PROJECTOR) as page:
+        page.goto(f"{url}/?{query}")
+        page.wait_for_function("() => !document.getElementById('start').disabled", timeout=10 * 60_000)
+        page.click("#start")
+        last_steps = ("n => { const lines = [...document.querySelectorAll("
+                      "'#curves .rl-line[data-metric=\"loss\"] polyline')]; "
+                      "return lines.length === 2 && lines.every(l => +l.dataset.x.split(',').pop() === n); }")
+        page.wait_for_function(last_steps, arg=steps, timeout=30 * 60_000)  # both runs' last step drawn
+        page.mouse.move(1200, 40)
+        data = shrink_png(page.screenshot(full_page=False))
+    out.write_bytes(data)
+    print(f"{out.relative_to(ROOT) if out.is_relative_to(ROOT) else out}: {len(data) / 1000:.0f} KB")
 
 
 def every_view(page, folder: Path) -> None:

@@ -21,6 +21,17 @@ def test_the_class_section_reports_the_cold_start_and_a_missed_page():
     assert line.endswith("| 7.0 s | 1 |") and "| crashed |" in text  # a page whose front end threw is counted
 
 
+def test_a_page_that_trains_through_the_window_without_a_change_is_frozen_for_the_whole_window():
+    """bench/class_load.py's freeze: a page starved by a load (no step in the window) showed 0.0 s, as if smooth."""
+    training = [(0.0, "Step 0 / 9 · training")]
+    assert class_load.longest_gap(training, now=30.0, window=20.0) == 20.0
+    steps = training + [(12.0, "Step 3 / 9 · training"), (13.0, "Step 6 / 9 · training"), (25.0, "Step 9 / 9 · "
+                                                                                           "training")]
+    assert class_load.longest_gap(steps, now=30.0, window=20.0) == 12.0  # 13 -> 25
+    paused = [(0.0, "Step 0 / 9 · paused"), (29.0, "Step 1 / 9 · training")]
+    assert class_load.longest_gap(paused, now=30.0, window=20.0) == 1.0  # it trained only from 29 s
+
+
 def test_the_capacity_section_sums_the_rates_and_marks_a_missed_first_step():
     row = {"pages": 3, "workers": "2 x 3", "queued": 0, "first": [2.0, None, 4.0], "rates": [1.0, 2.0, 3.0],
            "pauses": [0.001, 0.002, 0.003], "loads": [1.0, 2.0]}
