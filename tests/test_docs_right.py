@@ -139,6 +139,17 @@ def test_teachings_class_numbers_are_the_bench_tables():
     expected.append(f"every Pause answers within {worst(L[6][pause])}, but the trainings get almost nothing (first "
                     f"step {median(L[6][s1])} after Start, {rate(L[6][steps])} steps/s each; first screen "
                     f"{median(L[6][fs])})")
+    P, PL = _bench_table(bench, "class-page"), _bench_table(bench, "class-page-load")
+    expected += [
+        f"Six pages show their first screen in {median(P[6][fs])} ({worst(P[6][fs])} at worst), their first step "
+        f"{median(P[6][s1])} after Start ({worst(P[6][s1])} at worst), {rate(P[6][steps])} steps/s each, every "
+        f"Pause within {worst(P[6][pause])}",
+        f"12 pages in {median(P[12][fs])} ({worst(P[12][fs])} at worst), {12 - int(P[12]['queued'])} of them training "
+        f"{rate(P[12][steps])} steps/s each and {P[12]['queued']} waiting in the queue",
+        f"one page alone trains {rate(P[1][steps])} steps/s",
+        f"every Pause answers within {worst(PL[6][pause])} and the trainings get nothing for a minute (first step "
+        f"{median(PL[6][s1])} after Start)"]
+    assert PL[6]["steps/s per student"] == "–"  # "nothing"
     for phrase in expected:
         assert phrase in teaching, phrase
     reading = " ".join(bench.split())
