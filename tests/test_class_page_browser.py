@@ -59,4 +59,8 @@ def test_a_link_to_a_folder_not_offered_is_refused_in_a_note_and_the_page_trains
         notes = page.inner_text("#notes")
         assert "root='/proc/self'" in notes and "using the default glyphs" in notes and len(notes.splitlines()) == 1
         assert page.input_value("#f-dataset") == "glyphs" and not page.inner_text("#errors")
+        # A run the server closed (away too long, or a restarted server): the page says so and stops, its buttons off.
+        page.evaluate("token = 'closed by the server'; poll()")
+        page.wait_for_function("() => /reload the page/.test(document.getElementById('errors').innerText)")
+        assert page.locator("#start").is_disabled() and page.locator("#pause").is_disabled()
     assert "Traceback" not in log.read_text()

@@ -37,7 +37,7 @@ async function post(path, body) {
   const r = await fetch("/api/" + path, {method: "POST", headers: {"Content-Type": "application/json"},
                                          body: JSON.stringify(body)});
   const j = await r.json().catch(() => ({error: "the server answered " + r.status}));
-  if (!r.ok) throw new Error(j.error || "the server answered " + r.status);
+  if (!r.ok) throw Object.assign(new Error(j.error || "the server answered " + r.status), {status: r.status});
   return j;
 }
 function list(id, items) {
@@ -67,7 +67,12 @@ async function poll() {
     if (mine !== loop) return;
     draw(v);
     setTimeout(() => { if (mine === loop) poll(); }, v.running || v.waiting ? 1000 : 3000);
-  } catch (e) { if (mine === loop) fail(e); }
+  } catch (e) {
+    if (mine !== loop) return;
+    if (e.status) return fail(e);  // the server's answer: the run is gone, or the request was wrong
+    $("error").textContent = "The server did not answer (" + e.message + "): trying again.";
+    setTimeout(() => { if (mine === loop) poll(); }, 3000);
+  }
 }
 async function act(action) {
   loop++;
