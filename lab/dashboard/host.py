@@ -183,8 +183,13 @@ def main(commands: Any, out: Any, gates: Any, niceness: int, threads: int, warm:
     except OSError:
         pass
     import torch
+    from tqdm import tqdm
 
     torch.set_num_threads(threads)
+    # tqdm's bars (the data's first render) lock with a multiprocessing RLock: in this spawned process a named
+    # semaphore, which os._exit below leaves behind ("leaked semaphore objects" when the server exits). No other
+    # process shares this worker's bars: a thread lock is enough.
+    tqdm.set_lock(threading.RLock())
     host = Host(out, gates)
     if warm is not None:  # the page's default data, drawn (or read from the disk cache) before the first Start
         from .datasets import shared_datasets
