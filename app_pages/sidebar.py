@@ -11,7 +11,7 @@ from lab.dashboard import (Settings, TrainingSession, from_query, loss_sliders, 
                            to_query)
 from lab.core.env import app_max_params
 from lab.dashboard.pool import Refused
-from lab.dashboard.served import millions, offered
+from lab.dashboard.served import dataset_label, millions, offered
 from lab.dashboard.settings import BOUNDS, LR_SLIDER, MODEL_EXAMPLES, session_ask
 from lab.dashboard.urlstate import SID
 from lab.data import EMBEDDED
@@ -86,7 +86,7 @@ def settings_panel() -> Settings:
         seed_state(key, getattr(defaults, name))
     served = offered()  # the datasets and folders the operator offers (RANKLAB_APP_DATA): nothing else
     dataset = st.selectbox("Dataset", list(served), index=_index(list(served), "dataset"), key=KEYS["dataset"],
-                           format_func=lambda d: f"{d} (embedded)" if d in EMBEDDED else f"{d} (from disk)")
+                           format_func=dataset_label)
     classes, root = st.session_state[KEYS["classes"]], st.session_state[KEYS["data_root"]]
     if dataset == "glyphs":
         classes = _number("Glyph classes (train; the test split has as many others)", "classes")

@@ -16,7 +16,7 @@ from typing import Any, Mapping
 from ..data import EMBEDDED
 from ..losses import LOSSES
 from ..viz.training_curves import LATEST_STYLE
-from .served import offered
+from .served import dataset_label, offered
 from .settings import MODEL_EXAMPLES, Settings
 from .urlstate import from_query, to_query
 
@@ -149,7 +149,7 @@ def _field(key: str, value: str, s: Settings) -> str:
 def _options(key: str, s: Settings) -> list[tuple[str, str]]:
     served = offered()
     if key == "dataset":
-        return [(d, f"{d} (embedded)" if d in EMBEDDED else f"{d} (from disk)") for d in served]
+        return [(d, dataset_label(d)) for d in served]
     if key == "root":
         return [(f, f) for f in served.get(s.dataset, ())]
     return [(name, name) for name in sorted(LOSSES)]

@@ -64,6 +64,11 @@ def offered() -> dict[str, tuple[str, ...]]:
     return {name: tuple(folders) for name, folders in found.items()}
 
 
+def dataset_label(name: str) -> str:
+    """How a page's dataset menu names ``name``: "glyphs (embedded)", "cub (from disk)"."""
+    return f"{name} (embedded)" if name in EMBEDDED else f"{name} (from disk)"
+
+
 def _same_folder(a: str, b: str) -> bool:
     return bool(a.strip()) and os.path.normpath(a.strip()) == os.path.normpath(b)
 
