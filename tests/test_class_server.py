@@ -163,6 +163,7 @@ def test_make_class_stops_on_sigterm_with_its_workers(tmp_path):
     import time
 
     from bench.browser import free_port
+    from lab.dashboard import pool as pool_module
 
     port = free_port()
     log = tmp_path / "server.log"
@@ -186,7 +187,8 @@ def test_make_class_stops_on_sigterm_with_its_workers(tmp_path):
                                                    text=True).stdout.split()]
         assert workers, "the server has no training process"
         proc.send_signal(signal.SIGTERM)
-        assert proc.wait(60) == 0, log.read_text()
+        # a worker finishes its step first, up to the pool's own bound on a loaded machine (then it is terminated)
+        assert proc.wait(pool_module.STOP_SECONDS + 30) == 0, log.read_text()
         # its children (the training processes, multiprocessing's resource tracker) end with it, the tracker
         # a moment after: nothing is left running
         end = time.monotonic() + 30
